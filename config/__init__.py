@@ -1,0 +1,1 @@
+"""ddflow configuration: the TOML schema and its loader."""

@@ -1,0 +1,1 @@
+"""ddflow daemon: Kafka sources and sinks, progress, metrics, the command line."""

@@ -1,0 +1,1 @@
+"""ddflow engine: times, frontiers, batches, arrangements and differential operators."""
