@@ -1,0 +1,423 @@
+"""Load a TOML config file into ``Config``, collecting every problem with its key.
+
+The loader walks the document section by section with a ``_Table`` reader that knows its dotted
+path, records which keys it consumed, and reports unknown keys (with a close match, so typos are
+obvious). Nothing stops at the first problem: the whole file is checked and one ``ConfigError``
+lists everything wrong, each line ``FILE: KEY: PROBLEM``.
+
+Example::
+
+    [dataflow]
+    function = "ddflow.daemon.demo:reachability"
+
+    [kafka]
+    bootstrap = "127.0.0.1:9092"
+
+    [[inputs]]
+    name = "edges"
+    topic = "edges"
+    fields = { src = "int", dst = "int" }
+
+    [[outputs]]
+    name = "reachable"
+    topic = "reachable"
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import ConfigError, Problem
+from .schema import (
+    FIELD_TYPES,
+    LATE_POLICIES,
+    PROGRESS_POLICIES,
+    CheckpointConfig,
+    Config,
+    DataflowConfig,
+    EpochConfig,
+    Field,
+    InputConfig,
+    KafkaConfig,
+    MetricsConfig,
+    OutputConfig,
+)
+from .secrets import SecretRef, is_secret_option
+
+__all__ = ["load_config", "parse_config", "parse_duration"]
+
+T = TypeVar("T")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)\s*$")
+_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_REFERENCE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+_NAME = re.compile(r"^[A-Za-z_][\w.-]*$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def parse_duration(text: str) -> int:
+    """``"1ms"`` -> 1_000_000 (nanoseconds). Raises ``ValueError`` with the accepted forms."""
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration (write a number and a unit: '500us', '1ms', '2s', '1m')")
+    value = float(match.group(1)) * _UNIT_NS[match.group(2)]
+    if value != int(value):
+        raise ValueError(f"{text!r} is not a whole number of nanoseconds")
+    return int(value)
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate ``path``. Raises ``ConfigError`` naming the file and every bad key."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError.one(path, "(file)", f"cannot read the config file: {exc.strerror}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError.one(path, "(file)", f"not UTF-8 text: {exc}") from exc
+    return parse_config(text, path)
+
+
+def parse_config(text: str, source: str | Path = "<string>") -> Config:
+    """Validate TOML ``text``; relative paths in it resolve against ``source``'s directory."""
+    source = Path(source)
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError.one(source, "(syntax)", f"not valid TOML: {exc}") from exc
+    problems: list[Problem] = []
+    root = _Table(document, "", problems)
+    base = source.parent if source.name != "<string>" else Path.cwd()
+    dataflow = _dataflow(root.table("dataflow", required=True), base)
+    kafka = _kafka(root.table("kafka"), base)
+    inputs = tuple(_input(t) for t in root.tables("inputs", required=True))
+    outputs = tuple(_output(t) for t in root.tables("outputs", required=True))
+    epoch = _epoch(root.table("epoch"))
+    dead_letter = root.table("dead_letter")
+    dead_letter_topic = dead_letter.get("topic", str, "ddflow-dead-letters", check=_topic)
+    dead_letter.finish()
+    checkpoint = _checkpoint(root.table("checkpoint"), base)
+    metrics = _metrics(root.table("metrics"))
+    root.finish()
+    _unique(problems, "inputs", [i.name for i in inputs], "name")
+    _unique(problems, "inputs", [i.topic for i in inputs], "topic")
+    _unique(problems, "outputs", [o.name for o in outputs], "name")
+    _unique(problems, "outputs", [o.topic for o in outputs], "topic")
+    input_topics = {i.topic for i in inputs}
+    for n, o in enumerate(outputs):
+        if o.topic in input_topics:
+            problems.append(Problem(f"outputs[{n}].topic", f"{o.topic!r} is also an input topic"))
+        if o.topic == dead_letter_topic:
+            problems.append(Problem(f"outputs[{n}].topic", f"{o.topic!r} is also the dead-letter topic"))
+    if dead_letter_topic in input_topics:
+        problems.append(Problem("dead_letter.topic", f"{dead_letter_topic!r} is also an input topic"))
+    if problems:
+        raise ConfigError(source, problems)
+    return Config(
+        source=source,
+        dataflow=dataflow,
+        kafka=kafka,
+        inputs=inputs,
+        outputs=outputs,
+        epoch=epoch,
+        dead_letter_topic=dead_letter_topic,
+        checkpoint=checkpoint,
+        metrics=metrics,
+    )
+
+
+# -- sections -----------------------------------------------------------------------------------
+
+
+def _dataflow(t: _Table, base: Path) -> DataflowConfig:
+    function = t.get("function", str, None, required=True, check=_reference)
+    args = t.get("args", dict, {})
+    path = t.get("path", list, [], check=_strings)
+    t.finish()
+    return DataflowConfig(function or "", dict(args), tuple((base / p).resolve() for p in path))
+
+
+def _kafka(t: _Table, base: Path) -> KafkaConfig:
+    bootstrap = t.get("bootstrap", str, None, check=_bootstrap)
+    group_id = t.get("group_id", str, "ddflow", check=_nonempty)
+    options_table = t.table("options")
+    options: dict[str, Any] = {}
+    for name in options_table.keys():
+        key = options_table.key(name)
+        value = options_table.get(name, (str, int, float, bool), None)
+        if name == "bootstrap.servers":
+            t.problems.append(Problem(key, "set the broker with kafka.bootstrap (or KAFKA_BOOTSTRAP / --bootstrap)"))
+        elif is_secret_option(name):
+            t.problems.append(
+                Problem(key, "is a credential: do not write it in the file; reference it under "
+                        f'[kafka.secrets] as "{name}" = {{ env = "VAR" }} or {{ file = "/path" }}')
+            )
+        elif value is not None:
+            options[name] = value
+    options_table.finish()
+    secrets_table = t.table("secrets")
+    secrets: dict[str, SecretRef] = {}
+    for name in secrets_table.keys():
+        ref = secrets_table.table(name)
+        env = ref.get("env", str, None, check=_nonempty)
+        file = ref.get("file", str, None, check=_nonempty)
+        if (env is None) == (file is None) and not ref.failed:
+            t.problems.append(Problem(ref.path, 'give exactly one of env = "VAR" or file = "/path"'))
+        elif env is not None or file is not None:
+            secrets[name] = SecretRef(name, env=env, file=None if file is None else (base / file).resolve())
+        ref.finish()
+    secrets_table.finish()
+    t.finish()
+    return KafkaConfig(bootstrap, group_id or "ddflow", options, secrets)
+
+
+def _input(t: _Table) -> InputConfig:
+    name = t.get("name", str, "", required=True, check=_name)
+    topic = t.get("topic", str, "", required=True, check=_topic)
+    fields = _fields(t)
+    progress = t.get("progress", str, "explicit", check=_choice(PROGRESS_POLICIES))
+    late = t.get("late", str, "advance", check=_choice(LATE_POLICIES))
+    idle = t.duration("idle_timeout", 1_000_000_000)
+    t.finish()
+    return InputConfig(name, topic, fields, progress, late, idle)
+
+
+def _fields(t: _Table) -> tuple[Field, ...]:
+    key = t.key("fields")
+    raw = t.get("fields", (list, dict), None, required=True)
+    if raw is None:
+        return ()
+    if isinstance(raw, list):
+        pairs = [(n, "any") for n in raw]
+    else:
+        pairs = list(raw.items())
+    if not pairs:
+        t.problems.append(Problem(key, "needs at least one field"))
+    fields = []
+    for n, (fname, ftype) in enumerate(pairs):
+        where = f"{key}[{n}]" if isinstance(raw, list) else f"{key}.{fname}"
+        if not isinstance(fname, str) or not _NAME.match(fname):
+            t.problems.append(Problem(where, f"{fname!r} is not a field name (letters, digits, '_')"))
+        elif not isinstance(ftype, str) or ftype not in FIELD_TYPES:
+            t.problems.append(Problem(where, f"type {ftype!r} is not one of {', '.join(FIELD_TYPES)}"))
+        else:
+            fields.append(Field(fname, ftype))
+    names = [f.name for f in fields]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        t.problems.append(Problem(key, f"field {dup!r} appears twice"))
+    return tuple(fields)
+
+
+def _output(t: _Table) -> OutputConfig:
+    name = t.get("name", str, "", required=True, check=_name)
+    topic = t.get("topic", str, "", required=True, check=_topic)
+    t.finish()
+    return OutputConfig(name, topic)
+
+
+def _epoch(t: _Table) -> EpochConfig:
+    resolution = t.duration("resolution", None)
+    max_records = t.get("max_records", int, None, check=_positive)
+    max_delay = t.duration("max_delay", None)
+    t.finish()
+    variable = max_records is not None or max_delay is not None
+    if resolution is not None and variable:
+        t.problems.append(Problem(t.key("resolution"),
+                                  "give either a fixed resolution or max_records/max_delay, not both"))
+    if resolution is None and not variable:
+        resolution = 1_000_000
+    if resolution is not None and resolution <= 0:
+        t.problems.append(Problem(t.key("resolution"), "must be greater than 0"))
+    if max_delay is not None and max_delay <= 0:
+        t.problems.append(Problem(t.key("max_delay"), "must be greater than 0"))
+    return EpochConfig(resolution, max_records, max_delay)
+
+
+def _checkpoint(t: _Table, base: Path) -> CheckpointConfig:
+    location = t.get("location", str, None, check=_nonempty)
+    interval = t.duration("interval", 60_000_000_000)
+    t.finish()
+    if interval <= 0:
+        t.problems.append(Problem(t.key("interval"), "must be greater than 0"))
+    return CheckpointConfig(None if location is None else (base / location).resolve(), interval)
+
+
+def _metrics(t: _Table) -> MetricsConfig:
+    address = t.get("address", str, "127.0.0.1:9464")
+    t.finish()
+    try:
+        host, port = parse_address(address)
+    except ValueError as exc:
+        t.problems.append(Problem(t.key("address"), str(exc)))
+        return MetricsConfig()
+    return MetricsConfig(host, port)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``"host:port"`` (``[v6]:port`` too) -> (host, port); port 0 means any free port."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not host:port (e.g. '127.0.0.1:9464', '0.0.0.0:9464')")
+    return host.strip("[]"), int(port)
+
+
+# -- value checks: return an error message or None ------------------------------------------------
+
+
+def _reference(value: str) -> str | None:
+    if not _REFERENCE.match(value):
+        return f"{value!r} is not a 'module:function' reference (e.g. 'mypkg.flows:build')"
+    return None
+
+
+def _bootstrap(value: str) -> str | None:
+    for server in value.split(","):
+        try:
+            parse_address(server.strip())
+        except ValueError:
+            return f"{value!r} is not a comma-separated list of host:port"
+    return None
+
+
+def _name(value: str) -> str | None:
+    return None if _NAME.match(value) else f"{value!r} is not a name (letters, digits, '_', '.', '-')"
+
+
+def _topic(value: str) -> str | None:
+    return None if _TOPIC.match(value) else f"{value!r} is not a Kafka topic name ([A-Za-z0-9._-], 1-249 chars)"
+
+
+def _nonempty(value: str) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+def _positive(value: int) -> str | None:
+    return None if value > 0 else f"{value} must be greater than 0"
+
+
+def _strings(value: list[Any]) -> str | None:
+    return None if all(isinstance(v, str) for v in value) else "must be a list of strings"
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        if value in options:
+            return None
+        return f"{value!r} is not one of {', '.join(repr(o) for o in options)}"
+
+    return check
+
+
+def _unique(problems: list[Problem], section: str, values: list[str], key: str) -> None:
+    seen: dict[str, int] = {}
+    for n, v in enumerate(values):
+        if v in seen and v:
+            problems.append(Problem(f"{section}[{n}].{key}", f"{v!r} is already used by {section}[{seen[v]}]"))
+        seen.setdefault(v, n)
+
+
+# -- the reader -----------------------------------------------------------------------------------
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false",
+               list: "an array", dict: "a table"}
+
+
+class _Table:
+    """A TOML table with its dotted path: typed getters that record problems instead of raising."""
+
+    def __init__(self, data: Any, path: str, problems: list[Problem]) -> None:
+        self.path = path
+        self.problems = problems
+        self.failed = False
+        self._seen: set[str] = set()
+        if not isinstance(data, dict):
+            self._fail(path, f"must be a table, not {_describe(data, show=False)}")
+            data = {}
+        self.data: dict[str, Any] = data
+
+    def key(self, name: str) -> str:
+        """Dotted TOML path; names that are not bare keys are quoted (``kafka.options."sasl.password"``)."""
+        if not re.match(r"^[A-Za-z0-9_-]+$", name):
+            name = f'"{name}"'
+        return f"{self.path}.{name}" if self.path else name
+
+    def keys(self) -> list[str]:
+        return list(self.data)
+
+    def _fail(self, key: str, message: str) -> None:
+        self.failed = True
+        self.problems.append(Problem(key, message))
+
+    def get(self, name: str, kind: type | tuple[type, ...], default: T, *, required: bool = False,
+            check: Callable[[Any], str | None] | None = None) -> Any:
+        self._seen.add(name)
+        if name not in self.data:
+            if required:
+                self._fail(self.key(name), "is required")
+            return default
+        value = self.data[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # bool is an int subclass in Python; TOML keeps them apart, and so do we
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+            self._fail(self.key(name), f"must be {wanted}, not {_describe(value)}")
+            return default
+        if check is not None and (message := check(value)) is not None:
+            self._fail(self.key(name), message)
+            return default
+        return value
+
+    def duration(self, name: str, default: T) -> int | T:
+        text = self.get(name, str, None)
+        if text is None:
+            return default
+        try:
+            return parse_duration(text)
+        except ValueError as exc:
+            self._fail(self.key(name), str(exc))
+            return default
+
+    def table(self, name: str, *, required: bool = False) -> _Table:
+        self._seen.add(name)
+        if name not in self.data:
+            if required:
+                self._fail(self.key(name), "is required (a table)")
+            return _Table({}, self.key(name), self.problems)
+        return _Table(self.data[name], self.key(name), self.problems)
+
+    def tables(self, name: str, *, required: bool = False) -> list[_Table]:
+        self._seen.add(name)
+        key = self.key(name)
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                self._fail(key, f"is required: add at least one [[{key}]] table")
+            return []
+        if not isinstance(value, list) or not value:
+            self._fail(key, f"must be one or more [[{key}]] tables, not {_describe(value)}")
+            return []
+        return [_Table(item, f"{key}[{n}]", self.problems) for n, item in enumerate(value)]
+
+    def finish(self) -> None:
+        """Report every key that no getter consumed, suggesting the closest known key."""
+        known = sorted(self._seen)
+        for name in self.data:
+            if name not in self._seen:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(known)})"
+                self.problems.append(Problem(self.key(name), "unknown key" + hint))
+
+
+def _describe(value: Any, *, show: bool = True) -> str:
+    """``a string ('x')``; ``show=False`` where the value could be a misplaced secret."""
+    for kind, name in _TYPE_NAMES.items():
+        if type(value) is kind:
+            return f"{name} ({value!r})" if show and kind in (str, int, float, bool) else name
+    return type(value).__name__

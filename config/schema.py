@@ -1,0 +1,228 @@
+"""The configuration schema: typed, frozen sections of one daemon's config file.
+
+A config describes one worker: the dataflow to run (``module:function``), the Kafka connection,
+the input topics (record fields, progress policy, late policy, idle timeout), the output topics,
+how progress is batched into epochs, the dead-letter topic, the checkpoint location and the
+metrics address. Durations are strings with a unit (``"1ms"``, ``"250us"``, ``"5s"``) and are kept
+as integer nanoseconds, the unit of data times.
+
+The classes here are plain data; ``ddflow.config.loader`` builds them from TOML and reports
+every problem with its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, Problem
+from .secrets import REDACTED, SecretRef, is_secret_option
+
+__all__ = [
+    "PROGRESS_POLICIES",
+    "LATE_POLICIES",
+    "FIELD_TYPES",
+    "Field",
+    "DataflowConfig",
+    "KafkaConfig",
+    "InputConfig",
+    "OutputConfig",
+    "EpochConfig",
+    "CheckpointConfig",
+    "MetricsConfig",
+    "Config",
+]
+
+PROGRESS_POLICIES = ("explicit", "monotonic", "reclock")
+LATE_POLICIES = ("advance", "reject")
+FIELD_TYPES = ("any", "int", "float", "str", "bytes", "bool")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an input record: a name and the type its wire value must have."""
+
+    name: str
+    type: str = "any"
+
+
+@dataclass(frozen=True)
+class DataflowConfig:
+    """The dataflow: ``function(df, inputs, **args) -> outputs`` found at ``module:function``.
+
+    ``path`` lists directories (absolute, resolved against the config file) put on ``sys.path``
+    before importing, so a user's module can live next to its config.
+    """
+
+    function: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    path: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """Kafka connection: bootstrap, pass-through client options, and secret references."""
+
+    bootstrap: str | None = None
+    group_id: str = "ddflow"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    secrets: Mapping[str, SecretRef] = field(default_factory=dict)
+
+    def with_bootstrap(self, bootstrap: str) -> KafkaConfig:
+        return KafkaConfig(bootstrap, self.group_id, self.options, self.secrets)
+
+    def client_options(self, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """librdkafka options with secrets resolved (plain values: hand to a client, never log).
+
+        Raises ``LookupError`` naming the variable or file of a secret that cannot be read.
+        """
+        options: dict[str, Any] = {}
+        if self.bootstrap is not None:
+            options["bootstrap.servers"] = self.bootstrap
+        options.update(self.options)
+        for name, ref in self.secrets.items():
+            options[name] = ref.resolve(environ).reveal()
+        return options
+
+    def redacted(self) -> dict[str, Any]:
+        """What may be logged: option values, secret *references*, never secret values."""
+        options = {k: (REDACTED if is_secret_option(k) else v) for k, v in self.options.items()}
+        return {
+            "bootstrap": self.bootstrap,
+            "group_id": self.group_id,
+            "options": options,
+            "secrets": {name: ref.describe() for name, ref in self.secrets.items()},
+        }
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """One input collection fed from a topic.
+
+    ``progress``: ``explicit`` (progress markers), ``monotonic`` (times non-decreasing per
+    partition; a partition idle for ``idle_timeout_ns`` at its end stops holding the frontier),
+    ``reclock`` (the daemon assigns arrival time). ``late``: ``advance`` an update behind the
+    frontier to the frontier (counted) or ``reject`` it to the dead-letter topic.
+    """
+
+    name: str
+    topic: str
+    fields: tuple[Field, ...]
+    progress: str = "explicit"
+    late: str = "advance"
+    idle_timeout_ns: int = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """One output collection published to a topic."""
+
+    name: str
+    topic: str
+
+
+@dataclass(frozen=True)
+class EpochConfig:
+    """How progress is batched: fixed ``resolution_ns`` windows of data time, or variable epochs
+    closed after ``max_records`` records or ``max_delay_ns`` of wall time (whichever first)."""
+
+    resolution_ns: int | None = 1_000_000
+    max_records: int | None = None
+    max_delay_ns: int | None = None
+
+    @property
+    def mode(self) -> str:
+        return "fixed" if self.resolution_ns is not None else "variable"
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Where snapshots are written (``None``: no checkpoints, state is rebuilt by replay)."""
+
+    location: Path | None = None
+    interval_ns: int = 60_000_000_000
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """The HTTP address serving ``/metrics``, ``/healthz`` and ``/readyz`` (port 0: any free port)."""
+
+    host: str = "127.0.0.1"
+    port: int = 9464
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One daemon's whole configuration, as loaded from ``source``."""
+
+    source: Path
+    dataflow: DataflowConfig
+    kafka: KafkaConfig
+    inputs: tuple[InputConfig, ...]
+    outputs: tuple[OutputConfig, ...]
+    epoch: EpochConfig = EpochConfig()
+    dead_letter_topic: str = "ddflow-dead-letters"
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    metrics: MetricsConfig = MetricsConfig()
+
+    def input(self, name: str) -> InputConfig:
+        for spec in self.inputs:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def client_options(self, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """librdkafka options with secrets read from their env variables/files (never log these).
+
+        Raises ``ConfigError`` naming ``kafka.secrets."OPTION"`` for every secret that cannot be read.
+        """
+        problems = []
+        for name, ref in self.kafka.secrets.items():
+            try:
+                ref.resolve(environ)
+            except LookupError as exc:
+                problems.append(Problem(f'kafka.secrets."{name}"', str(exc.args[0])))
+        if problems:
+            raise ConfigError(self.source, problems)
+        return self.kafka.client_options(environ)
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective configuration as a plain dict that is safe to log (no secret values)."""
+        return {
+            "source": str(self.source),
+            "dataflow": {
+                "function": self.dataflow.function,
+                "args": dict(self.dataflow.args),
+                "path": [str(p) for p in self.dataflow.path],
+            },
+            "kafka": self.kafka.redacted(),
+            "inputs": [
+                {
+                    "name": i.name,
+                    "topic": i.topic,
+                    "fields": {f.name: f.type for f in i.fields},
+                    "progress": i.progress,
+                    "late": i.late,
+                    "idle_timeout_ns": i.idle_timeout_ns,
+                }
+                for i in self.inputs
+            ],
+            "outputs": [{"name": o.name, "topic": o.topic} for o in self.outputs],
+            "epoch": {
+                "resolution_ns": self.epoch.resolution_ns,
+                "max_records": self.epoch.max_records,
+                "max_delay_ns": self.epoch.max_delay_ns,
+            },
+            "dead_letter_topic": self.dead_letter_topic,
+            "checkpoint": {
+                "location": None if self.checkpoint.location is None else str(self.checkpoint.location),
+                "interval_ns": self.checkpoint.interval_ns,
+            },
+            "metrics": {"address": self.metrics.address},
+        }
