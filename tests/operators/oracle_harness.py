@@ -1,0 +1,217 @@
+"""Drive a pipeline through the engine and the oracle side by side, at every complete time.
+
+A *pipeline* is a function ``f(*collections) -> collection | tuple[collection, ...]`` written
+against the public ``Collection`` API; :func:`check_pipeline` builds it once in a real
+``Dataflow`` (one input per :class:`ReplaySource`) and replays the sources epoch by epoch. After
+every ``df.run()`` it checks, for every time that became complete (each update time, the time just
+before it, and the epoch boundaries), that ``capture.at(t)`` equals the oracle's from-scratch
+answer at ``t``; that ``capture.updates`` is consolidated, accumulates to the same answer and only
+moves at input times; and that the capture's frontier is the inputs' frontier.
+
+Hypothesis strategies for the streams live here too, with the settings profiles
+(``HYPOTHESIS_PROFILE=ci|dev|thorough``; ``dev`` is the default).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+import oracle
+from ddflow.operators.testing import ReplaySource, accumulate, lockstep
+
+settings.register_profile(
+    "ci",
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile(
+    "dev",
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile(
+    "thorough",
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+DIFFS = (-2, -1, 1, 2)
+BASES = (0, 1_700_000_000_000_000_000)  # small times and realistic epoch-nanosecond times
+
+# -- strategies -------------------------------------------------------------------------------
+
+small_ints = st.integers(0, 5)
+pairs = st.tuples(st.integers(0, 3), st.integers(0, 3))
+
+
+@st.composite
+def schedules(draw: Any, *, max_epochs: int = 20) -> tuple[int, int, list[int]]:
+    """(base, width, boundaries): 1..max_epochs epochs of ``width`` ns starting at ``base``."""
+    base = draw(st.sampled_from(BASES))
+    width = draw(st.sampled_from((1, 3, 1_000, 1_000_000)))
+    epochs = draw(st.integers(1, max_epochs))
+    return base, width, [base + (e + 1) * width for e in range(epochs)]
+
+
+@st.composite
+def sources(
+    draw: Any,
+    records: st.SearchStrategy[Hashable],
+    count: int = 1,
+    *,
+    max_epochs: int = 20,
+    max_per_epoch: int = 30,
+    diffs: Sequence[int] = DIFFS,
+    allow_hold: bool = True,
+) -> list[ReplaySource]:
+    """``count`` sources sharing one epoch schedule.
+
+    Each epoch has 0..max_per_epoch updates at times inside the epoch (mostly distinct), some of
+    them retractions of earlier updates; diffs include negatives so multiplicities go negative.
+    A source may hold its frontier for some epochs (lag behind the others) and may stay open.
+    """
+    base, width, boundaries = draw(schedules(max_epochs=max_epochs))
+    result = []
+    for _ in range(count):
+        updates: list[tuple[Hashable, int, int]] = []
+        lower = base
+        # The final epoch (after the last boundary) gets updates too when the source closes.
+        close = draw(st.booleans())
+        uppers = boundaries + ([boundaries[-1] + width] if close else [])
+        for upper in uppers:
+            offsets = st.integers(0, upper - lower - 1)
+            fresh = draw(
+                st.lists(st.tuples(records, offsets, st.sampled_from(diffs)), max_size=max_per_epoch)
+            )
+            updates.extend((record, lower + offset, diff) for record, offset, diff in fresh)
+            if len(updates) > 0 and draw(st.booleans()):
+                earlier = draw(st.lists(st.integers(0, len(updates) - 1), max_size=5))
+                for index in earlier:
+                    record, _, diff = updates[index]
+                    updates.append((record, lower + draw(offsets), -diff))
+            lower = upper
+        hold = [False] * len(boundaries)
+        if allow_hold and count > 1 and len(boundaries) > 1:
+            hold = draw(st.lists(st.booleans(), min_size=len(boundaries), max_size=len(boundaries)))
+            hold[-1] = False
+        result.append(ReplaySource(updates, boundaries, hold=hold, close=close))
+    return result
+
+
+# -- the check --------------------------------------------------------------------------------
+
+
+def _frontier(sources_: Sequence[ReplaySource], epoch: int) -> tuple[bool, int | None]:
+    """(known, F): F the inputs' frontier after ``epoch`` (None: all closed); known False while
+    some open input has not advanced yet (its frontier is the engine's least time)."""
+    open_frontiers = []
+    for source in sources_:
+        if source.closed_after(min(epoch, len(source) - 1)):
+            continue
+        f = source.frontier_after(epoch)
+        if f is None:
+            return False, None
+        open_frontiers.append(f)
+    return True, (min(open_frontiers) if open_frontiers else None)
+
+
+def _candidate_times(sources_: Sequence[ReplaySource]) -> list[int]:
+    times: set[int] = set()
+    for source in sources_:
+        for t in source.times():
+            times.update((t - 1, t))
+        for b in source.boundaries:
+            times.update((b - 1, b))
+    return sorted(t for t in times if t >= 0)
+
+
+def check_pipeline(
+    pipeline: Callable[..., Any],
+    sources_: Sequence[ReplaySource],
+    *,
+    also: Callable[[Any, int], None] | None = None,
+) -> Any:
+    """Build ``pipeline`` in a Dataflow fed by ``sources_`` and compare it with the oracle.
+
+    ``also(df, t)`` runs extra checks for each checked complete time. Returns the Dataflow.
+    """
+    from ddflow.operators import Dataflow
+
+    df = Dataflow()
+    sessions = [df.new_input(f"in{i}") for i in range(len(sources_))]
+    result = pipeline(*(session.collection for session in sessions))
+    outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+    probes = [getattr(o, "collection", o).capture() for o in outputs]
+
+    candidates = _candidate_times(sources_)
+    input_times = {t for source in sources_ for t in source.times()}
+    memo: dict[int, list[dict[Hashable, int]]] = {}
+
+    def expected(t: int) -> list[dict[Hashable, int]]:
+        if t not in memo:
+            memo[t] = oracle.evaluate(pipeline, [s.accumulate(t) for s in sources_])
+        return memo[t]
+
+    def check_time(t: int, epoch: int) -> None:
+        want = expected(t)
+        for index, probe in enumerate(probes):
+            got = probe.at(t)
+            assert got == want[index], (
+                f"output {index} at time {t} (after epoch {epoch}):\n"
+                f"  engine: {dict(sorted(got.items(), key=repr))}\n"
+                f"  oracle: {dict(sorted(want[index].items(), key=repr))}"
+            )
+            assert accumulate(probe.updates, t) == got, f"output {index}: updates do not sum to at({t})"
+        if also is not None:
+            also(df, t)
+
+    checked_upto: int | None = None  # every candidate < checked_upto has been checked
+    epoch = -1
+    for epoch in lockstep(list(zip(sessions, sources_))):
+        df.run()
+        known, frontier = _frontier(sources_, epoch)
+        if not known:
+            continue
+        for probe in probes:
+            assert probe.frontier == ([] if frontier is None else [frontier]), (
+                f"after epoch {epoch}: capture frontier {probe.frontier}, inputs at {frontier}"
+            )
+        for t in candidates:
+            if (checked_upto is None or t >= checked_upto) and (frontier is None or t < frontier):
+                check_time(t, epoch)
+        checked_upto = frontier
+        if frontier is None:
+            check_time(candidates[-1] + 10**9 if candidates else 0, epoch)
+    # Earlier complete times stay answerable and right after later epochs and compaction.
+    known, frontier = _frontier(sources_, epoch)
+    if known:
+        for t in candidates:
+            if frontier is None or t < frontier:
+                check_time(t, epoch)
+    for index, probe in enumerate(probes):
+        _check_consolidated(probe.updates, input_times, index)
+    return df
+
+
+def _check_consolidated(updates: list[tuple[Any, int, int]], input_times: set[int], index: int) -> None:
+    seen: set[tuple[Any, int]] = set()
+    for record, time, diff in updates:
+        assert isinstance(time, int), f"output {index}: time {time!r} is not an int"
+        assert diff != 0, f"output {index}: zero diff for {record!r} at {time}"
+        assert (record, time) not in seen, f"output {index}: ({record!r}, {time}) twice: not consolidated"
+        seen.add((record, time))
+        assert time in input_times, (
+            f"output {index}: update {(record, time, diff)!r} at a time where no input changed"
+        )
