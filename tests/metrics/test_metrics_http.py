@@ -1,0 +1,165 @@
+"""Metrics and health endpoints over real HTTP: names per METRICS.md, known series at 0, values as set."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from ddflow.daemon.health import EndpointServer
+from ddflow.daemon.metrics import METRIC_NAMES, DaemonMetrics, MetricsSnapshot
+
+EXPECTED = {
+    "ddflow_build_info", "ddflow_input_updates_total", "ddflow_output_updates_total", "ddflow_epochs_total",
+    "ddflow_epoch_processing_seconds", "ddflow_end_to_end_latency_seconds",
+    "ddflow_input_frontier_timestamp_seconds", "ddflow_output_frontier_timestamp_seconds",
+    "ddflow_last_epoch_timestamp_seconds", "ddflow_consumer_lag_messages", "ddflow_arrangement_records",
+    "ddflow_arrangement_batches", "ddflow_arrangement_bytes", "ddflow_compaction_merge_records_total",
+    "ddflow_late_updates_total", "ddflow_dead_letters_total", "ddflow_ready",
+}
+
+
+def get(url: str, accept: str = "") -> tuple[int, str, str]:
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def families(text: str) -> set[str]:
+    names = set()
+    for family in text_string_to_metric_families(text):
+        names.add(family.name + ("_total" if family.type == "counter" else ""))
+    return names
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+def test_metric_names_are_the_fixed_set() -> None:
+    assert set(METRIC_NAMES) == EXPECTED and len(METRIC_NAMES) == len(EXPECTED)
+
+
+def test_fresh_daemon_exports_every_family_with_known_series_at_zero(registry: CollectorRegistry) -> None:
+    DaemonMetrics(registry, inputs={"edges": "reject", "roots": "advance"}, outputs=["reachable"],
+                  dead_letter_reasons=["malformed", "late"])
+    with EndpointServer(registry, port=0) as server:
+        status, content_type, text = get(server.url + "/metrics")
+    assert status == 200 and content_type.startswith("text/plain")
+    assert families(text) == EXPECTED
+    values = samples(text)
+    assert values[("ddflow_input_updates_total", (("input", "edges"),))] == 0
+    assert values[("ddflow_input_updates_total", (("input", "roots"),))] == 0
+    assert values[("ddflow_output_updates_total", (("output", "reachable"),))] == 0
+    assert values[("ddflow_late_updates_total", (("input", "edges"), ("policy", "reject")))] == 0
+    assert values[("ddflow_dead_letters_total", (("input", "roots"), ("reason", "late")))] == 0
+    assert values[("ddflow_epochs_total", ())] == 0
+    assert values[("ddflow_ready", ())] == 0
+    assert values[("ddflow_end_to_end_latency_seconds_count", ())] == 0
+    build = [k for k in values if k[0] == "ddflow_build_info"]
+    assert len(build) == 1 and dict(build[0][1])["version"]
+
+
+def test_scrape_reports_the_values_the_worker_holds(registry: CollectorRegistry) -> None:
+    snapshot = MetricsSnapshot(
+        input_updates={"edges": 1234},
+        output_updates={"reachable": 77},
+        epochs=9,
+        input_frontier_ns={"edges": 1_700_000_000_500_000_000},
+        output_frontier_ns={"reachable": 1_700_000_000_000_000_000},
+        last_epoch_wall=1_700_000_123.25,
+        consumer_lag={("edges", 0): 5, ("edges", 1): 0},
+        late_updates={("edges", "reject"): 3},
+        dead_letters={("edges", "malformed"): 2},
+        ready=True,
+    )
+    arrangement_stats = {"reach": {"records": 40, "batches": 3, "bytes": 4096, "merge_work": 120}}
+    metrics = DaemonMetrics(registry, inputs={"edges": "reject"}, outputs=["reachable"],
+                            dead_letter_reasons=["malformed", "late"], snapshot=lambda: snapshot,
+                            arrangements=lambda: arrangement_stats)
+    metrics.observe_epoch(0.003, [0.0004, 0.002, 0.002, 40.0])
+    metrics.observe_epoch(0.0001, [])
+    with EndpointServer(registry, port=0) as server:
+        text = get(server.url + "/metrics")[2]
+        openmetrics = get(server.url + "/metrics", accept="application/openmetrics-text; version=1.0.0")
+    v = samples(text)
+    assert v[("ddflow_input_updates_total", (("input", "edges"),))] == 1234
+    assert v[("ddflow_output_updates_total", (("output", "reachable"),))] == 77
+    assert v[("ddflow_epochs_total", ())] == 9
+    assert v[("ddflow_input_frontier_timestamp_seconds", (("input", "edges"),))] == pytest.approx(1_700_000_000.5)
+    assert v[("ddflow_output_frontier_timestamp_seconds", (("output", "reachable"),))] == pytest.approx(1.7e9)
+    assert v[("ddflow_last_epoch_timestamp_seconds", ())] == 1_700_000_123.25
+    assert v[("ddflow_consumer_lag_messages", (("partition", "0"), ("topic", "edges")))] == 5
+    assert v[("ddflow_late_updates_total", (("input", "edges"), ("policy", "reject")))] == 3
+    assert v[("ddflow_dead_letters_total", (("input", "edges"), ("reason", "malformed")))] == 2
+    assert v[("ddflow_dead_letters_total", (("input", "edges"), ("reason", "late")))] == 0
+    assert v[("ddflow_ready", ())] == 1
+    assert v[("ddflow_arrangement_records", (("arrangement", "reach"),))] == 40
+    assert v[("ddflow_arrangement_batches", (("arrangement", "reach"),))] == 3
+    assert v[("ddflow_arrangement_bytes", (("arrangement", "reach"),))] == 4096
+    assert v[("ddflow_compaction_merge_records_total", (("arrangement", "reach"),))] == 120
+    assert v[("ddflow_epoch_processing_seconds_count", ())] == 2
+    assert v[("ddflow_epoch_processing_seconds_sum", ())] == pytest.approx(0.0031)
+    latency = "ddflow_end_to_end_latency_seconds_bucket"
+    assert v[(latency, (("le", "0.0005"),))] == 1
+    assert v[(latency, (("le", "0.0025"),))] == 3  # 0.002 twice, cumulative; le is inclusive
+    assert v[(latency, (("le", "30.0"),))] == 3
+    assert v[(latency, (("le", "+Inf"),))] == 4
+    status, content_type, body = openmetrics
+    assert status == 200 and content_type.startswith("application/openmetrics-text")
+    assert body.rstrip().endswith("# EOF")
+
+
+def test_a_failing_snapshot_still_serves_known_series(registry: CollectorRegistry) -> None:
+    def broken() -> MetricsSnapshot:
+        raise RuntimeError("worker gone")
+
+    DaemonMetrics(registry, inputs={"edges": "advance"}, outputs=["out"], snapshot=broken)
+    with EndpointServer(registry, port=0) as server:
+        status, _, text = get(server.url + "/metrics")
+    assert status == 200
+    assert samples(text)[("ddflow_input_updates_total", (("input", "edges"),))] == 0
+
+
+def test_health_and_readiness_follow_their_probes(registry: CollectorRegistry) -> None:
+    state = {"alive": True, "ready": (False, "waiting for partition assignment")}
+    with EndpointServer(registry, port=0, alive=lambda: (state["alive"], "worker loop running"),
+                        ready=lambda: state["ready"]) as server:
+        assert get(server.url + "/healthz")[::2] == (200, "worker loop running\n")
+        assert get(server.url + "/readyz")[::2] == (503, "waiting for partition assignment\n")
+        state["ready"] = (True, "ready")
+        assert get(server.url + "/readyz")[::2] == (200, "ready\n")
+        state["alive"] = False
+        assert get(server.url + "/healthz")[0] == 503
+        assert get(server.url + "/nope")[0] == 404
+
+
+def test_a_raising_probe_is_a_failing_probe(registry: CollectorRegistry) -> None:
+    def probe() -> tuple[bool, str]:
+        raise ValueError("no worker")
+
+    with EndpointServer(registry, port=0, ready=probe) as server:
+        status, _, body = get(server.url + "/readyz")
+    assert status == 503 and "ValueError: no worker" in body
+
+
+def test_port_in_use_names_the_address(registry: CollectorRegistry) -> None:
+    with EndpointServer(registry, port=0) as server:
+        host, port = server.address
+        with pytest.raises(OSError, match=f"cannot serve metrics on {host}:{port}"):
+            EndpointServer(registry, host=host, port=port)
