@@ -1,0 +1,53 @@
+"""The daemon's exceptions: one root, one subclass per step that can fail.
+
+    DaemonError
+    ├── BrokerError          the embedded broker would not start / answer
+    ├── KafkaError           a Kafka client call failed (names the topic/partition)
+    ├── OptionsError         a bad option passed to a source, sink, producer or worker
+    ├── WireError            an encoding that cannot be written (e.g. an unencodable record)
+    ├── ProtocolError        a result topic that breaks the output protocol
+    └── WorkerError          the worker loop failed (names the epoch and the step)
+
+Malformed *input* is not an exception: it becomes a dead letter (see `deadletter`).
+Every message names the step and the offending value, and the cause is chained.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DaemonError",
+    "BrokerError",
+    "KafkaError",
+    "OptionsError",
+    "WireError",
+    "ProtocolError",
+    "WorkerError",
+]
+
+
+class DaemonError(Exception):
+    """Root of every error raised by `ddflow.daemon`."""
+
+
+class BrokerError(DaemonError):
+    """The embedded broker could not be started or did not answer."""
+
+
+class KafkaError(DaemonError):
+    """A Kafka client operation failed."""
+
+
+class OptionsError(DaemonError):
+    """An option given to a daemon component is invalid; the message names the option."""
+
+
+class WireError(DaemonError):
+    """A value cannot be encoded in the wire format."""
+
+
+class ProtocolError(DaemonError):
+    """A result topic holds messages that contradict the output protocol."""
+
+
+class WorkerError(DaemonError):
+    """The worker loop failed; the message names the epoch and the step."""

@@ -1,0 +1,329 @@
+"""Kafka sinks: publish each epoch's output diffs with an idempotent, self-describing protocol.
+
+For every completed epoch ``[lower, upper)`` and every output, the sink writes the epoch's
+updates in msgpack batches (each naming ``lower``, ``upper`` and the sink's incarnation), then a
+progress marker with the count of updates it wrote for that range on *every* partition of the
+output topic (`wire` has the formats; `results.ResultClient` is the consumer side). A record
+always lands on the same partition (crc32 of its msgpack bytes), so what any incarnation writes
+for a time on a partition is the same set of updates: a consumer may take the first complete
+epoch it sees for each range and drop the rest (re-sent epochs, duplicates, aborted transactions
+that the broker shows anyway).
+
+On open, the sink reads the output topics back and does not re-publish times that a partition
+already marks final (a restarted daemon replays its inputs and recomputes them).
+
+With a ``transactional_id``, dead letters, outputs, markers and the consumed input offsets of
+one epoch commit in one Kafka transaction (``send_offsets_to_transaction``); an abortable
+failure aborts and re-sends the epoch under a new incarnation. Without one, the producer is
+idempotent, the sink flushes at each epoch and the input offsets are committed afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from .deadletter import DeadLetterWriter
+from .exceptions import KafkaError, OptionsError
+from .kafka import client_config, topic_partitions
+from .stats import Stats
+from .wire import (
+    MIN_TIME,
+    encode_output_batch,
+    encode_output_progress,
+    pack_output_update,
+    pack_record,
+    record_partition,
+)
+
+__all__ = ["OutputSpec", "KafkaSink"]
+
+log = logging.getLogger("ddflow.daemon.sink")
+
+Staged = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]] | None]
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """One output: the dataflow collection ``name`` published to ``topic``."""
+
+    name: str
+    topic: str
+    max_batch_updates: int = 5000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise OptionsError(f"output name: expected a non-empty string, got {self.name!r}")
+        if not isinstance(self.topic, str) or not self.topic:
+            raise OptionsError(f"output {self.name!r} topic: expected a non-empty string, got {self.topic!r}")
+        if type(self.max_batch_updates) is not int or self.max_batch_updates <= 0:
+            raise OptionsError(
+                f"output {self.name!r} max_batch_updates: expected a positive int, got {self.max_batch_updates!r}"
+            )
+
+
+class KafkaSink:
+    """Publishes epochs to the output topics (and dead letters) through one producer."""
+
+    def __init__(
+        self,
+        outputs: Sequence[OutputSpec],
+        kafka_options: Mapping[str, Any],
+        *,
+        transactional_id: str | None = None,
+        transactions: str | bool = "auto",
+        dead_letter_topic: str | None = None,
+        stats: Stats | None = None,
+        producer_options: Mapping[str, Any] | None = None,
+        resume: bool = True,
+        max_attempts: int = 3,
+        timeout: float = 30.0,
+    ) -> None:
+        if not outputs:
+            raise OptionsError("KafkaSink: no outputs given")
+        topics = [o.topic for o in outputs]
+        names = [o.name for o in outputs]
+        for label, values in (("name", names), ("topic", topics)):
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise OptionsError(f"KafkaSink: outputs share the {label} {dupes[0]!r}; each output needs its own")
+        if transactions not in ("auto", True, False):
+            raise OptionsError(f"KafkaSink transactions: expected 'auto', True or False, got {transactions!r}")
+        if transactions is True and not transactional_id:
+            raise OptionsError("KafkaSink: transactions=True needs a transactional_id")
+        self.outputs = list(outputs)
+        self.stats = stats or Stats()
+        for o in outputs:
+            self.stats.output(o.name)
+        self._kafka_options = dict(kafka_options)
+        self._producer_options = dict(producer_options or {})
+        self._transactional_id = transactional_id if transactions is not False else None
+        self._transactions_required = transactions is True
+        self.resume = resume
+        self.max_attempts = max_attempts
+        self.timeout = timeout
+        self.incarnation = uuid.uuid4().hex[:16]
+        self.transactional = False
+        self._producer: Producer | None = None
+        self._partitions: dict[str, int] = {}
+        self.final: dict[str, list[int]] = {}  # output topic -> per-partition final frontier
+        self._staged: list[Staged] = []
+        self._staged_since: float | None = None
+        self._errors: list[str] = []
+        self.dead_letters = (
+            DeadLetterWriter(dead_letter_topic, self._stage_dead_letter, stats=self.stats) if dead_letter_topic else None
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        for o in self.outputs:
+            self._partitions[o.topic] = topic_partitions(self._kafka_options, o.topic)
+        if self.dead_letters is not None:
+            topic_partitions(self._kafka_options, self.dead_letters.topic)
+        base = {"linger.ms": 5, **self._kafka_options, **self._producer_options}
+        if self._transactional_id:
+            role = {"transactional.id": self._transactional_id, "enable.idempotence": True}
+            producer = Producer(client_config(base, role, who="output producer"))
+            try:
+                producer.init_transactions(self.timeout)
+                self._producer, self.transactional = producer, True
+            except KafkaException as exc:
+                if self._transactions_required:
+                    raise KafkaError(
+                        f"initialising transactions with transactional.id {self._transactional_id!r}: {exc}"
+                    ) from exc
+                log.warning("the broker refused transactions (%s); publishing without them", exc)
+        if self._producer is None:
+            self._producer = Producer(client_config(base, {"enable.idempotence": True}, who="output producer"))
+        if self.resume:
+            from .results import read_final_frontiers
+
+            for o in self.outputs:
+                self.final[o.topic] = read_final_frontiers(o.topic, self._kafka_options, timeout=self.timeout)
+        else:
+            self.final = {o.topic: [MIN_TIME] * self._partitions[o.topic] for o in self.outputs}
+        log.info(
+            "outputs open (incarnation %s, %s): %s", self.incarnation,
+            "transactional" if self.transactional else "idempotent",
+            ", ".join(f"{o.name}->{o.topic} final from {min(self.final[o.topic])}" for o in self.outputs),
+        )
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.flush(self.timeout)
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise KafkaError("output producer: the sink is not open (call open() first)")
+        return self._producer
+
+    # -- dead letters ------------------------------------------------------------------------------
+
+    def _stage_dead_letter(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        if self._staged_since is None:
+            self._staged_since = time.monotonic()
+        self._staged.append((topic, None, key, value, headers))
+
+    def staged_for(self) -> float:
+        """Seconds since the oldest dead letter waiting for the next commit (0 if none)."""
+        return 0.0 if self._staged_since is None else time.monotonic() - self._staged_since
+
+    # -- publishing --------------------------------------------------------------------------------
+
+    def publish(
+        self,
+        lower: int,
+        upper: int | None,
+        updates: Mapping[str, Sequence[tuple[Any, int, int]]],
+        *,
+        offsets: list[TopicPartition] | None = None,
+        consumer: Consumer | None = None,
+    ) -> dict[str, int]:
+        """Publish epoch ``[lower, upper)`` (upper None: final forever) and commit it together with
+        staged dead letters and the input ``offsets``. Returns the updates written per output."""
+        messages, written = self._encode(lower, upper, updates)
+        self._commit(messages, offsets, consumer, what=f"epoch [{lower}, {upper})")
+        now = time.time()
+        for o in self.outputs:
+            ostats = self.stats.output(o.name)
+            ostats.frontier = upper
+            ostats.last_epoch_time = now
+        return written
+
+    def commit_dead_letters(self) -> None:
+        """Commit staged dead letters on their own (when no epoch closed for a while)."""
+        if self._staged:
+            self._commit([], None, None, what="dead letters")
+
+    def _encode(
+        self, lower: int, upper: int | None, updates: Mapping[str, Sequence[tuple[Any, int, int]]]
+    ) -> tuple[list[tuple[str, int, bytes]], dict[str, int]]:
+        unknown = set(updates) - {o.name for o in self.outputs}
+        if unknown:
+            raise OptionsError(f"publishing epoch [{lower}, {upper}): unknown outputs {sorted(unknown)}")
+        messages: list[tuple[str, int, bytes]] = []
+        written: dict[str, int] = {}
+        for o in self.outputs:
+            partitions = self._partitions[o.topic]
+            final = self.final[o.topic]
+            ostats = self.stats.output(o.name)
+            by_partition: list[list[bytes]] = [[] for _ in range(partitions)]
+            suppressed = 0
+            for record, t, diff in updates.get(o.name, ()):
+                packed = pack_record(record, o.name)
+                p = record_partition(packed, partitions) if partitions > 1 else 0
+                if t < final[p]:
+                    suppressed += 1
+                    continue
+                by_partition[p].append(pack_output_update(packed, t, diff))
+            count = 0
+            for p, entries in enumerate(by_partition):
+                if upper is not None and upper <= final[p]:
+                    continue  # the whole range is already final on this partition
+                size = o.max_batch_updates
+                for i in range(0, len(entries), size):
+                    chunk = entries[i : i + size]
+                    messages.append((o.topic, p, encode_output_batch(lower, upper, self.incarnation, chunk)))
+                    ostats.messages += 1
+                messages.append((o.topic, p, encode_output_progress(lower, upper, self.incarnation, len(entries))))
+                ostats.progress_markers += 1
+                count += len(entries)
+            ostats.updates += count
+            ostats.suppressed_updates += suppressed
+            written[o.name] = count
+        return messages, written
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    def _produce_all(self, messages: list[tuple[str, int, bytes]]) -> None:
+        producer = self.producer
+        for topic, partition, key, value, headers in self._staged:
+            self._produce(producer, topic, partition, key, value, headers)
+        for topic, partition, value in messages:
+            self._produce(producer, topic, partition, None, value, None)
+
+    def _produce(
+        self,
+        producer: Producer,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes,
+        headers: list[tuple[str, bytes]] | None,
+    ) -> None:
+        kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if key is not None:
+            kwargs["key"] = key
+        if headers:
+            kwargs["headers"] = headers
+        while True:
+            try:
+                producer.produce(topic, value, **kwargs)
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    def _commit(
+        self,
+        messages: list[tuple[str, int, bytes]],
+        offsets: list[TopicPartition] | None,
+        consumer: Consumer | None,
+        *,
+        what: str,
+    ) -> None:
+        producer = self.producer
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                if self.transactional:
+                    producer.begin_transaction()
+                    self._produce_all(messages)
+                    if offsets and consumer is not None:
+                        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), self.timeout)
+                    producer.commit_transaction(self.timeout)
+                else:
+                    self._produce_all(messages)
+                    remaining = producer.flush(self.timeout)
+                    if remaining:
+                        raise KafkaError(f"publishing {what}: {remaining} messages not delivered in {self.timeout} s")
+                    if offsets and consumer is not None:
+                        consumer.commit(offsets=offsets, asynchronous=False)
+                if self._errors:
+                    errors, self._errors = self._errors, []
+                    raise KafkaError(f"publishing {what}: {len(errors)} deliveries failed, first: {errors[0]}")
+                self._staged.clear()
+                self._staged_since = None
+                return
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                abortable = self.transactional and error is not None and error.txn_requires_abort()
+                if not abortable or attempt == self.max_attempts:
+                    raise KafkaError(f"publishing {what} (attempt {attempt}): {exc}") from exc
+                log.warning("publishing %s failed (%s); aborting and re-sending under a new incarnation", what, exc)
+                producer.abort_transaction(self.timeout)
+                self._errors.clear()
+                self.incarnation = uuid.uuid4().hex[:16]
+                messages = self._reincarnate(messages)
+
+    def _reincarnate(self, messages: list[tuple[str, int, bytes]]) -> list[tuple[str, int, bytes]]:
+        """The same messages naming the new incarnation (a consumer must not mix attempts)."""
+        import msgpack
+
+        out = []
+        for topic, partition, value in messages:
+            obj = msgpack.unpackb(value, raw=False, strict_map_key=False)
+            obj["incarnation"] = self.incarnation
+            out.append((topic, partition, msgpack.packb(obj, use_bin_type=True)))
+        return out

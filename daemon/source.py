@@ -1,0 +1,349 @@
+"""Kafka sources: read input topics in batches, validate, track per-partition progress.
+
+One `KafkaSource` reads every input of a worker through one consumer that is *assigned* all
+partitions of the input topics (no group rebalancing: a worker owns its inputs). Each poll
+returns the good updates per input, ready for the engine; malformed messages and rejected late
+updates go to the dead-letter writer with their topic/partition/offset and reason, and the rest
+of the message is kept. Progress follows the input's policy (`progress.InputProgress`); the
+worker's input frontier is the meet over inputs (`frontier`).
+
+Late updates are those whose time is behind ``frontier`` - the frontier the engine's inputs were
+already advanced to: policy ``advance`` moves them to that frontier (counted), ``reject``
+dead-letters them. Reclocked inputs get arrival times that are never late.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
+
+from .deadletter import DeadLetterWriter
+from .exceptions import KafkaError, OptionsError
+from .kafka import client_config, topic_partitions
+from .progress import LATE_POLICIES, POLICIES, Bound, InputProgress, ReclockClock, meet_bounds
+from .stats import InputStats, PartitionStats, Stats
+from .wire import InputFormat, decode_input
+
+__all__ = ["InputSpec", "Polled", "KafkaSource"]
+
+log = logging.getLogger("ddflow.daemon.source")
+
+Update = tuple[Any, int, int]
+
+
+@dataclass(frozen=True, eq=False)
+class InputSpec:
+    """One input: the dataflow input ``name`` fed from ``topic``.
+
+    ``fields``: names (or name -> type) of the data fields, None for any data; ``policy``: one of
+    ``explicit``, ``monotonic``, ``reclock``; ``late``: ``advance`` or ``reject``;
+    ``idle_timeout``: seconds (monotonic only); ``max_message_bytes``: larger messages are
+    dead-lettered as ``oversized``.
+    """
+
+    name: str
+    topic: str
+    fields: Sequence[str] | Mapping[str, str] | None = None
+    policy: str = "explicit"
+    late: str = "advance"
+    idle_timeout: float | None = None
+    max_message_bytes: int = 1 << 20
+    format: InputFormat = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        where = f"input {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise OptionsError(f"input name: expected a non-empty string, got {self.name!r}")
+        if not isinstance(self.topic, str) or not self.topic:
+            raise OptionsError(f"{where} topic: expected a non-empty string, got {self.topic!r}")
+        if self.policy not in POLICIES:
+            raise OptionsError(f"{where} policy: {self.policy!r} is not one of {', '.join(POLICIES)}")
+        if self.late not in LATE_POLICIES:
+            raise OptionsError(f"{where} late: {self.late!r} is not one of {', '.join(LATE_POLICIES)}")
+        if self.idle_timeout is not None and self.policy != "monotonic":
+            raise OptionsError(f"{where} idle_timeout: only the 'monotonic' policy uses it (policy is {self.policy!r})")
+        try:
+            fmt = InputFormat(self.fields, self.max_message_bytes, time_required=self.policy != "reclock")
+        except OptionsError as exc:
+            raise OptionsError(f"{where}: {exc}") from exc
+        object.__setattr__(self, "format", fmt)
+
+
+@dataclass
+class Polled:
+    """The result of one poll: good updates per input, and latency bookkeeping."""
+
+    updates: dict[str, list[Update]]
+    messages: int = 0
+    # (input, arrival wall-clock seconds of the earliest message, number of updates, largest time)
+    batches: list[tuple[str, float, int, int]] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return sum(len(u) for u in self.updates.values())
+
+
+class _Input:
+    """Runtime state of one input."""
+
+    def __init__(self, spec: InputSpec, progress: InputProgress, stats: InputStats) -> None:
+        self.spec = spec
+        self.progress = progress
+        self.stats = stats
+
+
+class KafkaSource:
+    """Batched, assigned consumption of all partitions of the input topics."""
+
+    def __init__(
+        self,
+        inputs: Sequence[InputSpec],
+        kafka_options: Mapping[str, Any],
+        *,
+        group_id: str = "ddflow",
+        dead_letters: DeadLetterWriter | None = None,
+        stats: Stats | None = None,
+        consumer_options: Mapping[str, Any] | None = None,
+        clock: ReclockClock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        lag_interval: float = 1.0,
+    ) -> None:
+        if not inputs:
+            raise OptionsError("KafkaSource: no inputs given")
+        names = [i.name for i in inputs]
+        topics = [i.topic for i in inputs]
+        for label, values in (("name", names), ("topic", topics)):
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise OptionsError(f"KafkaSource: inputs share the {label} {dupes[0]!r}; each input needs its own")
+        self.stats = stats or Stats()
+        self.dead_letters = dead_letters
+        self._monotonic = monotonic
+        self._clock = clock or ReclockClock()
+        self._inputs = {
+            i.topic: _Input(
+                i,
+                InputProgress(i.policy, idle_timeout=i.idle_timeout, clock=self._clock, monotonic=monotonic),
+                self.stats.input(i.name),
+            )
+            for i in inputs
+        }
+        role = {
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+        user = dict(consumer_options or {})
+        self._config = client_config({**kafka_options, **{k: v for k, v in user.items() if k not in role}}, role, who="input consumer")
+        self._config.setdefault("fetch.wait.max.ms", 100)
+        self._kafka_options = dict(kafka_options)
+        self._consumer: Consumer | None = None
+        self._lag_interval = lag_interval
+        self._last_lag = 0.0
+
+    @property
+    def inputs(self) -> list[InputSpec]:
+        return [i.spec for i in self._inputs.values()]
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            raise KafkaError("input consumer: the source is not open (call open() first)")
+        return self._consumer
+
+    @property
+    def assigned(self) -> bool:
+        return self._consumer is not None
+
+    def open(self, start_offsets: Mapping[tuple[str, int], int] | None = None) -> None:
+        """Assign every partition of every input topic, from ``start_offsets`` (topic, partition)
+        -> offset where given, else from the beginning (state is rebuilt by replay)."""
+        assignment = []
+        for topic, state in self._inputs.items():
+            count = topic_partitions(self._kafka_options, topic)
+            state.progress.assign(range(count))
+            for p in range(count):
+                offset = (start_offsets or {}).get((topic, p), OFFSET_BEGINNING)
+                assignment.append(TopicPartition(topic, p, offset))
+                state.stats.partitions[p] = PartitionStats(offset=offset if offset >= 0 else 0)
+        self._consumer = Consumer(self._config)
+        try:
+            self._consumer.assign(assignment)
+        except KafkaException as exc:
+            raise KafkaError(f"assigning input partitions {[(tp.topic, tp.partition) for tp in assignment]}: {exc}") from exc
+        log.info("inputs assigned: %s", ", ".join(f"{t}[0..{len(s.progress.partitions) - 1}]" for t, s in self._inputs.items()))
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
+    def bounds(self) -> dict[str, Bound | None]:
+        """Each input's frontier now."""
+        result = {}
+        for state in self._inputs.values():
+            bound = state.progress.bound()
+            state.stats.frontier = None if bound is None else bound.time
+            for p, ps in state.progress.partitions.items():
+                pstats = state.stats.partitions.setdefault(p, PartitionStats())
+                pstats.frontier = ps.frontier
+                pstats.idle = ps.idle
+            result[state.spec.name] = bound
+        return result
+
+    def frontier(self) -> int | None:
+        """The worker's input frontier: the meet over inputs (None: no progress known yet)."""
+        return meet_bounds(self.bounds().values())
+
+    def positions(self) -> list[TopicPartition]:
+        """Next offsets to read, per assigned partition (for committing with an epoch)."""
+        consumer = self.consumer
+        try:
+            positions = consumer.position(consumer.assignment())
+        except KafkaException as exc:
+            raise KafkaError(f"reading input positions: {exc}") from exc
+        return [tp for tp in positions if tp.offset >= 0]
+
+    def poll(self, frontier: int, *, max_messages: int = 10_000, timeout: float = 0.05) -> Polled:
+        """Read up to ``max_messages``; ``frontier`` is what the engine's inputs were advanced to."""
+        consumer = self.consumer
+        try:
+            messages = consumer.consume(num_messages=max_messages, timeout=timeout)
+        except KafkaException as exc:
+            raise KafkaError(f"reading inputs {sorted(self._inputs)}: {exc}") from exc
+        now_mono = self._monotonic()
+        now_wall = time.time()
+        polled = Polled({s.spec.name: [] for s in self._inputs.values()})
+        reclock_time: int | None = None
+        for msg in messages:
+            err = msg.error()
+            topic, partition = msg.topic(), msg.partition()
+            if err is not None:
+                if err.code() == RdKafkaError._PARTITION_EOF:
+                    self._inputs[topic].progress.on_end(partition)
+                    continue
+                if err.fatal():
+                    raise KafkaError(f"reading {topic}[{partition}]: {err}")
+                log.warning("reading %s[%s]: %s", topic, partition, err)
+                continue
+            state = self._inputs[topic]
+            spec, stats = state.spec, state.stats
+            value = msg.value()
+            offset = msg.offset()
+            polled.messages += 1
+            stats.messages += 1
+            stats.bytes += len(value) if value else 0
+            pstats = stats.partitions.get(partition)
+            if pstats is not None:
+                pstats.offset = offset + 1
+            state.progress.on_message(partition, now_mono)
+            decoded = decode_input(value, spec.format)
+            if decoded.malformed:
+                for bad in decoded.malformed:
+                    self._dead_letter(spec, topic, partition, offset, bad.reason, bad.detail, value, bad.index)
+            if decoded.progress is not None:
+                if spec.policy == "reclock":
+                    stats.ignored_progress_markers += 1
+                else:
+                    stats.progress_markers += 1
+                    state.progress.on_progress(partition, decoded.progress)
+            updates = decoded.updates
+            if not updates:
+                continue
+            if spec.policy == "reclock":
+                if reclock_time is None:
+                    reclock_time = max(self._clock.now(), frontier)
+                updates = [(d, reclock_time, r) for d, _, r in updates]
+                lo = hi = reclock_time
+            else:
+                times = [u[1] for u in updates]
+                lo, hi = min(times), max(times)
+                state.progress.on_times(partition, hi)
+                if lo < frontier:
+                    updates = self._late(spec, stats, updates, frontier, topic, partition, offset, value)
+                    if not updates:
+                        continue
+            polled.updates[spec.name].extend(updates)
+            stats.updates += len(updates)
+            ts_type, ts_ms = msg.timestamp()
+            arrival = ts_ms / 1000.0 if ts_type != 0 and 0 < ts_ms / 1000.0 <= now_wall else now_wall
+            polled.batches.append((spec.name, arrival, len(updates), max(hi, frontier)))
+        if polled.messages:
+            for state in self._inputs.values():
+                if polled.updates[state.spec.name]:
+                    state.stats.last_update_time = now_wall
+        if now_mono - self._last_lag >= self._lag_interval:
+            self._last_lag = now_mono
+            self._update_lag()
+        return polled
+
+    def _late(
+        self,
+        spec: InputSpec,
+        stats: InputStats,
+        updates: list[Update],
+        frontier: int,
+        topic: str,
+        partition: int,
+        offset: int,
+        value: bytes,
+    ) -> list[Update]:
+        kept: list[Update] = []
+        for i, (d, t, r) in enumerate(updates):
+            if t >= frontier:
+                kept.append((d, t, r))
+            elif spec.late == "advance":
+                kept.append((d, frontier, r))
+                stats.late_advanced += 1
+            else:
+                stats.late_rejected += 1
+                self._dead_letter(
+                    spec, topic, partition, offset, "late",
+                    f"time {t} is behind the input frontier {frontier} (late policy 'reject')",
+                    value, i if len(updates) > 1 else None,
+                )
+        return kept
+
+    def _dead_letter(
+        self,
+        spec: InputSpec,
+        topic: str,
+        partition: int,
+        offset: int,
+        reason: str,
+        detail: str,
+        value: bytes | None,
+        index: int | None,
+    ) -> None:
+        where = f"{topic}[{partition}] offset {offset}" + (f" update {index}" if index is not None else "")
+        if self.dead_letters is None:
+            self.stats.input(spec.name).dead_letters[reason] += 1
+            log.warning("dropping malformed input at %s (%s: %s); no dead-letter topic configured", where, reason, detail)
+            return
+        log.debug("dead letter from %s: %s: %s", where, reason, detail)
+        self.dead_letters.write(
+            input=spec.name, topic=topic, partition=partition, offset=offset,
+            reason=reason, detail=detail, raw=value, index=index,
+        )
+
+    def _update_lag(self) -> None:
+        """Consumer lag from the watermarks last seen in fetch responses (informational only)."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        for topic, state in self._inputs.items():
+            for p, pstats in state.stats.partitions.items():
+                try:
+                    _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+                except KafkaException:
+                    continue
+                if high is not None and high >= 0:
+                    pstats.high_watermark = high
+                    pstats.lag = max(0, high - pstats.offset)

@@ -1,0 +1,375 @@
+"""Wire formats (msgpack) for input topics, result topics and progress, with validation.
+
+Input messages (DESIGN §5):
+
+* an update ``[data, time_ns, diff]`` or a batch ``[[data, time_ns, diff], ...]``, where ``data``
+  is an array with one value per declared field; a value is a single update exactly when it has
+  three elements and its second is not an array;
+* a progress marker ``{"progress": time_ns}``: no later update on this partition has an earlier time.
+
+Decoding never raises on bad input: each bad update becomes a `Malformed` entry carrying one of
+the `REASONS` and a precise detail, so the source can dead-letter it and keep the good updates of
+the same message.
+
+Output messages (result topics) name the epoch ``[lower, upper)`` and the writer's incarnation:
+
+* a batch ``{"lower": l, "upper": u, "incarnation": id, "updates": [[data, time_ns, diff], ...]}``;
+* a progress marker ``{"lower": l, "upper": u, "incarnation": id, "count": n}`` after each epoch on
+  every partition, ``n`` being the number of updates that incarnation wrote for ``[l, u)`` on that
+  partition. ``upper`` is nil when every input is closed (nothing can change any more).
+
+Records are tuples in the engine and arrays on the wire; decoding gives tuples back.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from .exceptions import OptionsError, WireError
+
+__all__ = [
+    "MIN_TIME",
+    "MAX_TIME",
+    "REASONS",
+    "FIELD_TYPES",
+    "InputFormat",
+    "Malformed",
+    "Decoded",
+    "decode_input",
+    "encode_update",
+    "encode_updates",
+    "encode_progress",
+    "OutputBatch",
+    "OutputProgress",
+    "encode_output_batch",
+    "encode_output_progress",
+    "pack_record",
+    "pack_output_update",
+    "decode_output",
+    "record_partition",
+    "to_record",
+]
+
+MIN_TIME = -(2**63)
+MAX_TIME = 2**63 - 1
+
+REASONS: dict[str, str] = {
+    "empty": "the message has no value (null or zero bytes)",
+    "oversized": "the message value is larger than the input's max_message_bytes",
+    "bad_msgpack": "the value is not one valid msgpack object",
+    "shape": "the value is neither an update, a batch of updates nor a progress marker",
+    "arity": "an update is not [data, time, diff] or its data has the wrong number of fields",
+    "field_type": "a data field has the wrong type, or the data is not an array of hashable values",
+    "time_type": "the time is not an integer",
+    "time_range": "the time is outside int64",
+    "diff_type": "the diff is not an integer",
+    "zero_diff": "the diff is zero",
+    "diff_range": "the diff is outside int64",
+    "bad_progress": "a progress marker whose time is not an int64 integer",
+    "late": "the update's time is behind the input frontier and the late policy is 'reject'",
+}
+
+FIELD_TYPES = ("any", "int", "float", "str", "bytes", "bool")
+
+
+def to_record(value: Any) -> Any:
+    """A decoded msgpack value as an engine record: arrays become tuples, recursively."""
+    if isinstance(value, (list, tuple)):
+        return tuple(to_record(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class InputFormat:
+    """How an input's messages are validated.
+
+    ``fields``: the names of the data fields, or a mapping name -> type (one of `FIELD_TYPES`);
+    None accepts any hashable data. ``max_message_bytes``: larger values are dead-lettered.
+    ``time_required``: False for reclocked inputs, whose time field is ignored (may be nil).
+    """
+
+    fields: Sequence[str] | Mapping[str, str] | None = None
+    max_message_bytes: int = 1 << 20
+    time_required: bool = True
+
+    def __post_init__(self) -> None:
+        if self.fields is not None:
+            types = dict(self.fields) if isinstance(self.fields, Mapping) else {f: "any" for f in self.fields}
+            if isinstance(self.fields, str):
+                raise OptionsError(f"input fields: expected a list of names, got the string {self.fields!r}")
+            if not types:
+                raise OptionsError("input fields: the list of fields is empty")
+            for name, kind in types.items():
+                if not isinstance(name, str) or not name:
+                    raise OptionsError(f"input fields: field name {name!r} is not a non-empty string")
+                if kind not in FIELD_TYPES:
+                    raise OptionsError(
+                        f"input fields: field {name!r} has type {kind!r}; expected one of {', '.join(FIELD_TYPES)}"
+                    )
+            if len(types) != len(list(self.fields)):
+                raise OptionsError(f"input fields: duplicate field names in {list(self.fields)!r}")
+        if not isinstance(self.max_message_bytes, int) or self.max_message_bytes <= 0:
+            raise OptionsError(f"input max_message_bytes: expected a positive int, got {self.max_message_bytes!r}")
+        object.__setattr__(self, "_validator", _Validator(self))
+
+    @property
+    def field_types(self) -> tuple[str, ...] | None:
+        if self.fields is None:
+            return None
+        if isinstance(self.fields, Mapping):
+            return tuple(self.fields.values())
+        return tuple("any" for _ in self.fields)
+
+    @property
+    def field_names(self) -> tuple[str, ...] | None:
+        return None if self.fields is None else tuple(self.fields)
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """One bad update (or a whole bad message when ``index`` is None) and why."""
+
+    reason: str
+    detail: str
+    index: int | None = None
+
+
+@dataclass
+class Decoded:
+    """The content of one input message: good updates, a progress time, and bad parts."""
+
+    updates: list[tuple[Any, int | None, int]]
+    progress: int | None = None
+    malformed: list[Malformed] | None = None
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int  # bool is not an int here; msgpack gives exactly int for integers
+
+
+def _check_field(kind: str, value: Any) -> Any:
+    """The field value converted for `kind`, or raise TypeError."""
+    if kind == "any":
+        return value
+    if kind == "int":
+        if type(value) is int:
+            return value
+    elif kind == "float":
+        if type(value) is float:
+            return value
+        if type(value) is int:
+            return float(value)
+    elif kind == "str":
+        if type(value) is str:
+            return value
+    elif kind == "bytes":
+        if type(value) is bytes:
+            return value
+    elif kind == "bool":
+        if type(value) is bool:
+            return value
+    raise TypeError(kind)
+
+
+class _Validator:
+    """Validates one decoded update against an `InputFormat`; hot path kept flat."""
+
+    def __init__(self, fmt: InputFormat) -> None:
+        self.types = fmt.field_types
+        self.names = fmt.field_names
+        self.arity = None if self.types is None else len(self.types)
+        self.all_any = self.types is None or all(t == "any" for t in self.types)
+        self.time_required = fmt.time_required
+
+    def check(self, item: Any, index: int | None) -> tuple[Any, int | None, int] | Malformed:
+        if type(item) is not tuple or len(item) != 3:
+            size = len(item) if type(item) is tuple else None
+            what = f"an array of {size}" if size is not None else type(item).__name__
+            return Malformed("arity", f"expected [data, time, diff], got {what}", index)
+        data, time, diff = item
+        if type(diff) is not int:
+            return Malformed("diff_type", f"diff {diff!r} is a {type(diff).__name__}, not an integer", index)
+        if diff == 0:
+            return Malformed("zero_diff", "diff is 0", index)
+        if not MIN_TIME <= diff <= MAX_TIME:
+            return Malformed("diff_range", f"diff {diff} is outside int64", index)
+        if type(time) is not int:
+            if time is None and not self.time_required:
+                pass
+            else:
+                return Malformed("time_type", f"time {time!r} is a {type(time).__name__}, not an integer", index)
+        elif not MIN_TIME <= time <= MAX_TIME:
+            return Malformed("time_range", f"time {time} is outside int64", index)
+        if type(data) is not tuple:
+            return Malformed("field_type", f"data {data!r} is a {type(data).__name__}, not an array", index)
+        if self.arity is not None and len(data) != self.arity:
+            return Malformed(
+                "arity", f"data has {len(data)} fields, expected {self.arity} ({', '.join(self.names or ())})", index
+            )
+        if not self.all_any:
+            assert self.types is not None and self.names is not None
+            converted = []
+            for name, kind, value in zip(self.names, self.types, data):
+                try:
+                    converted.append(_check_field(kind, value))
+                except TypeError:
+                    return Malformed(
+                        "field_type", f"field {name!r} = {value!r} is a {type(value).__name__}, expected {kind}", index
+                    )
+            data = tuple(converted)
+        try:
+            hash(data)
+        except TypeError:
+            return Malformed("field_type", f"data {data!r} holds a map or another unhashable value", index)
+        return (data, time, diff)
+
+
+def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
+    """Decode and validate one input message value; never raises on bad input."""
+    if not value:
+        return Decoded([], None, [Malformed("empty", "the message value is null or empty")])
+    if len(value) > fmt.max_message_bytes:
+        return Decoded(
+            [], None, [Malformed("oversized", f"{len(value)} bytes > max_message_bytes {fmt.max_message_bytes}")]
+        )
+    try:
+        obj = msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False)
+    except Exception as exc:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError...
+        return Decoded([], None, [Malformed("bad_msgpack", f"{type(exc).__name__}: {exc or 'invalid msgpack'}")])
+    validator: _Validator = fmt._validator  # type: ignore[attr-defined]
+    if type(obj) is dict:
+        if set(obj) != {"progress"}:
+            return Decoded([], None, [Malformed("shape", f"a map with keys {sorted(map(str, obj))}, expected only 'progress'")])
+        t = obj["progress"]
+        if type(t) is not int or not MIN_TIME <= t <= MAX_TIME:
+            return Decoded([], None, [Malformed("bad_progress", f"progress time {t!r} is not an int64 integer")])
+        return Decoded([], t, None)
+    if type(obj) is not tuple:
+        return Decoded([], None, [Malformed("shape", f"a {type(obj).__name__} ({obj!r:.80}), expected an array or a map")])
+    if len(obj) == 3 and type(obj[1]) is not tuple:
+        checked = validator.check(obj, None)
+        if type(checked) is Malformed:
+            return Decoded([], None, [checked])
+        return Decoded([checked])  # type: ignore[list-item]
+    updates: list[tuple[Any, int | None, int]] = []
+    malformed: list[Malformed] | None = None
+    check = validator.check
+    for i, item in enumerate(obj):
+        checked = check(item, i)
+        if type(checked) is Malformed:
+            if malformed is None:
+                malformed = []
+            malformed.append(checked)  # type: ignore[arg-type]
+        else:
+            updates.append(checked)  # type: ignore[arg-type]
+    return Decoded(updates, None, malformed)
+
+
+# -- writing input messages (the producer helper and tests) ---------------------------------------
+
+
+def _pack(obj: Any, what: str) -> bytes:
+    try:
+        return msgpack.packb(obj, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise WireError(f"encoding {what}: {obj!r:.200} cannot be written as msgpack ({exc})") from exc
+
+
+def encode_update(data: Any, time: int, diff: int) -> bytes:
+    """One input update ``[data, time, diff]``."""
+    return _pack([data, time, diff], "an input update")
+
+
+def encode_updates(updates: Iterable[tuple[Any, int, int]]) -> bytes:
+    """A batch of input updates ``[[data, time, diff], ...]``."""
+    return _pack([[d, t, r] for d, t, r in updates], "a batch of input updates")
+
+
+def encode_progress(time: int) -> bytes:
+    """An input progress marker ``{"progress": time}``."""
+    if type(time) is not int or not MIN_TIME <= time <= MAX_TIME:
+        raise WireError(f"encoding a progress marker: time {time!r} is not an int64 integer")
+    return _pack({"progress": time}, "a progress marker")
+
+
+# -- result topics ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputBatch:
+    lower: int
+    upper: int | None
+    incarnation: str
+    updates: list[tuple[Any, int, int]]
+
+
+@dataclass(frozen=True)
+class OutputProgress:
+    lower: int
+    upper: int | None
+    incarnation: str
+    count: int
+
+
+def record_partition(packed_record: bytes, partitions: int) -> int:
+    """The result partition of a record: stable across processes (crc32 of its msgpack bytes)."""
+    return zlib.crc32(packed_record) % partitions
+
+
+def encode_output_batch(lower: int, upper: int | None, incarnation: str, packed_updates: Sequence[bytes]) -> bytes:
+    """A result batch from already packed ``[data, time, diff]`` arrays (see `pack_output_update`)."""
+    packer = msgpack.Packer(use_bin_type=True)
+    head = packer.pack_map_header(4)
+    head += packer.pack("lower") + packer.pack(lower)
+    head += packer.pack("upper") + packer.pack(upper)
+    head += packer.pack("incarnation") + packer.pack(incarnation)
+    head += packer.pack("updates") + packer.pack_array_header(len(packed_updates))
+    return head + b"".join(packed_updates)
+
+
+_ARRAY3 = b"\x93"
+
+
+def pack_output_update(packed_record: bytes, time: int, diff: int) -> bytes:
+    """One result update ``[data, time, diff]`` whose record is already packed."""
+    return _ARRAY3 + packed_record + msgpack.packb(time) + msgpack.packb(diff)
+
+
+def pack_record(record: Any, output: str) -> bytes:
+    """A result record as msgpack (tuples as arrays); WireError names the output and the record."""
+    return _pack(record, f"a record of output {output!r}")
+
+
+def encode_output_progress(lower: int, upper: int | None, incarnation: str, count: int) -> bytes:
+    return _pack(
+        {"lower": lower, "upper": upper, "incarnation": incarnation, "count": count}, "a result progress marker"
+    )
+
+
+def decode_output(value: bytes | None) -> OutputBatch | OutputProgress:
+    """Decode a result-topic message; raises WireError on anything that is not the protocol."""
+    if not value:
+        raise WireError("decoding a result message: the value is null or empty")
+    try:
+        obj = msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False)
+    except Exception as exc:
+        raise WireError(f"decoding a result message: not msgpack ({type(exc).__name__}: {exc})") from exc
+    if type(obj) is not dict:
+        raise WireError(f"decoding a result message: expected a map, got {type(obj).__name__}")
+    try:
+        lower, upper, inc = obj["lower"], obj["upper"], obj["incarnation"]
+        if type(lower) is not int or (upper is not None and type(upper) is not int) or type(inc) is not str:
+            raise TypeError("lower/upper/incarnation")
+        if "updates" in obj:
+            return OutputBatch(lower, upper, inc, [(to_record(d), t, r) for d, t, r in obj["updates"]])
+        count = obj["count"]
+        if type(count) is not int:
+            raise TypeError("count")
+        return OutputProgress(lower, upper, inc, count)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WireError(f"decoding a result message: malformed {sorted(map(str, obj))} ({exc})") from exc
