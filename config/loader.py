@@ -184,9 +184,15 @@ def _input(t: _Table) -> InputConfig:
     fields = _fields(t)
     progress = t.get("progress", str, "explicit", check=_choice(PROGRESS_POLICIES))
     late = t.get("late", str, "advance", check=_choice(LATE_POLICIES))
-    idle = t.duration("idle_timeout", 1_000_000_000)
+    idle = t.duration("idle_timeout", None)
+    max_bytes = t.get("max_message_bytes", int, 1 << 20, check=_positive)
     t.finish()
-    return InputConfig(name, topic, fields, progress, late, idle)
+    if idle is not None and progress != "monotonic":
+        t.problems.append(Problem(t.key("idle_timeout"),
+                                  f"only the 'monotonic' progress policy uses it (progress is {progress!r})"))
+    if idle is not None and idle <= 0:
+        t.problems.append(Problem(t.key("idle_timeout"), "must be greater than 0"))
+    return InputConfig(name, topic, fields, progress, late, idle, max_bytes)
 
 
 def _fields(t: _Table) -> tuple[Field, ...]:

@@ -112,7 +112,8 @@ class InputConfig:
     fields: tuple[Field, ...]
     progress: str = "explicit"
     late: str = "advance"
-    idle_timeout_ns: int = 1_000_000_000
+    idle_timeout_ns: int | None = None
+    max_message_bytes: int = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,7 @@ class Config:
                     "progress": i.progress,
                     "late": i.late,
                     "idle_timeout_ns": i.idle_timeout_ns,
+                    "max_message_bytes": i.max_message_bytes,
                 }
                 for i in self.inputs
             ],

@@ -20,8 +20,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, Any
 
 from ..config import Config, ConfigError, load_config, parse_address
 
@@ -115,6 +116,8 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                          help="promise sent at the end: no later update has an earlier time "
                               "(default: one past the largest time sent)")
     produce.add_argument("--no-progress", action="store_true", help="send no progress marker at the end")
+    produce.add_argument("--partitions", type=int, default=None, metavar="N",
+                         help="create the topic with N partitions if it does not exist")
 
     tail = commands.add_parser("tail", help="print a result topic's view and its live changes",
                                formatter_class=_Formatter)
@@ -230,12 +233,121 @@ def run_daemon(config: Config, *, timeout: float | None = None) -> int:
     raise NotImplementedError("ddflow run: waiting for daemon/worker.py")
 
 
+def _where(args: argparse.Namespace) -> str:
+    return "stdin" if args.file == "-" else str(args.file)
+
+
+def _read_items(args: argparse.Namespace) -> Iterator[tuple[int, Any]]:
+    """(position, decoded item) from FILE or stdin; position is the line (jsonl) or item number."""
+    binary = args.format == "msgpack"
+    if args.file == "-":
+        stream: IO[Any] = sys.stdin.buffer if binary else sys.stdin
+        close = False
+    else:
+        try:
+            stream = open(args.file, "rb" if binary else "r", encoding=None if binary else "utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file}: {exc.strerror}") from exc
+        close = True
+    try:
+        if binary:
+            import msgpack
+
+            unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False)
+            number = 0
+            try:
+                for number, item in enumerate(unpacker, start=1):
+                    yield number, item
+            except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
+                raise UsageError(f"{_where(args)} item {number + 1}: not valid msgpack ({exc})") from exc
+        else:
+            for number, line in enumerate(stream, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise UsageError(f"{_where(args)} line {number}: not JSON ({exc.msg})") from exc
+    finally:
+        if close:
+            stream.close()
+
+
 def _produce(args: argparse.Namespace) -> int:
-    raise NotImplementedError("ddflow produce: waiting for daemon/producer.py")
+    from .exceptions import WireError
+    from .kafka import ensure_topics
+    from .producer import UpdateProducer
+
+    options = {"bootstrap.servers": args.bootstrap}
+    if args.partitions is not None:
+        ensure_topics(options, {args.topic: args.partitions})
+    where = _where(args)
+    last_time: int | None = None
+    with UpdateProducer(args.topic, options) as producer:
+        for position, item in _read_items(args):
+            unit = "item" if args.format == "msgpack" else "line"
+            try:
+                if isinstance(item, dict) and set(item) == {"progress"}:
+                    producer.advance_to(item["progress"])
+                    continue
+                # as on the wire: a single update has three elements and its second is not an array
+                single = isinstance(item, list) and len(item) == 3 and not isinstance(item[1], list)
+                updates = [item] if single or not isinstance(item, list) else item
+                for update in updates:
+                    if not isinstance(update, list) or len(update) != 3:
+                        raise WireError(f"expected [data, time_ns, diff] or {{\"progress\": time_ns}}, got {update!r:.200}")
+                    data, time, diff = update
+                    producer.send(data, time, diff)
+                    last_time = time if last_time is None else max(last_time, time)
+            except WireError as exc:
+                raise UsageError(f"{where} {unit} {position}: {exc}") from exc
+        if not args.no_progress and (args.progress is not None or last_time is not None):
+            end = args.progress if args.progress is not None else max(last_time or 0, producer.frontier - 1) + 1
+            producer.advance_to(end)
+    from .wire import MIN_TIME
+
+    frontier = "" if producer.frontier == MIN_TIME else f"; progress {producer.frontier}"
+    print(f"sent {producer.sent_updates} updates in {producer.sent_messages} messages to {args.topic}{frontier}",
+          file=sys.stderr)
+    return EXIT_OK
 
 
 def _tail(args: argparse.Namespace) -> int:
-    raise NotImplementedError("ddflow tail: waiting for daemon/results.py")
+    from .results import ResultClient
+
+    stop = threading.Event()
+    deadline = None if args.duration is None else time.monotonic() + args.duration
+    emit = _json_line if args.json else _text_line
+    with _signals(stop.set), ResultClient(args.topic, {"bootstrap.servers": args.bootstrap}) as client:
+        client.catch_up(timeout=60 if deadline is None else max(1.0, deadline - time.monotonic()))
+        view = client.view
+        emit({"frontier": client.frontier, "view": sorted(view.items(), key=_order)[: args.limit],
+              "records": len(view)})
+        while not stop.is_set() and not client.closed and (deadline is None or time.monotonic() < deadline):
+            for change in client.poll(0.2):
+                emit({"frontier": change.frontier, "updates": change.updates})
+    return EXIT_OK
+
+
+def _order(item: tuple[Any, Any]) -> tuple[str, str]:
+    return (type(item[0]).__name__, repr(item[0]))
+
+
+def _json_line(event: dict[str, Any]) -> None:
+    print(json.dumps(event, default=repr), flush=True)
+
+
+def _text_line(event: dict[str, Any]) -> None:
+    if "view" in event:
+        shown = len(event["view"])
+        print(f"view at frontier {event['frontier']}: {event['records']} records"
+              + (f" (first {shown})" if shown < event["records"] else ""), flush=True)
+        for record, count in event["view"]:
+            print(f"  {record!r}" + (f" x{count}" if count != 1 else ""))
+        return
+    print(f"frontier {event['frontier']}: {len(event['updates'])} updates", flush=True)
+    for data, t, diff in event["updates"]:
+        print(f"  {diff:+d} {data!r} @ {t}")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -252,6 +364,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tail": _tail,
     "demo": _demo,
 }
+
+
+class UsageError(Exception):
+    """Bad input to a command (a file, a line): reported without a traceback, exit 2."""
 
 
 class _signals:
@@ -280,6 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except ConfigError as exc:
         print(f"ddflow {args.command}: invalid configuration:\n{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"ddflow {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_OK

@@ -34,6 +34,7 @@ __all__ = [
     "BulkHistogram",
     "DaemonMetrics",
     "MetricsSnapshot",
+    "snapshot_from_stats",
     "ArrangementCollector",
 ]
 
@@ -84,6 +85,42 @@ class MetricsSnapshot:
     ready: bool = False
 
 
+def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool) -> MetricsSnapshot:
+    """A ``MetricsSnapshot`` read from the data path's ``ddflow.daemon.stats.Stats``.
+
+    ``topics`` maps input names to their topics (lag is labelled by topic and partition).
+    """
+    input_updates, input_frontier = {}, {}
+    lag: dict[tuple[str, int], int] = {}
+    late: dict[tuple[str, str], int] = {}
+    dead: dict[tuple[str, str], int] = {}
+    for name, s in list(stats.inputs.items()):
+        input_updates[name] = s.updates
+        input_frontier[name] = s.frontier
+        for policy, count in s.late.items():
+            if count:
+                late[(name, policy)] = count
+        for reason, count in list(s.dead_letters.items()):
+            dead[(name, reason)] = count
+        for partition, p in list(s.partitions.items()):
+            if p.lag is not None:
+                lag[(topics.get(name, name), partition)] = p.lag
+    outputs = list(stats.outputs.items())
+    last = [o.last_epoch_time for _, o in outputs if o.last_epoch_time is not None]
+    return MetricsSnapshot(
+        input_updates=input_updates,
+        output_updates={name: o.updates for name, o in outputs},
+        epochs=stats.epochs,
+        input_frontier_ns=input_frontier,
+        output_frontier_ns={name: o.frontier for name, o in outputs},
+        last_epoch_wall=max(last) if last else None,
+        consumer_lag=lag,
+        late_updates=late,
+        dead_letters=dead,
+        ready=ready,
+    )
+
+
 def _version() -> str:
     try:
         return metadata.version("ddflow")
@@ -105,12 +142,16 @@ class _SnapshotCollector(Collector):
         return self._families(MetricsSnapshot())
 
     def collect(self) -> Iterable[Metric]:
-        try:
-            snapshot = self.owner.snapshot()
-        except Exception:  # a scrape must not take the endpoint down; the zeros stay visible
-            log.exception("metrics snapshot failed; exporting known series at their defaults")
-            snapshot = MetricsSnapshot()
-        return self._families(snapshot)
+        for attempt in range(3):  # the worker thread may resize a dict mid-read: try again
+            try:
+                return self._families(self.owner.snapshot())
+            except RuntimeError:
+                if attempt == 2:
+                    log.warning("metrics snapshot kept changing during the scrape", exc_info=True)
+            except Exception:  # a scrape must not take the endpoint down; the known series stay visible
+                log.exception("metrics snapshot failed; exporting known series at their defaults")
+                break
+        return self._families(MetricsSnapshot())
 
     def _families(self, s: MetricsSnapshot) -> list[Metric]:
         o = self.owner

@@ -82,6 +82,10 @@ def test_unreadable_file(tmp_path: Path) -> None:
         # bad duration
         (("name = \"edges\"\n", "name = \"edges\"\nidle_timeout = \"5 parsecs\"\n"), "inputs[0].idle_timeout",
          "is not a duration"),
+        (("name = \"edges\"\n", "name = \"edges\"\nidle_timeout = \"5s\"\n"), "inputs[0].idle_timeout",
+         "only the 'monotonic' progress policy uses it (progress is 'explicit')"),
+        (("name = \"edges\"\n", "name = \"edges\"\nmax_message_bytes = 0\n"), "inputs[0].max_message_bytes",
+         "0 must be greater than 0"),
         # bad field type
         (("dst = \"int\"", "dst = \"integer\""), "inputs[0].fields.dst", "type 'integer' is not one of"),
         # bad dataflow reference syntax
