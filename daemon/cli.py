@@ -14,6 +14,7 @@ codes: 0 success, 1 runtime failure, 2 bad usage or invalid config.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -230,7 +231,19 @@ def _with_metrics_address(config: Config, address: str) -> Config:
 
 
 def run_daemon(config: Config, *, timeout: float | None = None) -> int:
-    raise NotImplementedError("ddflow run: waiting for daemon/worker.py")
+    """``ddflow run``: log the effective config, serve the endpoints, run until SIGTERM/SIGINT."""
+    log.info("effective configuration: %s", json.dumps(config.redacted(), sort_keys=True))
+    from .service import Service
+
+    service = Service(config)
+    with contextlib.ExitStack() as stack:
+        stack.callback(service.close)
+        server = service.serve()
+        log.info("metrics on %s/metrics (health %s/healthz, readiness %s/readyz)", server.url, server.url, server.url)
+        stack.enter_context(_signals(service.stop))
+        service.run(timeout=timeout)
+    log.info("stopped: %d epochs, output frontier %s", service.stats.epochs, service.stats.output_frontier)
+    return EXIT_OK
 
 
 def _where(args: argparse.Namespace) -> str:

@@ -53,6 +53,7 @@ class ProtocolStats:
     epochs: int = 0  # accepted (partition, range) markers
     duplicate_epochs: int = 0  # markers for ranges already final
     dropped_updates: int = 0  # updates of re-sent, duplicated or aborted epochs
+    incomplete_epochs: int = 0  # markers whose count does not match what was read (ignored)
     messages: int = 0
 
 
@@ -61,6 +62,7 @@ class _Partition:
     final: int = MIN_TIME
     pending: dict[tuple[str, int, int | None], list[Update]] = field(default_factory=lambda: defaultdict(list))
     at_end: bool = False
+    mismatch: str = ""
 
 
 class ResultClient:
@@ -181,9 +183,17 @@ class ResultClient:
             self.stats.dropped_updates += len(found)
             return
         if msg.lower > state.final:
-            raise ProtocolError(f"{where} starts after the final frontier {state.final}: epochs are missing")
+            raise ProtocolError(
+                f"{where} starts after the final frontier {state.final}: epochs are missing"
+                + (f" (the last one seen was not complete: {state.mismatch})" if state.mismatch else "")
+            )
         if len(found) != msg.count:
-            raise ProtocolError(f"{where}: the marker counts {msg.count} updates, the topic holds {len(found)}")
+            # not this attempt's records alone (e.g. an aborted attempt of the same incarnation is
+            # visible): ignore it and wait for a re-sent epoch; a gap after it raises above
+            state.mismatch = f"{where}: the marker counts {msg.count} updates, the topic holds {len(found)}"
+            self.stats.incomplete_epochs += 1
+            self.stats.dropped_updates += len(found)
+            return
         fresh = []
         for update in found:
             t = update[1]
@@ -194,6 +204,7 @@ class ResultClient:
             else:
                 self.stats.dropped_updates += 1
         state.final = upper
+        state.mismatch = ""
         self.stats.epochs += 1
         self._staged.extend(fresh)
         for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= upper]:

@@ -1,0 +1,216 @@
+"""Sinks and the result client on the real broker: the output protocol end to end.
+
+The client must see every final time exactly once although re-sent epochs, records of aborted
+transactions (tansu shows them to read_committed consumers) and restarts write more.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import msgpack
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from ddflow.daemon.deadletter import decode_dead_letter
+from ddflow.daemon.exceptions import OptionsError, ProtocolError
+from ddflow.daemon.results import ResultClient, read_final_frontiers
+from ddflow.daemon.sink import KafkaSink, OutputSpec
+from ddflow.daemon.wire import MIN_TIME, encode_output_batch, encode_output_progress, pack_output_update, pack_record
+from kafka_broker import read_topic
+
+pytestmark = pytest.mark.kafka
+
+
+def random_epochs(seed, bounds, keys=20):
+    """Random output updates per epoch [lower, upper) for the given boundaries."""
+    rng = random.Random(seed)
+    epochs = []
+    lower = MIN_TIME
+    for upper in bounds:
+        lo = max(lower, 0)
+        ups = [((f"k{rng.randrange(keys)}", rng.randrange(3)), rng.randrange(lo, upper), rng.choice([1, -1, 2]))
+               for _ in range(rng.randrange(0, 40))]
+        epochs.append((lower, upper, ups))
+        lower = upper
+    return epochs
+
+
+def accumulate(updates, below):
+    view = Counter()
+    for record, t, diff in updates:
+        if t < below:
+            view[record] += diff
+    return {r: c for r, c in view.items() if c}
+
+
+def sink_for(kafka_options, topic, **kwargs):
+    kwargs.setdefault("transactional_id", f"tx-{topic}")
+    sink = KafkaSink([OutputSpec("out", topic, max_batch_updates=7)], kafka_options, **kwargs)
+    sink.open()
+    return sink
+
+
+def test_view_at_every_marker_equals_the_accumulated_updates(kafka_options, make_topic):
+    topic = make_topic("out", partitions=3)
+    epochs = random_epochs(1, [10, 20, 35, 50, 51, 80])
+    all_updates = [u for _, _, ups in epochs for u in ups]
+    sink = sink_for(kafka_options, topic)
+    assert sink.transactional
+    for lower, upper, ups in epochs:
+        sink.publish(lower, upper, {"out": ups})
+    sink.close()
+    with ResultClient(topic, kafka_options) as client:
+        seen = []
+        for change in client.changes(timeout=20):
+            seen.append(change.frontier)
+            assert client.view == accumulate(all_updates, change.frontier)
+            if change.frontier == 80:
+                break
+    assert seen[-1] == 80 and seen == sorted(seen)
+    assert client.stats.epochs == 3 * len(epochs)
+
+
+def test_re_sent_epochs_with_other_boundaries_count_once(kafka_options, make_topic):
+    topic = make_topic("out", partitions=2)
+    first = random_epochs(2, [10, 20, 30])
+    all_updates = [u for _, _, ups in first for u in ups]
+    sink = sink_for(kafka_options, topic)
+    for lower, upper, ups in first:
+        sink.publish(lower, upper, {"out": ups})
+    sink.close()
+    # a restarted daemon that did not read the topic back re-sends everything, cut differently,
+    # then goes on; its outputs at each time are the same (outputs are deterministic)
+    again = KafkaSink([OutputSpec("out", topic)], kafka_options, transactional_id=f"tx-{topic}", resume=False)
+    again.open()
+    more = [((f"new{i}", 0), 30 + i, 1) for i in range(5)]
+    again.publish(MIN_TIME, 15, {"out": [u for u in all_updates if u[1] < 15]})
+    again.publish(15, 40, {"out": [u for u in all_updates if u[1] >= 15] + more})
+    again.close()
+    with ResultClient(topic, kafka_options) as client:
+        assert client.wait_for(40, timeout=20)
+        assert client.view == accumulate(all_updates + more, 40)
+        assert client.stats.duplicate_epochs >= 2 and client.stats.dropped_updates > 0
+
+
+def test_aborted_transaction_records_are_dropped(kafka_options, make_topic):
+    topic = make_topic("out", partitions=2)
+    good = random_epochs(3, [10, 20])
+    sink = sink_for(kafka_options, topic)
+    sink.publish(*good[0][:2], {"out": good[0][2]})
+    # an epoch whose transaction aborts half-way (the broker still shows its records): a batch of
+    # junk without a marker, under the sink's incarnation and under another one
+    producer = sink.producer
+    junk = [pack_output_update(pack_record(("junk", 0), "out"), 12, 5)]
+    producer.begin_transaction()
+    for inc in (sink.incarnation, "deadbeef"):
+        for p in (0, 1):
+            producer.produce(topic, encode_output_batch(10, 20, inc, junk), partition=p)
+    producer.flush()
+    producer.abort_transaction(10)
+    # and a complete epoch written twice by the same logic: aborted once, then committed
+    messages, _ = sink._encode(10, 20, {"out": good[1][2]})
+    producer.begin_transaction()
+    for t, p, value in messages:
+        producer.produce(t, value, partition=p)
+    producer.flush()
+    producer.abort_transaction(10)
+    sink.incarnation = "second-attempt"
+    sink.publish(10, 20, {"out": good[1][2]})
+    sink.close()
+    raw = read_topic(kafka_options["bootstrap.servers"], topic, 2)
+    assert any(b"junk" in m.value() for m in raw)  # the broker does show aborted records
+    with ResultClient(topic, kafka_options) as client:
+        assert client.wait_for(20, timeout=20)
+        assert client.view == accumulate(good[0][2] + good[1][2], 20)
+        assert ("junk", 0) not in client.view
+        assert client.stats.incomplete_epochs == 2  # both partitions hold junk of the same incarnation
+
+
+def test_restarted_sink_does_not_republish_final_times(kafka_options, make_topic):
+    topic = make_topic("out", partitions=3)
+    epochs = random_epochs(4, [10, 20, 30])
+    all_updates = [u for _, _, ups in epochs for u in ups]
+    sink = sink_for(kafka_options, topic)
+    for lower, upper, ups in epochs[:2]:
+        sink.publish(lower, upper, {"out": ups})
+    sink.close()
+    assert read_final_frontiers(topic, kafka_options) == [20, 20, 20]
+    restarted = sink_for(kafka_options, topic)
+    assert restarted.final[topic] == [20, 20, 20]
+    restarted.publish(MIN_TIME, 20, {"out": [u for u in all_updates if u[1] < 20]})  # replayed: nothing written
+    restarted.publish(20, 30, {"out": epochs[2][2]})
+    restarted.close()
+    out = restarted.stats.output("out")
+    assert out.suppressed_updates == sum(1 for u in all_updates if u[1] < 20)
+    assert out.updates == len(epochs[2][2])
+    with ResultClient(topic, kafka_options) as client:
+        assert client.wait_for(30, timeout=20)
+        assert client.view == accumulate(all_updates, 30)
+        assert client.stats.duplicate_epochs == 0
+
+
+def test_closing_epoch_and_offsets_and_dead_letters_commit_together(kafka_options, make_topic):
+    topic, dlq, source_topic = make_topic("out"), make_topic("dlq"), make_topic("in")
+    sink = KafkaSink([OutputSpec("out", topic)], kafka_options, transactional_id=f"tx-{topic}",
+                     dead_letter_topic=dlq)
+    sink.open()
+    sink.dead_letters.write(input="x", topic=source_topic, partition=0, offset=3, reason="zero_diff",
+                            detail="diff is 0", raw=b"\x93\x91\x01\x01\x00")
+    consumer = Consumer({**kafka_options, "group.id": f"g-{topic}"})
+    sink.publish(MIN_TIME, None, {"out": [(("a",), 5, 1)]}, offsets=[TopicPartition(source_topic, 0, 4)],
+                 consumer=consumer)
+    sink.close()
+    [committed] = consumer.committed([TopicPartition(source_topic, 0)], timeout=10)
+    assert committed.offset == 4
+    consumer.close()
+    [letter] = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
+    assert (letter.reason, letter.offset) == ("zero_diff", 3)
+    with ResultClient(topic, kafka_options) as client:
+        assert client.wait_for(None, timeout=20)
+        assert client.closed and client.frontier is None and client.view == {("a",): 1}
+
+
+def test_protocol_violations_are_precise_errors(kafka_options, make_topic):
+    raw = Producer(kafka_options)
+    entry = pack_output_update(pack_record(("a",), "out"), 5, 1)
+    cases = {
+        "epochs are missing.*counts 2 updates, the topic holds 1": [
+            encode_output_batch(MIN_TIME, 10, "i", [entry]), encode_output_progress(MIN_TIME, 10, "i", 2),
+            encode_output_progress(10, 20, "i", 0)],
+        "epochs are missing": [encode_output_progress(10, 20, "i", 0)],
+        "not msgpack": [b"\xc1"],
+        "time outside the epoch": [
+            encode_output_batch(MIN_TIME, 5, "i", [entry]), encode_output_progress(MIN_TIME, 5, "i", 1)],
+    }
+    for message, values in cases.items():
+        topic = make_topic("bad")
+        for v in values:
+            raw.produce(topic, v)
+        raw.flush()
+        with ResultClient(topic, kafka_options) as client:
+            with pytest.raises(ProtocolError, match=message):
+                client.catch_up(timeout=10)
+
+
+def test_sink_options_name_the_key(kafka_options):
+    with pytest.raises(OptionsError, match="max_batch_updates"):
+        OutputSpec("o", "t", max_batch_updates=0)
+    with pytest.raises(OptionsError, match="transactional_id"):
+        KafkaSink([OutputSpec("o", "t")], kafka_options, transactions=True)
+    with pytest.raises(OptionsError, match="share the topic"):
+        KafkaSink([OutputSpec("o", "t"), OutputSpec("p", "t")], kafka_options)
+
+
+def test_unknown_output_and_unencodable_record(kafka_options, make_topic):
+    from ddflow.daemon.exceptions import WireError
+
+    sink = sink_for(kafka_options, make_topic("out"), transactional_id=None)
+    assert not sink.transactional
+    with pytest.raises(OptionsError, match="unknown outputs"):
+        sink.publish(MIN_TIME, 1, {"nope": []})
+    with pytest.raises(WireError, match="output 'out'"):
+        sink.publish(MIN_TIME, 1, {"out": [({1, 2}, 0, 1)]})
+    sink.close()
+    assert msgpack  # noqa
