@@ -187,7 +187,7 @@ def _broker(args: argparse.Namespace) -> int:
     from .broker import EmbeddedBroker
 
     stop = threading.Event()
-    with _signals(lambda: stop.set()), EmbeddedBroker(port=args.broker_port, use_environment=False) as broker:
+    with on_signals(lambda: stop.set()), EmbeddedBroker(port=args.broker_port, use_environment=False) as broker:
         print(f"ddflow broker: listening on {broker.bootstrap} (in memory; Ctrl-C stops it)", flush=True)
         print(f"export KAFKA_BOOTSTRAP={broker.bootstrap}", flush=True)
         stop.wait()
@@ -240,7 +240,7 @@ def run_daemon(config: Config, *, timeout: float | None = None) -> int:
         stack.callback(service.close)
         server = service.serve()
         log.info("metrics on %s/metrics (health %s/healthz, readiness %s/readyz)", server.url, server.url, server.url)
-        stack.enter_context(_signals(service.stop))
+        stack.enter_context(on_signals(service.stop))
         service.run(timeout=timeout)
     log.info("stopped: %d epochs, output frontier %s", service.stats.epochs, service.stats.output_frontier)
     return EXIT_OK
@@ -331,7 +331,7 @@ def _tail(args: argparse.Namespace) -> int:
     stop = threading.Event()
     deadline = None if args.duration is None else time.monotonic() + args.duration
     emit = _json_line if args.json else _text_line
-    with _signals(stop.set), ResultClient(args.topic, {"bootstrap.servers": args.bootstrap}) as client:
+    with on_signals(stop.set), ResultClient(args.topic, {"bootstrap.servers": args.bootstrap}) as client:
         client.catch_up(timeout=60 if deadline is None else max(1.0, deadline - time.monotonic()))
         view = client.view
         emit({"frontier": client.frontier, "view": sorted(view.items(), key=_order)[: args.limit],
@@ -383,14 +383,14 @@ class UsageError(Exception):
     """Bad input to a command (a file, a line): reported without a traceback, exit 2."""
 
 
-class _signals:
+class on_signals:
     """Call ``handler`` on SIGTERM and SIGINT while inside the block (main thread only)."""
 
     def __init__(self, handler: Callable[[], None]) -> None:
         self.handler = handler
         self.previous: dict[int, Any] = {}
 
-    def __enter__(self) -> _signals:
+    def __enter__(self) -> on_signals:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self.previous[sig] = signal.signal(sig, lambda *_: self.handler())
