@@ -1,0 +1,31 @@
+"""The demo's workload and its independent reference (breadth-first search) match the peers' figures."""
+
+from __future__ import annotations
+
+from ddflow.daemon.demo import EdgeStream, LatencyTracker, reachable_pairs
+
+
+def test_edge_stream_is_the_seed_workload_and_bfs_gives_the_published_counts() -> None:
+    stream = EdgeStream(1000, 2000, seed=42, changes=2000)
+    assert len(reachable_pairs(list(stream.initial()), range(10))) == 6595
+    assert len(reachable_pairs(stream.window_after(2000), range(10))) == 7215
+    removed, added = stream.change(5)
+    assert removed == stream.edge(5) and added == stream.edge(2005)
+
+
+def test_open_ended_stream_draws_more_edges_on_demand() -> None:
+    stream = EdgeStream(50, 10, seed=1)
+    far = stream.edge(200_000)
+    assert all(0 <= n < 50 for n in far)
+    assert len(stream.window_after(199_991)) == 10
+
+
+def test_latency_tracker_counts_a_change_once_its_time_is_below_the_frontier() -> None:
+    tracker = LatencyTracker()
+    for t in (1_000, 2_000, 3_000):
+        tracker.sent(t)
+    tracker.final_below(2_000, now_ns=4_000)  # times < 2000 are final
+    assert tracker.latencies == [3e-6]
+    tracker.final_below(None, now_ns=5_000)  # closed: everything is final
+    assert tracker.latencies == [3e-6, 3e-6, 2e-6]
+    assert tracker.pending == []
