@@ -1,0 +1,78 @@
+"""The README's "Deployment" section cannot go stale: the files it installs exist, and its
+commands agree with the units, the manifests and the Dockerfile they refer to."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import yaml
+
+from deploy_support import CONTAINER, KUBERNETES, REPO, SYSTEMD, by_kind
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def section() -> str:
+    match = re.search(r"^## Deployment\n(.*?)(?=^## |\Z)", README, flags=re.S | re.M)
+    assert match, "README has no '## Deployment' section"
+    return match.group(1)
+
+
+def commands() -> list[list[str]]:
+    """Every command of the section's bash blocks, split at && and without sudo or comments."""
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", section(), flags=re.S):
+        for line in block.splitlines():
+            for part in line.split("#", 1)[0].split("&&"):
+                argv = shlex.split(part)
+                if argv and argv[0] == "sudo":
+                    argv = argv[1:]
+                if argv:
+                    out.append(argv)
+    return out
+
+
+def test_every_deploy_path_mentioned_exists() -> None:
+    paths = set(re.findall(r"(deploy/[\w@./-]+\w)", section()))
+    assert paths, "the section names no deploy/ file"
+    for path in paths:
+        assert (REPO / path).exists(), f"README mentions {path}, which does not exist"
+
+
+def test_systemd_commands_match_the_units() -> None:
+    argvs = commands()
+    venv = next(a[-1] for a in argvs if a[:3] == ["python3", "-m", "venv"])
+    exec_start = next(ln for ln in (SYSTEMD / "ddflow.service").read_text().splitlines()
+                      if ln.startswith("ExecStart="))
+    assert exec_start.split("=", 1)[1].split()[0] == f"{venv}/bin/ddflow"
+    installed = {a[-1]: a[-2] for a in argvs if a[0] == "install"}
+    assert installed["/etc/ddflow/ddflow.toml"] == "deploy/systemd/ddflow.toml"
+    assert installed["/etc/ddflow/ddflow.env"] == "deploy/systemd/ddflow.env.example"
+    assert "EnvironmentFile=-/etc/ddflow/ddflow.env" in (SYSTEMD / "ddflow.service").read_text()
+    assert ["systemctl", "enable", "--now", "ddflow"] in argvs
+
+
+def test_kubernetes_commands_match_the_overlay(overlay_docs: list[dict]) -> None:
+    argvs = commands()
+    objects = by_kind(overlay_docs)
+    (container,) = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    build = next(a for a in argvs if a[:2] == ["docker", "build"])
+    assert build[build.index("-f") + 1] == str((CONTAINER / "Dockerfile").relative_to(REPO))
+    assert build[build.index("-t") + 1] == container["image"]
+    namespace = objects["StatefulSet"]["metadata"]["namespace"]
+    assert ["kubectl", "create", "namespace", namespace] in argvs
+    secret = next(a for a in argvs if a[:5] == ["kubectl", "-n", namespace, "create", "secret"])
+    keys = {re.match(r"--from-(?:literal|file)=(\w+)=", a).group(1) for a in secret if a.startswith("--from-")}
+    refs = {(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+            for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
+    assert refs == {(secret[6], key) for key in keys}
+    apply = next(a for a in argvs if a[:2] == ["kubectl", "apply"])
+    assert (REPO / apply[-1] / "kustomization.yaml").is_file()
+    assert yaml.safe_load((REPO / apply[-1] / "kustomization.yaml").read_text())["namespace"] == namespace
+    assert (KUBERNETES / "overlays" / "example") == REPO / apply[-1]
+
+
+def test_backfill_target_named_in_the_readme_exists() -> None:
+    assert "--target backfill" in section()
+    assert re.search(r"^FROM \S+ AS backfill$", (CONTAINER / "Dockerfile").read_text(), flags=re.M)
