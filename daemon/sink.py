@@ -145,8 +145,7 @@ class KafkaSink:
         if self.resume:
             from .results import read_final_frontiers
 
-            for o in self.outputs:
-                self.final[o.topic] = read_final_frontiers(o.topic, self._kafka_options, timeout=self.timeout)
+            self.final = read_final_frontiers([o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout)
         else:
             self.final = {o.topic: [MIN_TIME] * self._partitions[o.topic] for o in self.outputs}
         log.info(

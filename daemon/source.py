@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
 from .deadletter import DeadLetterWriter
 from .exceptions import KafkaError, OptionsError
@@ -143,6 +143,7 @@ class KafkaSource:
         user = dict(consumer_options or {})
         self._config = client_config({**kafka_options, **{k: v for k, v in user.items() if k not in role}}, role, who="input consumer")
         self._config.setdefault("fetch.wait.max.ms", 100)
+        self._config.setdefault("auto.offset.reset", "earliest")
         self._kafka_options = dict(kafka_options)
         self._consumer: Consumer | None = None
         self._lag_interval = lag_interval
@@ -170,9 +171,11 @@ class KafkaSource:
             count = topic_partitions(self._kafka_options, topic)
             state.progress.assign(range(count))
             for p in range(count):
-                offset = (start_offsets or {}).get((topic, p), OFFSET_BEGINNING)
+                # offset 0, not OFFSET_BEGINNING: librdkafka waits ~0.5 s to resolve a logical
+                # offset; auto.offset.reset=earliest covers a start that retention deleted
+                offset = (start_offsets or {}).get((topic, p), 0)
                 assignment.append(TopicPartition(topic, p, offset))
-                state.stats.partitions[p] = PartitionStats(offset=offset if offset >= 0 else 0)
+                state.stats.partitions[p] = PartitionStats(offset=max(offset, 0))
         self._consumer = Consumer(self._config)
         try:
             self._consumer.assign(assignment)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ddflow.daemon.broker import EmbeddedBroker
@@ -73,9 +73,11 @@ def read_topic(bootstrap: str, topic: str, partitions: int, *, timeout: float = 
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "fetch.wait.max.ms": 10,
+            "auto.offset.reset": "earliest",
         }
     )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    # offset 0 rather than OFFSET_BEGINNING: librdkafka waits ~0.5 s to resolve a logical offset
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     at_end: set[int] = set()
     out = []
     deadline = time.monotonic() + timeout

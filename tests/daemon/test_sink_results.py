@@ -136,7 +136,7 @@ def test_restarted_sink_does_not_republish_final_times(kafka_options, make_topic
     for lower, upper, ups in epochs[:2]:
         sink.publish(lower, upper, {"out": ups})
     sink.close()
-    assert read_final_frontiers(topic, kafka_options) == [20, 20, 20]
+    assert read_final_frontiers([topic], kafka_options) == {topic: [20, 20, 20]}
     restarted = sink_for(kafka_options, topic)
     assert restarted.final[topic] == [20, 20, 20]
     restarted.publish(MIN_TIME, 20, {"out": [u for u in all_updates if u[1] < 20]})  # replayed: nothing written

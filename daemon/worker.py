@@ -1,0 +1,305 @@
+"""The worker: Kafka sources -> an engine Dataflow -> Kafka sinks, one epoch at a time.
+
+A step polls a batch of messages and feeds the good updates to the dataflow's inputs at once
+(the engine accepts any time at or beyond its frontier, so nothing is buffered here). When the
+epoch policy says so, the epoch ``[lower, upper)`` closes: every input advances to ``upper``,
+the dataflow runs, each output capture drains the updates that became final (times below
+``upper``), and the sink publishes them with progress markers, committing the consumed input
+offsets (and the dead letters written meanwhile) in the same transaction when it can.
+
+Without checkpoints (they come with snapshots) a worker rebuilds its state by replaying the
+input topics from the beginning; the sink then skips times the result topics already hold as
+final. `stop()` (e.g. from a SIGTERM handler) makes `run` publish what is complete and return.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from types import FrameType, TracebackType
+from typing import Any
+
+from .exceptions import OptionsError, WorkerError
+from .progress import EpochPolicy
+from .sink import KafkaSink, OutputSpec
+from .source import InputSpec, KafkaSource
+from .stats import EpochReport, Stats
+from .wire import MIN_TIME
+
+__all__ = ["Worker", "DataflowFactory", "stop_on_signals"]
+
+log = logging.getLogger("ddflow.daemon.worker")
+
+# factory(dataflow, {input name: Collection}) -> {output name: Collection}
+DataflowFactory = Callable[[Any, Mapping[str, Any]], Mapping[str, Any]]
+
+
+class Worker:
+    """One worker process's data path. Use as a context manager, or call `run`."""
+
+    def __init__(
+        self,
+        dataflow_factory: DataflowFactory,
+        inputs: Sequence[InputSpec],
+        outputs: Sequence[OutputSpec],
+        kafka_options: Mapping[str, Any],
+        *,
+        group_id: str = "ddflow",
+        epoch: EpochPolicy | None = None,
+        dead_letter_topic: str | None = None,
+        transactional_id: str | None = None,
+        transactions: str | bool = "auto",
+        stats: Stats | None = None,
+        checkpoint_dir: str | None = None,
+        start_offsets: Mapping[tuple[str, int], int] | None = None,
+        max_poll_messages: int = 10_000,
+        poll_timeout: float = 0.05,
+        dead_letter_commit_s: float = 5.0,
+        consumer_options: Mapping[str, Any] | None = None,
+        producer_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not callable(dataflow_factory):
+            raise OptionsError(f"Worker dataflow_factory: expected a callable, got {dataflow_factory!r}")
+        if type(max_poll_messages) is not int or max_poll_messages <= 0:
+            raise OptionsError(f"Worker max_poll_messages: expected a positive int, got {max_poll_messages!r}")
+        self.factory = dataflow_factory
+        self.input_specs = list(inputs)
+        self.output_specs = list(outputs)
+        self.epoch_policy = epoch or EpochPolicy()
+        self.stats = stats or Stats()
+        self.checkpoint_dir = checkpoint_dir
+        self.start_offsets = start_offsets
+        self.max_poll_messages = max_poll_messages
+        self.poll_timeout = poll_timeout
+        self.dead_letter_commit_s = dead_letter_commit_s
+        self.sink = KafkaSink(
+            outputs, kafka_options,
+            transactional_id=transactional_id or f"ddflow-{group_id}",
+            transactions=transactions,
+            dead_letter_topic=dead_letter_topic,
+            stats=self.stats,
+            producer_options=producer_options,
+        )
+        self.source = KafkaSource(
+            inputs, kafka_options,
+            group_id=group_id,
+            dead_letters=self.sink.dead_letters,
+            stats=self.stats,
+            consumer_options=consumer_options,
+        )
+        self.dataflow: Any = None
+        self.frontier = MIN_TIME  # what the engine's inputs were advanced to: the open epoch's lower
+        self._sessions: dict[str, Any] = {}
+        self._captures: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._open = False
+        self._epoch_records = 0
+        self._epoch_opened = time.monotonic()
+        self._epoch_in: dict[str, int] = {}
+        self._waiting: deque[tuple[str, float, int, int]] = deque()  # latency bookkeeping per batch
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    @property
+    def assigned(self) -> bool:
+        return self._open and self.source.assigned
+
+    def open(self) -> Worker:
+        """Build the dataflow, read the result topics back, and assign the inputs."""
+        if self._open:
+            return self
+        from ..operators import Dataflow
+
+        df = Dataflow()
+        self._sessions = {spec.name: df.new_input(spec.name) for spec in self.input_specs}
+        try:
+            produced = self.factory(df, {name: s.collection for name, s in self._sessions.items()})
+        except Exception as exc:
+            raise WorkerError(f"building the dataflow with {self.factory!r}: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(produced, Mapping):
+            raise WorkerError(f"building the dataflow: the factory returned {type(produced).__name__}, not a dict")
+        missing = [o.name for o in self.output_specs if o.name not in produced]
+        if missing:
+            raise WorkerError(
+                f"building the dataflow: outputs {missing} are configured but the factory returned only "
+                f"{sorted(produced)}"
+            )
+        self._captures = {o.name: produced[o.name].capture(history=False) for o in self.output_specs}
+        self.dataflow = df
+        with contextlib.ExitStack() as stack:
+            self.sink.open()
+            stack.callback(self.sink.close)
+            self.source.open(self.start_offsets)
+            stack.pop_all()
+        self._open = True
+        self._epoch_opened = time.monotonic()
+        log.info(
+            "worker open: inputs %s, outputs %s, epochs %s, incarnation %s",
+            [(i.name, i.topic, i.policy) for i in self.input_specs],
+            [(o.name, o.topic) for o in self.output_specs],
+            self.epoch_policy, self.sink.incarnation,
+        )
+        return self
+
+    def close(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self.source.close()
+        finally:
+            self.sink.close()
+
+    def __enter__(self) -> Worker:
+        return self.open()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def stop(self) -> None:
+        """Ask `run` to publish what is complete and return (safe from signal handlers/threads)."""
+        self._stop.set()
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def step(self) -> EpochReport | None:
+        """Poll once, feed the dataflow, and close an epoch if the policy says so."""
+        if not self._open:
+            raise WorkerError("worker step: the worker is not open (call open() or use it as a context manager)")
+        polled = self.source.poll(self.frontier, max_messages=self.max_poll_messages, timeout=self.poll_timeout)
+        for name, updates in polled.updates.items():
+            if not updates:
+                continue
+            session = self._sessions[name]
+            try:
+                for record, t, diff in updates:
+                    session.update(record, t, diff)
+            except Exception as exc:
+                raise WorkerError(
+                    f"epoch from {self.frontier}: feeding input {name!r}: {type(exc).__name__}: {exc}"
+                ) from exc
+            self._epoch_records += len(updates)
+            self._epoch_in[name] = self._epoch_in.get(name, 0) + len(updates)
+        self._waiting.extend(polled.batches)
+        if self.sink.staged_for() > self.dead_letter_commit_s:
+            self.sink.commit_dead_letters()
+        return self._maybe_close(force=False)
+
+    def _maybe_close(self, *, force: bool) -> EpochReport | None:
+        frontier = self.source.frontier()
+        self.stats.input_frontier = frontier
+        opened_for = time.monotonic() - self._epoch_opened
+        if force:
+            upper = self.epoch_policy.next_upper(frontier, self.frontier, 1 << 62, float("inf"))
+        else:
+            upper = self.epoch_policy.next_upper(frontier, self.frontier, self._epoch_records, opened_for)
+        return None if upper is None else self._close_epoch(upper)
+
+    def _close_epoch(self, upper: int) -> EpochReport:
+        lower = self.frontier
+        started = time.perf_counter()
+        step = "advancing inputs"
+        try:
+            for session in self._sessions.values():
+                session.advance_to(upper)
+            step = "running the dataflow"
+            self.dataflow.run()
+            step = "draining outputs"
+            outputs = {name: capture.drain() for name, capture in self._captures.items()}
+        except Exception as exc:
+            raise WorkerError(f"epoch [{lower}, {upper}): {step}: {type(exc).__name__}: {exc}") from exc
+        for name, updates in outputs.items():
+            late = [u for u in updates if not lower <= u[1] < upper]
+            if late:
+                raise WorkerError(
+                    f"epoch [{lower}, {upper}): output {name!r} drained {len(late)} updates outside the epoch, "
+                    f"e.g. {late[0]!r:.120}"
+                )
+        written = self.sink.publish(lower, upper, outputs, offsets=self.source.positions(), consumer=self.source.consumer)
+        self.frontier = upper
+        finished = time.time()
+        latencies: list[tuple[float, int]] = []
+        still: deque[tuple[str, float, int, int]] = deque()
+        for batch in self._waiting:
+            _, arrival, count, max_time = batch
+            if max_time < upper:
+                latencies.append((max(0.0, finished - arrival), count))
+            else:
+                still.append(batch)
+        self._waiting = still
+        report = EpochReport(
+            number=self.stats.epochs + 1,
+            lower=lower,
+            upper=upper,
+            seconds=time.perf_counter() - started,
+            updates_in=dict(self._epoch_in),
+            updates_out=written,
+            latencies=latencies,
+            incarnation=self.sink.incarnation,
+        )
+        self._epoch_records = 0
+        self._epoch_in = {}
+        self._epoch_opened = time.monotonic()
+        self.stats.epoch_published(report)
+        return report
+
+    def run(
+        self,
+        stop_event: threading.Event | None = None,
+        *,
+        timeout: float | None = None,
+        count: int | None = None,
+        until: int | None = None,
+    ) -> int:
+        """Step until stopped (`stop()` or ``stop_event``), ``timeout`` seconds pass, ``count``
+        epochs were published, or the output frontier reaches ``until``. On stop, what is
+        complete is published first. Returns the number of epochs published. A worker that
+        `run` opened is closed when it returns."""
+        opened_here = not self._open
+        self.open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        epochs = 0
+        try:
+            while True:
+                if self._stop.is_set() or (stop_event is not None and stop_event.is_set()):
+                    if self._maybe_close(force=True) is not None:
+                        epochs += 1
+                    log.info("worker stopping at frontier %s after %d epochs", self.frontier, epochs)
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                if self.step() is not None:
+                    epochs += 1
+                    if count is not None and epochs >= count:
+                        break
+                if until is not None and self.frontier >= until:
+                    break
+        finally:
+            if opened_here:
+                self.close()
+        return epochs
+
+
+def stop_on_signals(worker: Worker, signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> Callable[[], None]:
+    """Make ``signals`` call ``worker.stop()``; returns a function restoring the old handlers."""
+    previous = {}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        log.info("received signal %s: finishing the current epoch", signum)
+        worker.stop()
+
+    for sig in signals:
+        previous[sig] = signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
