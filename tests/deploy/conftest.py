@@ -1,19 +1,30 @@
-"""Fixtures of the deploy/ tests: rendered Kubernetes overlays, promtool, and a live scrape of the
-daemon's /metrics that the dashboard and alert rules are checked against."""
+"""Fixtures of the deploy/ tests: rendered Kubernetes overlays, promtool, and a live daemon run
+as the pod runs it, whose /metrics scrape the dashboard and alert rules are checked against."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import subprocess
+import sys
+import time
+import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from deploy_support import KUBERNETES, exposed_samples, kustomize
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared broker fixtures
+
+from deploy_support import KUBERNETES, exposed_samples, kustomize  # noqa: E402
+from kafka_broker import create_topic, kafka_broker  # noqa: E402,F401
+
+from ddflow.daemon.broker import EmbeddedBroker  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -65,34 +76,102 @@ def promtool(request: pytest.FixtureRequest) -> str:
     return str(binary)
 
 
-# -- the daemon's metrics --------------------------------------------------------------------------
+# -- a live daemon, run as the Kubernetes pod runs it ----------------------------------------------
+
+@dataclass
+class LiveDaemon:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+    container: dict
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError as exc:  # not listening yet
+            return 0, str(exc)
+
+    def wait_for(self, path: str, *, limit: float = 120) -> str:
+        """Poll ``path`` until it answers 200 (bounded; fails with the daemon's log otherwise)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"ddflow run exited with {self.process.returncode}:\n{self.log.read_text()[-4000:]}")
+            status, body = self.get(path)
+            if status == 200:
+                return body
+            time.sleep(0.2)
+        pytest.fail(f"{path} did not answer 200 within {limit} s:\n{self.log.read_text()[-4000:]}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 @pytest.fixture(scope="session")
-def daemon_scrape() -> Iterator[dict[str, str]]:
-    """Sample name -> type from ``/metrics`` of the daemon's metrics server, fetched over HTTP.
+def live_daemon(kafka_broker: EmbeddedBroker, base_docs: list[dict],
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDaemon]:
+    """``ddflow run`` started with the StatefulSet's command and the rendered ConfigMap's config,
+    on the real broker, fed edges and a progress marker until ``/readyz`` answers 200.
 
-    The registry is built as the daemon builds it for the base Kubernetes config: its inputs
-    with their late policies, its outputs, every dead-letter reason, and the arrangements of the
-    configured dataflow, built on a real engine; one assigned partition gives the lag series.
+    What differs from the pod is only what must differ on a shared test machine: fresh topic
+    names, the checkpoint directory, and loopback addresses given through the environment
+    variables the CLI reads (``KAFKA_BOOTSTRAP``, ``DDFLOW_METRICS_ADDRESS``).
     """
-    from ddflow.config import build_dataflow, load_config
-    from ddflow.daemon.health import EndpointServer
-    from ddflow.daemon.metrics import DaemonMetrics, MetricsSnapshot
-    from ddflow.daemon.wire import REASONS
-    from ddflow.operators import Dataflow
+    objects = {doc["kind"]: doc for doc in base_docs}
+    (container,) = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    workdir = tmp_path_factory.mktemp("live-daemon")
+    text = objects["ConfigMap"]["data"]["ddflow.toml"]
+    suffix = uuid.uuid4().hex[:8]
+    topics = {}
+    for topic in re.findall(r'^topic = "([^"]+)"$', text, flags=re.M):
+        topics[topic] = create_topic(kafka_broker.bootstrap, f"deploy-{topic}-{suffix}")
+        text = text.replace(f'topic = "{topic}"', f'topic = "{topics[topic]}"')
+    checkpoint = 'location = "/var/lib/ddflow/checkpoints"'
+    assert text.count(checkpoint) == 1
+    text = text.replace(checkpoint, f'location = "{workdir / "checkpoints"}"')
+    config = workdir / "ddflow.toml"
+    config.write_text(text)
 
-    config = load_config(KUBERNETES / "base" / "ddflow.toml")
-    df = Dataflow()
-    inputs = {spec.name: df.new_input(spec.name).collection for spec in config.inputs}
-    build_dataflow(config, df, inputs)
-    registry = CollectorRegistry()
-    metrics = DaemonMetrics(registry, inputs={i.name: i.late for i in config.inputs},
-                            outputs=[o.name for o in config.outputs], dead_letter_reasons=sorted(REASONS),
-                            arrangements=df.arrangement_stats)
-    first = config.inputs[0]
-    metrics.bind(lambda: MetricsSnapshot(consumer_lag={(first.topic, 0): 0}, ready=True))
-    with EndpointServer(registry, host="127.0.0.1", port=0) as server:
-        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as response:
-            assert response.status == 200
-            text = response.read().decode()
-    yield exposed_samples(text)
+    entrypoint = str(Path(sys.executable).parent / "ddflow")  # the image's ENTRYPOINT ["ddflow"]
+    argv = [entrypoint] + [str(config) if a == "/etc/ddflow/ddflow.toml" else a for a in container["args"]]
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
+    env |= {"KAFKA_BOOTSTRAP": kafka_broker.bootstrap, "DDFLOW_METRICS_ADDRESS": f"127.0.0.1:{port}"}
+    log = workdir / "ddflow.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+    daemon = LiveDaemon(process, f"http://127.0.0.1:{port}", log, container)
+    try:
+        daemon.wait_for("/healthz")
+        edges = "\n".join(f"[[{i}, {i + 1}], {1000 + i}, 1]" for i in range(20)) + '\n{"progress": 5000}\n'
+        produced = subprocess.run([entrypoint, "produce", "--topic", topics["edges"], "--bootstrap",
+                                   kafka_broker.bootstrap], input=edges, capture_output=True, text=True,
+                                  timeout=60, env=env)
+        assert produced.returncode == 0, produced.stderr
+        daemon.wait_for("/readyz")
+        yield daemon
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def daemon_scrape(live_daemon: LiveDaemon) -> dict[str, str]:
+    """Sample name -> type of the series in a scrape of the live daemon's ``/metrics``."""
+    # Consumer lag comes from the watermarks of fetch responses, refreshed about once a second
+    # after the partitions are assigned: scrape until it is there too (bounded).
+    deadline = time.monotonic() + 60
+    while True:
+        status, text = live_daemon.get("/metrics")
+        assert status == 200, text
+        samples = exposed_samples(text)
+        if "ddflow_consumer_lag_messages" in samples or time.monotonic() > deadline:
+            return samples
+        time.sleep(0.5)

@@ -218,21 +218,6 @@ def range_functions(expr: str) -> list[tuple[str, str]]:
 # -- scrapes ---------------------------------------------------------------------------------------
 
 def exposed_samples(text: str) -> dict[str, str]:
-    """Sample name -> metric type for a Prometheus text exposition.
-
-    Families with no series yet still count: their names follow from the TYPE line
-    (counter ``x_total``, histogram ``x_bucket``/``x_sum``/``x_count``), which is what a query
-    selects once the series exist.
-    """
-    out: dict[str, str] = {}
-    for family in text_string_to_metric_families(text):
-        kind = family.type
-        if kind == "counter":
-            names = [family.name + "_total"]
-        elif kind == "histogram":
-            names = [family.name + suffix for suffix in ("_bucket", "_sum", "_count")]
-        else:
-            names = [family.name]
-        for name in names + [s.name for s in family.samples]:
-            out[name] = kind
-    return out
+    """Sample name -> metric type of every series in a Prometheus text exposition
+    (a histogram's samples are its ``_bucket``, ``_sum`` and ``_count`` series)."""
+    return {sample.name: family.type for family in text_string_to_metric_families(text) for sample in family.samples}

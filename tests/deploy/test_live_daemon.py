@@ -1,0 +1,53 @@
+"""The deployment runs: ``ddflow run`` started with the StatefulSet's command and the rendered
+ConfigMap on a real broker answers the pod's probes, exports every metric the dashboard and the
+alerts use, and stops cleanly on the stop signal within the stop timeouts of the unit and pod."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import pytest
+from conftest import LiveDaemon  # type: ignore[import-not-found]
+from test_systemd import last, unit  # type: ignore[import-not-found]
+
+from deploy_support import ALERT_RULES, DASHBOARD, PROMETHEUS_SYNTHETIC
+
+pytestmark = pytest.mark.kafka
+
+
+def test_pod_probes_answer_200(live_daemon: LiveDaemon) -> None:
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        path = live_daemon.container[probe]["httpGet"]["path"]
+        status, body = live_daemon.get(path)
+        assert status == 200, f"{probe} {path}: {status} {body}"
+
+
+def test_scrape_has_every_series_the_dashboard_and_alerts_use(daemon_scrape: dict[str, str]) -> None:
+    import json
+
+    import yaml
+
+    from deploy_support import grafana_to_promql, metric_names
+
+    rules = [r for g in yaml.safe_load(ALERT_RULES.read_text())["groups"] for r in g["rules"]]
+    panels = [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["type"] != "row"]
+    used = set().union(*(metric_names(r["expr"]) for r in rules),
+                       *(metric_names(grafana_to_promql(t["expr"])) for p in panels for t in p["targets"]))
+    missing = used - set(daemon_scrape) - PROMETHEUS_SYNTHETIC
+    assert not missing, f"not in a live scrape of ddflow run: {sorted(missing)}"
+    assert len(used) > 15
+
+
+def test_stop_signal_exits_0_within_the_stop_timeouts(live_daemon: LiveDaemon, daemon_scrape: dict[str, str]) -> None:
+    """It stops the session's daemon: ``daemon_scrape`` is taken first, so later tests still have it."""
+    service = unit("ddflow.service")
+    stop_signal = getattr(signal, last(service, "Service", "KillSignal"))
+    grace = min(int(last(service, "Service", "TimeoutStopSec").rstrip("s")), 90)
+    live_daemon.process.send_signal(stop_signal)
+    try:
+        code = live_daemon.process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ddflow run still running {grace} s after {stop_signal.name}: systemd and the kubelet "
+                    f"would SIGKILL it\n{live_daemon.log.read_text()[-4000:]}")
+    assert code == 0, live_daemon.log.read_text()[-4000:]
