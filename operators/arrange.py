@@ -1,0 +1,67 @@
+"""Arrangements: a collection indexed by key in a shared trace, plus the stream of its new batches.
+
+``arrange_by_key`` indexes ``(key, val)`` records; ``arrange_by_self`` indexes whole records (key = the
+record, val = ``()``). Every reader (join, reduce, semijoin, ...) holds a handle on the same trace and
+receives each new batch; the trace compacts only as far as the meet of its readers' frontiers.
+"""
+
+from __future__ import annotations
+
+from .batch import Updates
+from .frontier import Antichain
+from .graph import Node, Scope
+from .spine import Spine, TraceHandle
+
+
+class Arrange(Node):
+    """Seals complete updates into batches of a trace, and forwards each batch to its readers."""
+
+    def __init__(self, scope: Scope, *, by_self: bool, name: str) -> None:
+        super().__init__(scope, name=name)
+        self.by_self = by_self
+        self.trace = Spine(scope.depth, name)
+        self.unit = self.interner.id(())
+
+    def step(self, frontier: Antichain) -> None:
+        u = self.take_complete(frontier)
+        if len(u):
+            ids = u.data[0]
+            if self.by_self:
+                keys, vals = ids, ids * 0 + self.unit
+            else:
+                keys, vals = self.interner.split(ids, f"{self.name}")
+            batch = self.trace.insert(Updates((keys, vals), u.times, u.diffs), frontier)
+            if len(batch):
+                self.emit(batch.flat())
+        elif self.trace.upper != frontier:
+            self.trace.advance_upper(frontier)
+
+    def reader(self, node: Node, port: int) -> TraceHandle:
+        """Subscribe ``node``'s ``port`` to new batches; return its handle on the trace."""
+        self.connect(node, port)
+        return self.trace.handle()
+
+    def arrangements(self):
+        return ((self.name, self.trace),)
+
+
+class Arranged:
+    """An arranged collection: one index that joins and reductions share."""
+
+    def __init__(self, collection, node: Arrange) -> None:
+        self.collection = collection
+        self.node = node
+        self.scope = collection.scope
+        self.by_self = node.by_self
+
+    @property
+    def trace(self) -> Spine:
+        return self.node.trace
+
+    def __getattr__(self, name: str):
+        # every collection method works on an arranged collection; keyed ones reuse this index
+        method = getattr(self.collection, name)
+        if name in {"join", "join_map", "semijoin", "antijoin", "reduce", "min", "max", "sum", "top_k",
+                    "count", "distinct", "threshold"}:
+            return lambda *a, **k: method(*a, _arranged=self, **k)
+        return method

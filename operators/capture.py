@@ -1,0 +1,73 @@
+"""Captures: the output end of a dataflow, holding every final update it has seen.
+
+A capture accumulates the updates at complete times (not beyond the output frontier). ``at(t)`` gives the
+collection accumulated at a complete time ``t``; ``updates`` the consolidated differences; ``drain()``
+returns and forgets the final updates received since the last drain (how the daemon publishes epochs).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from .batch import Updates, concat, consolidate
+from .errors import IncompleteTimeError
+from .frontier import Antichain
+from .graph import Node, Scope
+from .lattice import to_scalar
+
+
+class Capture(Node):
+    """Collects the final updates of a collection."""
+
+    def __init__(self, scope: Scope, *, history: bool = True) -> None:
+        super().__init__(scope, name="capture")
+        self.history = history
+        self._held = Updates.empty(1, scope.depth)
+        self._undrained: list[Updates] = []
+        self._frontier = Antichain([(np.iinfo(np.int64).min,)])
+
+    def step(self, frontier: Antichain) -> None:
+        u = self.take_complete(frontier)
+        if len(u):
+            if self.history:
+                self._held = consolidate(concat([self._held, u]))
+            self._undrained.append(u)
+        self._frontier = frontier
+
+    @property
+    def frontier(self) -> list:
+        """The output frontier: times at or beyond it may still change."""
+        return [to_scalar(t) for t in self._frontier.elements]
+
+    def _check_complete(self, time) -> None:
+        if self._frontier.less_equal(time):
+            raise IncompleteTimeError(f"time {time!r} is not complete: the output frontier is {self.frontier}")
+
+    def at(self, time) -> dict:
+        """``{record: multiplicity}`` accumulated at the complete time ``time``."""
+        self._check_complete(time)
+        u = self._held
+        t = np.asarray(time if isinstance(time, tuple) else (time,), dtype=np.int64)
+        mask = np.all(u.times <= t, axis=1)
+        acc: dict[int, int] = defaultdict(int)
+        for i, d in zip(u.data[0][mask].tolist(), u.diffs[mask].tolist()):
+            acc[i] += d
+        values = self.interner
+        return {values.value(i): c for i, c in acc.items() if c != 0}
+
+    @property
+    def updates(self) -> list[tuple[object, object, int]]:
+        """The consolidated list of ``(record, time, diff)`` received so far."""
+        return self._as_list(self._held)
+
+    def drain(self) -> list[tuple[object, object, int]]:
+        """The consolidated final updates received since the previous drain."""
+        u = consolidate(concat(self._undrained, 1, self.scope.depth))
+        self._undrained = []
+        return self._as_list(u)
+
+    def _as_list(self, u: Updates) -> list[tuple[object, object, int]]:
+        recs = self.interner.values(u.data[0]).tolist()
+        return [(r, to_scalar(t), d) for r, t, d in zip(recs, u.times.tolist(), u.diffs.tolist())]

@@ -1,0 +1,208 @@
+"""Collections: the public, fluent handle on a stream of updates in a scope.
+
+Every method adds a node to the graph and returns a new ``Collection`` (or an ``Arranged``). Keyed
+methods take ``(key, val)`` records; collections from an enclosing scope are entered automatically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import linear
+from .arrange import Arrange, Arranged
+from .capture import Capture
+from .errors import GraphError
+from .graph import Node, Scope
+from .iterate import Feedback, Loop
+from .join import Join
+from .reduce import Reduce
+from .reductions import Count, Extremum, Logic, Sum, Threshold, TopK, UserReduce
+
+
+class Collection:
+    """A multiset of records that changes over (partially ordered) time."""
+
+    def __init__(self, node: Node, scope: Scope | None = None) -> None:
+        self.node = node
+        self.scope = scope or node.scope
+        self._entered: dict[int, Collection] = {}
+        self._arranged: dict[bool, Arranged] = {}
+
+    @property
+    def dataflow(self):
+        return self.scope.dataflow
+
+    def _then(self, node: Node) -> Collection:
+        self.node.connect(node)
+        return Collection(node)
+
+    # -- scopes ----------------------------------------------------------------------------------
+    def enter(self, scope: Scope) -> Collection:
+        """This collection inside the (nested) loop ``scope``, at iteration 0."""
+        if scope is self.scope:
+            return self
+        chain = scope.ancestors()
+        if self.scope not in chain:
+            raise GraphError("a collection can only enter a loop nested inside its own scope")
+        c = self
+        for s in reversed(chain[: chain.index(self.scope)]):
+            if id(s) not in c._entered:
+                c._entered[id(s)] = c._then(linear.Enter(s))
+            c = c._entered[id(s)]
+        return c
+
+    def _bring(self, other) -> Collection | Arranged:
+        """``other`` (a collection or an arranged one) made usable in this collection's scope."""
+        if other.scope is self.scope:
+            return other
+        base = other.collection if isinstance(other, Arranged) else other
+        return base.enter(self.scope)
+
+    # -- linear ----------------------------------------------------------------------------------
+    def map(self, f: Callable) -> Collection:
+        return self._then(linear.Map(self.scope, f))
+
+    def filter(self, p: Callable) -> Collection:
+        return self._then(linear.Filter(self.scope, p))
+
+    def flat_map(self, f: Callable) -> Collection:
+        return self._then(linear.FlatMap(self.scope, f))
+
+    def negate(self) -> Collection:
+        return self._then(linear.Negate(self.scope, name="negate"))
+
+    def inspect(self, f: Callable) -> Collection:
+        return self._then(linear.Inspect(self.scope, f))
+
+    def consolidate(self) -> Collection:
+        return self._then(linear.Consolidate(self.scope, name="consolidate"))
+
+    def concat(self, *others: Collection) -> Collection:
+        node = linear.Concat(self.scope, ports=1 + len(others), name="concat")
+        self.node.connect(node, 0)
+        for i, o in enumerate(others, 1):
+            o = self._bring(o)
+            (o.collection if isinstance(o, Arranged) else o).node.connect(node, i)
+        return Collection(node)
+
+    # -- arrangements ----------------------------------------------------------------------------
+    def _arrange(self, by_self: bool) -> Arranged:
+        if by_self not in self._arranged:
+            kind = "by_self" if by_self else "by_key"
+            node = Arrange(self.scope, by_self=by_self, name=self.dataflow.name_arrangement(kind))
+            self.node.connect(node)
+            self._arranged[by_self] = Arranged(self, node)
+        return self._arranged[by_self]
+
+    def arrange_by_key(self) -> Arranged:
+        """Index ``(key, val)`` records by key; joins and reductions given the result share it."""
+        return self._arrange(False)
+
+    def arrange_by_self(self) -> Arranged:
+        """Index whole records (key = record)."""
+        return self._arrange(True)
+
+    def _arranged_as(self, arranged: Arranged | None, by_self: bool) -> Arranged:
+        if arranged is not None and arranged.by_self == by_self:
+            return arranged
+        return self._arrange(by_self)
+
+    def _other(self, other, by_self: bool) -> Arranged:
+        other = self._bring(other)
+        if isinstance(other, Arranged):
+            return other if other.by_self == by_self else other.collection._arrange(by_self)
+        return other._arrange(by_self)
+
+    # -- joins -----------------------------------------------------------------------------------
+    def _join(self, other, output, by_self: bool, name: str, _arranged=None) -> Collection:
+        left = self._arranged_as(_arranged, False)
+        right = self._other(other, by_self)
+        return Collection(Join(self.scope, left.node, right.node, output, name=name))
+
+    def join(self, other, *, _arranged=None) -> Collection:
+        """``(key, (v1, v2))`` for every pair of records with equal keys."""
+        interner = self.dataflow.interner
+        return self._join(other, lambda k, a, b: interner.make(lambda x, y, z: (x, (y, z)), k, a, b),
+                          False, "join", _arranged)
+
+    def join_map(self, other, f: Callable, *, _arranged=None) -> Collection:
+        """``f(key, v1, v2)`` for every pair of records with equal keys."""
+        interner = self.dataflow.interner
+        return self._join(other, lambda k, a, b: interner.make(f, k, a, b), False, "join_map", _arranged)
+
+    def semijoin(self, keys, *, _arranged=None) -> Collection:
+        """Records whose key is in ``keys`` (multiplicities multiply)."""
+        interner = self.dataflow.interner
+        return self._join(keys, lambda k, a, b: interner.pair(k, a), True, "semijoin", _arranged)
+
+    def antijoin(self, keys, *, _arranged=None) -> Collection:
+        """Records whose key is not in ``keys``: ``self - semijoin(keys)``."""
+        return self.concat(self.semijoin(keys, _arranged=_arranged).negate())
+
+    # -- reductions ------------------------------------------------------------------------------
+    def _reduce(self, logic: Logic, by_self: bool, name: str, _arranged=None) -> Collection:
+        arranged = self._arranged_as(_arranged, by_self)
+        return Collection(Reduce(self.scope, arranged.node, logic, name=name))
+
+    def reduce(self, f: Callable, *, _arranged=None) -> Collection:
+        """``(key, out)`` from ``f(key, [(val, count), ...]) -> [(out, count), ...]`` per non-empty group."""
+        return self._reduce(UserReduce(self.dataflow.interner, f), False, "reduce", _arranged)
+
+    def min(self, *, _arranged=None) -> Collection:
+        return self._reduce(Extremum(self.dataflow.interner, largest=False), False, "min", _arranged)
+
+    def max(self, *, _arranged=None) -> Collection:
+        return self._reduce(Extremum(self.dataflow.interner, largest=True), False, "max", _arranged)
+
+    def sum(self, *, _arranged=None) -> Collection:
+        return self._reduce(Sum(self.dataflow.interner), False, "sum", _arranged)
+
+    def top_k(self, k: int, *, _arranged=None) -> Collection:
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"top_k needs a positive int k, got {k!r}")
+        return self._reduce(TopK(self.dataflow.interner, k), False, "top_k", _arranged)
+
+    def count(self, *, _arranged=None) -> Collection:
+        """``(record, multiplicity)`` for every record present."""
+        return self._reduce(Count(self.dataflow.interner), True, "count", _arranged)
+
+    def distinct(self, *, _arranged=None) -> Collection:
+        """Each record with positive multiplicity, once."""
+        return self._reduce(Threshold(self.dataflow.interner), True, "distinct", _arranged)
+
+    def threshold(self, f: Callable, *, _arranged=None) -> Collection:
+        """Each record with multiplicity ``f(record, count)``."""
+        return self._reduce(Threshold(self.dataflow.interner, f), True, "threshold", _arranged)
+
+    # -- iteration -------------------------------------------------------------------------------
+    def iterate(self, body: Callable[[Collection], Collection]) -> Collection:
+        """The fixed point of ``body`` starting from this collection (nestable)."""
+        loop = Loop(self.scope)
+        inner = loop.inner
+        entered = self.enter(inner)
+        variable_node = linear.Concat(inner, ports=2, name="variable")
+        entered.node.connect(variable_node, 0)
+        variable = Collection(variable_node)
+        self.scope.building.append(loop)
+        try:
+            result = body(variable)
+        finally:
+            self.scope.building.remove(loop)
+        if not isinstance(result, Collection):
+            raise GraphError(f"iterate body must return a Collection, got {type(result).__name__}")
+        result = variable._bring(result)
+        feedback = Feedback(inner, name="feedback")
+        result.node.connect(feedback)
+        entered.negate().node.connect(feedback)
+        feedback.connect(variable_node, 1)
+        result.node.connect(loop, 0)
+        return Collection(loop)
+
+    # -- output ----------------------------------------------------------------------------------
+    def capture(self, *, history: bool = True) -> Capture:
+        """A probe holding the final updates of this collection."""
+        if self.scope.parent is not None:
+            raise GraphError("capture a loop's result outside the loop")
+        node = Capture(self.scope, history=history)
+        self.node.connect(node)
+        return node

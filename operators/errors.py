@@ -1,0 +1,35 @@
+"""Engine exceptions.
+
+    DataflowError               root of every engine error
+    ├── TimeError               a time behind an input's frontier, advance_to backwards, a bad time value
+    ├── DiffError               a diff that is not a non-zero int
+    ├── ShapeError              a record of the wrong shape for a keyed operator, or unhashable
+    ├── IncompleteTimeError     capture.at(t) for a time that is not complete yet
+    └── GraphError              misuse of the dataflow graph (closed input, collection from another scope)
+"""
+
+from __future__ import annotations
+
+
+class DataflowError(Exception):
+    """Root of ddflow engine errors."""
+
+
+class TimeError(DataflowError):
+    """A time that the input's frontier or the time domain does not allow."""
+
+
+class DiffError(DataflowError):
+    """A diff that is not a non-zero integer."""
+
+
+class ShapeError(DataflowError):
+    """A record whose shape does not fit the operator (e.g. not a (key, val) pair)."""
+
+
+class IncompleteTimeError(DataflowError):
+    """A query for a time the output frontier has not passed yet."""
+
+
+class GraphError(DataflowError):
+    """Misuse of the dataflow graph."""

@@ -1,0 +1,132 @@
+"""Frontiers: antichains of times that bound which times may still receive updates.
+
+A time ``t`` is *beyond* a frontier ``F`` when ``t >= f`` for some ``f`` in ``F``; such times may still
+change. Times not beyond ``F`` are *complete*. The empty antichain is the frontier of a closed stream:
+nothing is beyond it, everything is complete.
+
+``Antichain`` keeps only minimal elements; the meet of antichains is the lower envelope of their union.
+``MutableAntichain`` counts holds (e.g. readers' compaction frontiers) and exposes the frontier of the
+times with positive count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from . import lattice
+from .lattice import Time, as_tuple
+
+
+class Antichain:
+    """A set of mutually incomparable times (tuples); inserting keeps only the minimal ones."""
+
+    __slots__ = ("_elements",)
+
+    def __init__(self, elements: Iterable[Time] = ()) -> None:
+        self._elements: list[tuple[int, ...]] = []
+        for e in elements:
+            self.insert(e)
+
+    def insert(self, time: Time) -> bool:
+        """Insert ``time`` unless some element is ``<=`` it; drop elements it dominates."""
+        t = as_tuple(time)
+        if any(lattice.scalar_less_equal(e, t) for e in self._elements):
+            return False
+        self._elements = [e for e in self._elements if not lattice.scalar_less_equal(t, e)]
+        self._elements.append(t)
+        return True
+
+    @property
+    def elements(self) -> list[tuple[int, ...]]:
+        return sorted(self._elements)
+
+    def less_equal(self, time: Time) -> bool:
+        """True when ``time`` is beyond the frontier (``>=`` some element)."""
+        t = as_tuple(time)
+        return any(lattice.scalar_less_equal(e, t) for e in self._elements)
+
+    def dominates(self, other: Antichain) -> bool:
+        """True when every element of ``other`` is beyond ``self`` (``self <= other`` as frontiers)."""
+        return all(self.less_equal(e) for e in other._elements)
+
+    def meet(self, other: Antichain) -> Antichain:
+        """The lower envelope of the union: the frontier that holds back what either holds back."""
+        return Antichain([*self._elements, *other._elements])
+
+    def beyond(self, times: np.ndarray) -> np.ndarray:
+        """Vectorized: mask of rows of an ``(n, d)`` array that are beyond the frontier."""
+        if not self._elements:
+            return np.zeros(len(times), dtype=bool)
+        mask = np.zeros(len(times), dtype=bool)
+        for e in self._elements:
+            mask |= np.all(times >= np.asarray(e, dtype=np.int64), axis=1)
+        return mask
+
+    def array(self, depth: int) -> np.ndarray:
+        return lattice.to_array(self._elements, depth)
+
+    def is_empty(self) -> bool:
+        return not self._elements
+
+    def __iter__(self):
+        return iter(self.elements)
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Antichain) and set(self._elements) == set(other._elements)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._elements))
+
+    def __repr__(self) -> str:
+        return f"Antichain({self.elements})"
+
+
+def advance_by(times: np.ndarray, frontier: Antichain) -> np.ndarray:
+    """``meet over f in F of join(t, f)`` for every row: the compaction rule of the 2016 roadmap.
+
+    Two times that compare the same way to every time beyond ``F`` map to the same time, and every
+    time beyond ``F`` is left unchanged. An empty frontier leaves times as they are.
+    """
+    if frontier.is_empty() or len(times) == 0:
+        return times
+    f = frontier.array(times.shape[1])
+    if len(f) == 1:
+        return np.maximum(times, f[0])
+    out = np.maximum(times, f[0])
+    for row in f[1:]:
+        np.minimum(out, np.maximum(times, row), out=out)
+    return out
+
+
+class MutableAntichain:
+    """Counted times; ``frontier()`` is the antichain of minimal times with positive count."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[tuple[int, ...]] = Counter()
+
+    def update(self, time: Time, delta: int) -> None:
+        t = as_tuple(time)
+        self._counts[t] += delta
+        if self._counts[t] == 0:
+            del self._counts[t]
+        elif self._counts[t] < 0:
+            raise ValueError(f"MutableAntichain count for {t} went negative")
+
+    def update_frontier(self, old: Antichain | None, new: Antichain | None) -> None:
+        """Replace one holder's frontier ``old`` by ``new`` (either may be ``None``)."""
+        for t in new or ():
+            self.update(t, +1)
+        for t in old or ():
+            self.update(t, -1)
+
+    def frontier(self) -> Antichain:
+        return Antichain(self._counts)
+
+    def is_empty(self) -> bool:
+        return not self._counts

@@ -1,0 +1,118 @@
+"""The dataflow graph: scopes, nodes and the streams of update batches between them.
+
+A *scope* is the outer dataflow (times ``(t,)``) or the body of an ``iterate`` (times extended by a loop
+counter). Each node belongs to one scope; its nodes are kept in a topological order (the only cycle is
+a loop's feedback edge, which delays by one iteration), so one pass over them in order does all work
+that a frontier allows. A node buffers what it receives, acts on updates whose times are complete for
+the frontier it is stepped with, and reports the times of the work it still holds, so the scope that
+drives it knows when to step it again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .batch import Updates, beyond_split, concat
+from .errors import GraphError
+from .frontier import Antichain
+
+if TYPE_CHECKING:
+    from .dataflow import Dataflow
+
+
+class Scope:
+    """A timestamp domain of ``depth`` coordinates and the nodes that run in it."""
+
+    def __init__(self, dataflow: Dataflow, depth: int, parent: Scope | None = None, loop=None) -> None:
+        self.dataflow, self.depth, self.parent, self.loop = dataflow, depth, parent, loop
+        self.nodes: list[Node] = []
+        self._inputs_end = 0  # Enter nodes go first: they have no input inside the scope
+        self.building: list[Node] = []  # loops whose body is being built: new nodes go before them
+
+    def add(self, node: Node, *, first: bool = False) -> None:
+        if self.dataflow.started:
+            raise GraphError("the graph cannot change after df.run(): build every operator first")
+        if first:
+            self.nodes.insert(self._inputs_end, node)
+            self._inputs_end += 1
+        elif self.building:
+            # made while a loop's body is built (e.g. an outer map entered into the body): the loop
+            # must see its output in the same pass, so it goes before the loop
+            self.nodes.insert(self.nodes.index(self.building[0]), node)
+        else:
+            self.nodes.append(node)
+
+    def ancestors(self) -> list[Scope]:
+        out, s = [], self
+        while s is not None:
+            out.append(s)
+            s = s.parent
+        return out
+
+    def complete_work(self, frontier: Antichain) -> bool:
+        """True when some node holds work at a time not beyond ``frontier``."""
+        for node in self.nodes:
+            times = node.pending_times()
+            if len(times) and not frontier.beyond(times).all():
+                return True
+        return False
+
+    def pending_times(self) -> np.ndarray:
+        parts = [n.pending_times() for n in self.nodes]
+        parts = [p for p in parts if len(p)]
+        return np.concatenate(parts) if parts else np.empty((0, self.depth), dtype=np.int64)
+
+
+class Node:
+    """A dataflow operator: input ports with buffers, and consumers of its output."""
+
+    width_in = 1  # data columns per input update (1: record id; 2: key id, val id)
+
+    def __init__(self, scope: Scope, ports: int = 1, *, name: str = "", first: bool = False) -> None:
+        self.scope = scope
+        self.name = name or type(self).__name__.lower()
+        self.buffers: list[list[Updates]] = [[] for _ in range(ports)]
+        self.consumers: list[tuple[Node, int]] = []
+        scope.add(self, first=first)
+
+    @property
+    def interner(self):
+        return self.scope.dataflow.interner
+
+    def connect(self, consumer: Node, port: int = 0) -> None:
+        self.consumers.append((consumer, port))
+
+    def push(self, port: int, updates: Updates) -> None:
+        if len(updates):
+            self.buffers[port].append(updates)
+
+    def emit(self, updates: Updates) -> None:
+        if len(updates):
+            for node, port in self.consumers:
+                node.push(port, updates)
+
+    def take_all(self, port: int = 0, width: int = 1) -> Updates:
+        parts, self.buffers[port] = self.buffers[port], []
+        return concat(parts, width, self.scope.depth)
+
+    def take_complete(self, frontier: Antichain, port: int = 0, width: int = 1) -> Updates:
+        """Remove and return the buffered updates at times not beyond ``frontier``."""
+        if not self.buffers[port]:
+            return Updates.empty(width, self.scope.depth)
+        complete, pending = beyond_split(self.take_all(port, width), frontier)
+        if len(pending):
+            self.buffers[port] = [pending]
+        return complete
+
+    def pending_times(self) -> np.ndarray:
+        parts = [u.times for buf in self.buffers for u in buf]
+        return np.concatenate(parts) if parts else np.empty((0, self.scope.depth), dtype=np.int64)
+
+    def step(self, frontier: Antichain) -> None:
+        raise NotImplementedError
+
+    def arrangements(self):
+        """``(name, spine)`` pairs of traces this node maintains (for sizes and metrics)."""
+        return ()

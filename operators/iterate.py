@@ -1,0 +1,75 @@
+"""Iteration: a loop scope whose times extend the enclosing ones with an iteration counter.
+
+``iterate(body)`` builds ``v = enter(x) + feedback``, ``result = body(v)``, and feeds
+``result - enter(x)`` back with the counter advanced by one, so ``v_0 = x`` and ``v_{i+1} = body(v_i)``;
+the loop's output (``egress``) is ``result`` with the counter dropped, which accumulates to the fixed
+point. Loops nest: an inner loop is a node of its enclosing loop's scope.
+
+Driving a loop for an enclosing frontier ``Φ`` runs *rounds*: round ``r`` steps every inner node in
+order with the frontier ``lift(Φ) ∪ {(φ, r + 1) : φ ∈ Φ_prev}`` (``Φ_prev``: the enclosing frontier the loop
+last finished) — all outer times of the epoch advance through iteration ``r`` together. Rounds repeat,
+skipping empty iterations, until no inner node holds work at a time whose outer part is complete.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .batch import consolidate
+from .frontier import Antichain
+from .graph import Node, Scope
+from .lattice import T_MIN
+
+
+def lift(frontier: Antichain, counter: int) -> list[tuple[int, ...]]:
+    return [(*f, counter) for f in frontier.elements]
+
+
+class Loop(Node):
+    """A node of the enclosing scope that runs an inner scope to its fixed point and emits its egress."""
+
+    def __init__(self, scope: Scope) -> None:
+        super().__init__(scope, name="iterate")
+        self.inner = Scope(scope.dataflow, scope.depth + 1, parent=scope, loop=self)
+        self.finished = Antichain([(T_MIN,) * scope.depth])
+        self.rounds = 0
+
+    def step(self, frontier: Antichain) -> None:
+        inner = self.inner
+        while True:
+            pending = inner.pending_times()
+            ready = pending[~frontier.beyond(pending[:, :-1])] if len(pending) else pending
+            if len(ready) == 0:
+                break
+            r = int(ready[:, -1].min())
+            round_frontier = Antichain([*lift(frontier, 0), *((*f, r + 1) for f in self.finished.elements)])
+            for node in inner.nodes:
+                node.step(round_frontier)
+            self.rounds += 1
+        done = Antichain(lift(frontier, 0))
+        for node in inner.nodes:
+            node.step(done)
+        self.finished = frontier
+        egress = self.take_all(0)
+        if len(egress):
+            self.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
+
+    def pending_times(self) -> np.ndarray:
+        times = self.inner.pending_times()
+        own = super().pending_times()
+        return np.concatenate([times[:, :-1], own[:, :-1]]) if len(own) else times[:, :-1]
+
+    def arrangements(self):
+        for node in self.inner.nodes:
+            yield from node.arrangements()
+
+
+class Feedback(Node):
+    """The loop's back edge: complete updates at iteration ``i`` re-enter the variable at ``i + 1``."""
+
+    def step(self, frontier: Antichain) -> None:
+        u = consolidate(self.take_complete(frontier))
+        if len(u):
+            times = u.times.copy()
+            times[:, -1] += 1
+            self.emit(u.with_times(times))

@@ -1,0 +1,113 @@
+"""Linear operators: each output update depends on one input update, so they act at once on every
+update they receive (no need to wait for complete times) and never hold state.
+
+``map``, ``filter``, ``flat_map``, ``negate``, ``concat`` (a node with several ports), ``inspect`` and the
+ingress/egress adapters of loops (``Enter`` extends times with a zero loop counter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .batch import Updates, concat, consolidate
+from .frontier import Antichain
+from .graph import Node, Scope
+from .lattice import to_scalar
+
+
+class Linear(Node):
+    """A node that transforms every buffered batch as soon as it is stepped."""
+
+    def step(self, frontier: Antichain) -> None:
+        parts = []
+        for port in range(len(self.buffers)):
+            if self.buffers[port]:
+                parts.append(self.take_all(port))
+        if parts:
+            self.emit(self.apply(concat(parts)))
+
+    def apply(self, u: Updates) -> Updates:
+        return u
+
+
+class Concat(Linear):
+    """The union of its ports' collections."""
+
+
+class Negate(Linear):
+    def apply(self, u: Updates) -> Updates:
+        return u.negate()
+
+
+class Map(Linear):
+    def __init__(self, scope: Scope, f: Callable) -> None:
+        super().__init__(scope, name="map")
+        self.f = f
+
+    def apply(self, u: Updates) -> Updates:
+        f = self.f
+        return u.with_data(self.interner.ids(f(v) for v in self.interner.values(u.data[0]).tolist()))
+
+
+class Filter(Linear):
+    def __init__(self, scope: Scope, p: Callable) -> None:
+        super().__init__(scope, name="filter")
+        self.p = p
+
+    def apply(self, u: Updates) -> Updates:
+        p = self.p
+        vals = self.interner.values(u.data[0]).tolist()
+        keep = np.fromiter((bool(p(v)) for v in vals), dtype=bool, count=len(vals))
+        return u.take(keep)
+
+
+class FlatMap(Linear):
+    def __init__(self, scope: Scope, f: Callable) -> None:
+        super().__init__(scope, name="flat_map")
+        self.f = f
+
+    def apply(self, u: Updates) -> Updates:
+        f = self.f
+        outs: list[object] = []
+        counts = []
+        for v in self.interner.values(u.data[0]).tolist():
+            before = len(outs)
+            outs.extend(f(v))
+            counts.append(len(outs) - before)
+        rep = np.asarray(counts, dtype=np.int64)
+        return Updates((self.interner.ids(outs),), np.repeat(u.times, rep, axis=0), np.repeat(u.diffs, rep))
+
+
+class Inspect(Linear):
+    def __init__(self, scope: Scope, f: Callable) -> None:
+        super().__init__(scope, name="inspect")
+        self.f = f
+
+    def apply(self, u: Updates) -> Updates:
+        for v, t, d in zip(self.interner.values(u.data[0]).tolist(), u.times.tolist(), u.diffs.tolist()):
+            self.f((v, to_scalar(t), d))
+        return u
+
+
+class Consolidate(Node):
+    """Waits for complete times, then emits the consolidated updates."""
+
+    def step(self, frontier: Antichain) -> None:
+        self.emit(consolidate(self.take_complete(frontier)))
+
+
+class Enter(Linear):
+    """Ingress into a loop scope: times gain a loop counter of 0."""
+
+    def __init__(self, scope: Scope) -> None:
+        super().__init__(scope, name="enter", first=True)
+
+    def apply(self, u: Updates) -> Updates:
+        times = np.concatenate([u.times, np.zeros((len(u), 1), dtype=np.int64)], axis=1)
+        return u.with_times(times)
+
+    def pending_times(self) -> np.ndarray:
+        parts = [self.apply(u).times for buf in self.buffers for u in buf]
+        return np.concatenate(parts) if parts else np.empty((0, self.scope.depth), dtype=np.int64)

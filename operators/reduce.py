@@ -1,0 +1,176 @@
+"""Reduce: per key, an output collection that accumulates at every time to ``logic(input group)``.
+
+When new input updates for a key become complete, the output can change at their times and at the
+*joins* of their times with the key's existing input and output times (with partially ordered times,
+inside loops, those joins are later times that no single update carries). For each such time ``u``
+that is complete, in a linear extension of the partial order, the desired output is
+``logic(input accumulated at u)`` and the emitted diff is that minus the output accumulated at ``u``
+(history plus what this step already emitted at times ``<= u``). Times not yet complete are kept per
+key and revisited when the frontier passes them. Logic never sees an empty group.
+
+With totally ordered times (outside loops) the new times of a key are all later than its history, so
+the accumulated output at them is the history's total and the emitted diffs are the first difference
+of the desired outputs along time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .batch import Updates, consolidate
+from .frontier import Antichain
+from .graph import Node, Scope
+from .lattice import lex_order
+from .reductions import Logic
+from .spine import Spine
+
+
+def unique_rows(times: np.ndarray) -> np.ndarray:
+    if len(times) <= 1:
+        return times
+    return np.unique(times, axis=0)
+
+
+def join_closure(new: np.ndarray, history: np.ndarray) -> np.ndarray:
+    """Every join of one or more ``new`` times with any number of ``history`` times."""
+    known = {tuple(r) for r in new.tolist()}
+    others = unique_rows(np.concatenate([history, new]))
+    fresh = new
+    while len(fresh):
+        joins = np.maximum(fresh[:, None, :], others[None, :, :]).reshape(-1, new.shape[1])
+        added = [r for r in {tuple(r) for r in joins.tolist()} if r not in known]
+        known.update(added)
+        fresh = np.asarray(added, dtype=np.int64).reshape(-1, new.shape[1])
+        if len(fresh):
+            others = np.concatenate([others, fresh])
+    return np.asarray(sorted(known), dtype=np.int64).reshape(-1, new.shape[1])
+
+
+def accumulate(vals: np.ndarray, times: np.ndarray, diffs: np.ndarray, at: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``(len(at), len(columns))`` counts: updates with time ``<= at[r]`` summed per val column."""
+    out = np.zeros((len(at), len(columns)), dtype=np.int64)
+    if len(vals) == 0 or len(columns) == 0:
+        return out
+    col = np.searchsorted(columns, vals)
+    le = np.all(times[None, :, :] <= at[:, None, :], axis=2)
+    weighted = le * diffs[None, :]
+    for j in np.unique(col).tolist():
+        out[:, j] = weighted[:, col == j].sum(axis=1)
+    return out
+
+
+def group_bounds(keys: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.searchsorted(keys, query, "left"), np.searchsorted(keys, query, "right")
+
+
+class Reduce(Node):
+    """Maintains ``logic`` over the groups of an arrangement, with its own output trace."""
+
+    def __init__(self, scope: Scope, arranged, logic: Logic, *, name: str = "reduce") -> None:
+        super().__init__(scope, name=name)
+        self.handle = arranged.reader(self, 0)
+        self.logic = logic
+        self.output = Spine(scope.depth, f"{name}.output")
+        self.output_handle = self.output.handle()
+        d = scope.depth
+        self.pending_keys = np.empty(0, dtype=np.int64)
+        self.pending_at = np.empty((0, d), dtype=np.int64)
+
+    def pending_times(self) -> np.ndarray:
+        return np.concatenate([super().pending_times(), self.pending_at])
+
+    def arrangements(self):
+        return ((self.output.name, self.output),)
+
+    def step(self, frontier: Antichain) -> None:
+        new = self.take_complete(frontier, 0, 2)
+        ready = ~frontier.beyond(self.pending_at)
+        cand_keys = np.concatenate([new.data[0], self.pending_keys[ready]])
+        cand_times = np.concatenate([new.times, self.pending_at[ready]])
+        self.pending_keys, self.pending_at = self.pending_keys[~ready], self.pending_at[~ready]
+        if len(cand_keys):
+            self._process(cand_keys, cand_times, frontier)
+        for h in (self.handle, self.output_handle):
+            h.set_logical_compaction(frontier)
+            h.set_physical_compaction(frontier)
+
+    def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain) -> None:
+        keys = np.unique(cand_keys)
+        inp = self._by_key(self.handle.lookup(keys))
+        out = self._by_key(self.output.lookup(keys))
+        order = np.argsort(cand_keys, kind="stable")
+        cand_keys, cand_times = cand_keys[order], cand_times[order]
+        c_lo, c_hi = group_bounds(cand_keys, keys)
+        i_lo, i_hi = group_bounds(inp.data[0], keys)
+        o_lo, o_hi = group_bounds(out.data[0], keys)
+        emitted_keys, emitted_outs, emitted_times, emitted_diffs = [], [], [], []
+        pend_k, pend_t = [], []
+        depth = cand_times.shape[1]
+        for n, key in enumerate(keys.tolist()):
+            times = unique_rows(cand_times[c_lo[n] : c_hi[n]])
+            isl = slice(i_lo[n], i_hi[n])
+            osl = slice(o_lo[n], o_hi[n])
+            if depth > 1:
+                history = np.concatenate([inp.times[isl], out.times[osl]])
+                times = join_closure(times, unique_rows(history))
+            late = frontier.beyond(times)
+            if late.any():
+                pend_t.append(times[late])
+                pend_k.append(np.full(int(late.sum()), key, dtype=np.int64))
+                times = times[~late]
+            if len(times) == 0:
+                continue
+            times = times[lex_order(times)]
+            res = self._key(key, inp.data[1][isl], inp.times[isl], inp.diffs[isl],
+                            out.data[1][osl], out.times[osl], out.diffs[osl], times)
+            if res is not None:
+                o, t, d = res
+                emitted_keys.append(np.full(len(o), key, dtype=np.int64))
+                emitted_outs.append(o)
+                emitted_times.append(t)
+                emitted_diffs.append(d)
+        if pend_k:
+            self.pending_keys = np.concatenate([self.pending_keys, *pend_k])
+            self.pending_at = np.concatenate([self.pending_at, *pend_t])
+            self._dedupe_pending()
+        if emitted_keys:
+            u = consolidate(Updates(
+                (np.concatenate(emitted_keys), np.concatenate(emitted_outs)),
+                np.concatenate(emitted_times), np.concatenate(emitted_diffs)))
+            self.output.insert(u, frontier)
+            k, o = u.data
+            ids = k if self.logic.output_is_key else self.interner.pair(k, o)
+            self.emit(consolidate(Updates((ids,), u.times, u.diffs)))
+        else:
+            self.output.advance_upper(frontier)
+
+    def _key(self, key, ivals, itimes, idiffs, ovals, otimes, odiffs, times):
+        """Output diffs ``(outs, times, diffs)`` for one key at the complete ``times`` (lex-ordered)."""
+        columns = np.unique(ivals)
+        acc = accumulate(ivals, itimes, idiffs, times, columns)
+        out_ids, want = self.logic.desired(key, columns, acc)
+        all_outs = np.unique(np.concatenate([out_ids, ovals]))
+        desired = np.zeros((len(times), len(all_outs)), dtype=np.int64)
+        if len(out_ids):
+            desired[:, np.searchsorted(all_outs, out_ids)] = want
+        residual = desired - accumulate(ovals, otimes, odiffs, times, all_outs)
+        if times.shape[1] == 1:
+            emit = np.diff(residual, axis=0, prepend=np.zeros((1, len(all_outs)), dtype=np.int64))
+        else:
+            emit = np.zeros_like(residual)
+            le = np.all(times[None, :, :] <= times[:, None, :], axis=2)
+            for r in range(len(times)):
+                emit[r] = residual[r] - le[r, :r] @ emit[:r]
+        rows, cols = np.nonzero(emit)
+        if len(rows) == 0:
+            return None
+        return all_outs[cols], times[rows], emit[rows, cols]
+
+    def _by_key(self, u: Updates) -> Updates:
+        return u.take(np.argsort(u.data[0], kind="stable")) if len(u) else u
+
+    def _dedupe_pending(self) -> None:
+        if len(self.pending_keys) > 1:
+            rows = np.concatenate([self.pending_keys[:, None], self.pending_at], axis=1)
+            rows = np.unique(rows, axis=0)
+            self.pending_keys, self.pending_at = rows[:, 0].copy(), rows[:, 1:].copy()

@@ -1,0 +1,210 @@
+"""A trace: a log-structured spine of immutable ``TrieBatch``es with fueled geometric merging,
+shared by reader handles that bound how far it may compact.
+
+Each reader holds a ``TraceHandle`` with a *logical* compaction frontier (the times it still needs to
+tell apart: merges may advance times to the meet of all readers' logical frontiers) and a *physical*
+one (batches whose ``upper`` is not behind the meet of readers' physical frontiers are not merged, so
+a reader can still see batch boundaries there). Dropping a handle releases its holds.
+
+Merging is geometric: adjacent batches whose sizes are within a factor two start a ``Merge``, and every
+insertion gives each merge in progress fuel proportional to the inserted size, so no insert pays for a
+whole large merge while the number of batches stays logarithmic.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import numpy as np
+
+from .batch import Updates, concat, consolidate
+from .frontier import Antichain, MutableAntichain
+from .lattice import T_MIN
+from .trie import Description, Merge, TrieBatch
+
+FUEL_PER_UPDATE = 4
+MIN_FUEL = 1024
+
+
+class TraceHandle:
+    """A reader's hold on a trace: the trace never compacts past this handle's frontiers."""
+
+    def __init__(self, trace: Spine) -> None:
+        self.trace = trace
+        self.logical = trace.logical_frontier()
+        self.physical = trace.physical_frontier()
+        trace._logical_holds.update_frontier(None, self.logical)
+        trace._physical_holds.update_frontier(None, self.physical)
+        self._dropped = False
+
+    def set_logical_compaction(self, frontier: Antichain) -> None:
+        """Allow the trace to advance times to ``frontier`` (must not go backwards)."""
+        self._check(frontier, self.logical, "logical")
+        self.trace._logical_holds.update_frontier(self.logical, frontier)
+        self.logical = frontier
+
+    def set_physical_compaction(self, frontier: Antichain) -> None:
+        """Allow the trace to merge batches whose upper is at or behind ``frontier``."""
+        self._check(frontier, self.physical, "physical")
+        self.trace._physical_holds.update_frontier(self.physical, frontier)
+        self.physical = frontier
+
+    def _check(self, new: Antichain, old: Antichain, what: str) -> None:
+        if self._dropped:
+            raise ValueError("trace handle already dropped")
+        if not old.dominates(new):
+            raise ValueError(f"{what} compaction frontier moved backwards: {old} -> {new}")
+
+    def lookup(self, keys: np.ndarray) -> Updates:
+        return self.trace.lookup(keys)
+
+    def drop(self) -> None:
+        """Release this reader's holds."""
+        if not self._dropped:
+            self.trace._logical_holds.update_frontier(self.logical, None)
+            self.trace._physical_holds.update_frontier(self.physical, None)
+            self._dropped = True
+
+    def __del__(self) -> None:  # a dropped reference releases its hold
+        try:
+            self.drop()
+        except Exception:
+            pass
+
+
+class Spine:
+    """A collection of keyed updates indexed by key, as a spine of batches (oldest first)."""
+
+    def __init__(self, depth: int, name: str = "trace") -> None:
+        self.depth = depth
+        self.name = name
+        self.items: list[TrieBatch | Merge] = []
+        self.upper = Antichain([(T_MIN,) * depth])
+        self._logical_holds = MutableAntichain()
+        self._physical_holds = MutableAntichain()
+        self._since = Antichain([(T_MIN,) * depth])
+        self.merge_work = 0
+
+    # -- readers ---------------------------------------------------------------------------------
+    def handle(self) -> TraceHandle:
+        return TraceHandle(self)
+
+    def logical_frontier(self) -> Antichain:
+        """How far merges may advance times: the meet of readers' holds (the upper if none)."""
+        if self._logical_holds.is_empty():
+            return self.upper
+        return self._logical_holds.frontier()
+
+    def physical_frontier(self) -> Antichain:
+        if self._physical_holds.is_empty():
+            return self.upper
+        return self._physical_holds.frontier()
+
+    # -- writing ---------------------------------------------------------------------------------
+    def insert(self, updates: Updates, upper: Antichain) -> TrieBatch:
+        """Append the consolidated keyed ``updates`` holding all times in ``[self.upper, upper)``."""
+        u = consolidate(updates)
+        batch = TrieBatch.from_updates(u, Description(self.upper, upper, self._since))
+        self.upper = upper
+        if len(batch):
+            self.items.append(batch)
+        self._maintain(max(MIN_FUEL, FUEL_PER_UPDATE * len(batch)))
+        return batch
+
+    def advance_upper(self, upper: Antichain) -> None:
+        self.upper = upper
+
+    def _maintain(self, fuel: int) -> None:
+        while True:
+            for item in reversed(self.items):
+                if isinstance(item, Merge):
+                    item.work(fuel)
+            changed = False
+            for i, item in enumerate(self.items):
+                if isinstance(item, Merge) and item.done:
+                    self.merge_work += item.work_done
+                    result = item.result()
+                    self.items[i] = result
+                    changed = True
+            self.items = [b for b in self.items if isinstance(b, Merge) or len(b)]
+            changed |= self._start_merges()
+            if not changed:
+                return
+
+    def _start_merges(self) -> bool:
+        """Start a merge of each adjacent pair of idle batches violating the geometric invariant."""
+        physical = self.physical_frontier()
+        started = False
+        j = len(self.items) - 1
+        while j >= 1:
+            older, newer = self.items[j - 1], self.items[j]
+            if (
+                isinstance(older, TrieBatch)
+                and isinstance(newer, TrieBatch)
+                and len(older) <= 2 * len(newer)
+                and older.desc.upper.dominates(physical)
+                and newer.desc.upper.dominates(physical)
+            ):
+                self.items[j - 1 : j + 1] = [Merge(older, newer, self.logical_frontier())]
+                started = True
+                j -= 2
+            else:
+                j -= 1
+        return started
+
+    def exert(self, fuel: int) -> None:
+        """Spend extra effort on merges (e.g. when idle)."""
+        self._maintain(fuel)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def batches(self) -> Iterator[TrieBatch]:
+        for item in self.items:
+            if isinstance(item, Merge):
+                yield item.older
+                yield item.newer
+            else:
+                yield item
+
+    def lookup(self, keys: np.ndarray) -> Updates:
+        """Every update (unconsolidated across batches) whose key is in ``keys``."""
+        query = np.unique(np.asarray(keys, dtype=np.int64))
+        parts = [b.lookup(query) for b in self.batches()]
+        return concat(parts, 2, self.depth)
+
+    def contents(self) -> Updates:
+        """All updates, consolidated across batches."""
+        return consolidate(concat([b.flat() for b in self.batches()], 2, self.depth))
+
+    def cursor(self) -> TraceCursor:
+        return TraceCursor(self.contents())
+
+    # -- sizes -----------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.batches())
+
+    def stats(self) -> dict[str, int]:
+        batches = list(self.batches())
+        return {
+            "records": sum(len(b) for b in batches),
+            "batches": len(batches),
+            "bytes": sum(b.nbytes() for b in batches),
+            "merge_work": self.merge_work + sum(m.work_done for m in self.items if isinstance(m, Merge)),
+        }
+
+
+class TraceCursor:
+    """Walks a trace's consolidated contents key by key, val by val, with each val's history."""
+
+    def __init__(self, contents: Updates) -> None:
+        self._u = contents
+
+    def __iter__(self) -> Iterator[tuple[int, int, list[tuple[tuple[int, ...], int]]]]:
+        k, v = self._u.data
+        times, diffs = self._u.times, self._u.diffs
+        rows = range(len(diffs))
+        for (key, val), group in itertools.groupby(rows, key=lambda i: (int(k[i]), int(v[i]))):
+            yield key, val, [(tuple(int(c) for c in times[i]), int(diffs[i])) for i in group]
+
+    def keys(self) -> np.ndarray:
+        return np.unique(self._u.data[0])

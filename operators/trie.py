@@ -1,0 +1,164 @@
+"""Immutable sorted batches in trie layout, and fueled merges of two of them.
+
+A ``TrieBatch`` holds consolidated keyed updates ``((key, val), time, diff)`` sorted by key, val and
+time, as a columnar trie: ``keys`` (distinct, sorted) with ``key_offs`` into ``vals``; ``vals`` (sorted
+within a key) with ``val_offs`` into the ``times``/``diffs`` histories. Its ``Description`` says which
+updates it holds: those with ``lower <= time`` and not ``upper <= time``, with times advanced to ``since``.
+
+A ``Merge`` of two adjacent batches proceeds in key ranges, each range advanced by the compaction
+frontier and consolidated, so that its work can be spread over many insertions (fuel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .batch import Updates, concat, consolidate
+from .frontier import Antichain
+
+
+@dataclass(frozen=True, slots=True)
+class Description:
+    """The time interval ``[lower, upper)`` of a batch's updates, and the frontier ``since`` they are advanced to."""
+
+    lower: Antichain
+    upper: Antichain
+    since: Antichain
+
+
+def ranges_to_index(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for each pair, without a Python loop."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
+
+
+class TrieBatch:
+    """Consolidated keyed updates in a keys -> vals -> (time, diff) trie."""
+
+    __slots__ = ("keys", "key_offs", "vals", "val_offs", "times", "diffs", "desc")
+
+    def __init__(self, keys, key_offs, vals, val_offs, times, diffs, desc: Description) -> None:
+        self.keys, self.key_offs, self.vals, self.val_offs = keys, key_offs, vals, val_offs
+        self.times, self.diffs, self.desc = times, diffs, desc
+
+    @staticmethod
+    def from_updates(u: Updates, desc: Description) -> TrieBatch:
+        """Build from keyed updates ``data == (keys, vals)`` that are consolidated (sorted, no zeros)."""
+        k, v = u.data
+        n = len(u)
+        if n == 0:
+            e = np.empty(0, dtype=np.int64)
+            z = np.zeros(1, dtype=np.int64)
+            return TrieBatch(e, z, e, z, u.times, u.diffs, desc)
+        new_val = np.ones(n, dtype=bool)
+        new_val[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
+        val_starts = np.flatnonzero(new_val)
+        vk = k[val_starts]
+        new_key = np.ones(len(val_starts), dtype=bool)
+        new_key[1:] = vk[1:] != vk[:-1]
+        key_starts = np.flatnonzero(new_key)
+        return TrieBatch(
+            vk[key_starts],
+            np.append(key_starts, len(val_starts)).astype(np.int64),
+            v[val_starts],
+            np.append(val_starts, n).astype(np.int64),
+            u.times,
+            u.diffs,
+            desc,
+        )
+
+    def __len__(self) -> int:
+        return len(self.diffs)
+
+    @property
+    def depth(self) -> int:
+        return self.times.shape[1]
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.keys, self.key_offs, self.vals, self.val_offs, self.times, self.diffs))
+
+    def flat(self, lo: int = 0, hi: int | None = None) -> Updates:
+        """The updates of keys with index in ``[lo, hi)`` as flat columns ``(key, val)``."""
+        hi = len(self.keys) if hi is None else hi
+        v0, v1 = self.key_offs[lo], self.key_offs[hi]
+        h0, h1 = self.val_offs[v0], self.val_offs[v1]
+        hist_per_val = np.diff(self.val_offs[v0 : v1 + 1])
+        hist_per_key = self.val_offs[self.key_offs[lo + 1 : hi + 1]] - self.val_offs[self.key_offs[lo:hi]]
+        keys = np.repeat(self.keys[lo:hi], hist_per_key)
+        vals = np.repeat(self.vals[v0:v1], hist_per_val)
+        return Updates((keys, vals), self.times[h0:h1], self.diffs[h0:h1])
+
+    def key_weights(self) -> np.ndarray:
+        """Number of (time, diff) entries under each key."""
+        return self.val_offs[self.key_offs[1:]] - self.val_offs[self.key_offs[:-1]]
+
+    def lookup(self, query: np.ndarray) -> Updates:
+        """All updates whose key is in ``query`` (sorted, distinct): one ``searchsorted`` for all keys."""
+        if len(self.keys) == 0 or len(query) == 0:
+            return Updates.empty(2, self.depth)
+        idx = np.searchsorted(self.keys, query)
+        idx_c = np.minimum(idx, len(self.keys) - 1)
+        found = self.keys[idx_c] == query
+        ki = idx_c[found]
+        if len(ki) == 0:
+            return Updates.empty(2, self.depth)
+        h0 = self.val_offs[self.key_offs[ki]]
+        h1 = self.val_offs[self.key_offs[ki + 1]]
+        rows = ranges_to_index(h0, h1)
+        keys = np.repeat(query[found], h1 - h0)
+        val_index = np.searchsorted(self.val_offs, rows, side="right") - 1
+        return Updates((keys, self.vals[val_index]), self.times[rows], self.diffs[rows])
+
+
+class Merge:
+    """A merge in progress of two adjacent batches, advanced to ``frontier`` and consolidated by key range."""
+
+    def __init__(self, older: TrieBatch, newer: TrieBatch, frontier: Antichain) -> None:
+        self.older, self.newer, self.frontier = older, newer, frontier
+        self._pos = [0, 0]
+        self._chunks: list[Updates] = []
+        self._w = [np.cumsum(older.key_weights()), np.cumsum(newer.key_weights())]
+        self.work_done = 0
+
+    def __len__(self) -> int:
+        return len(self.older) + len(self.newer)
+
+    @property
+    def done(self) -> bool:
+        return self._pos[0] >= len(self.older.keys) and self._pos[1] >= len(self.newer.keys)
+
+    def work(self, fuel: int) -> int:
+        """Merge key ranges until about ``fuel`` updates have been processed; return fuel left."""
+        a, b = self.older, self.newer
+        while fuel > 0 and not self.done:
+            p0, p1 = self._pos
+            base0 = self._w[0][p0 - 1] if p0 else 0
+            # the split key: where the older batch has consumed its share of the fuel
+            if p0 < len(a.keys):
+                j0 = int(np.searchsorted(self._w[0], base0 + max(fuel // 2, 1)))
+                j0 = min(max(j0, p0 + 1), len(a.keys))
+                bound = a.keys[j0] if j0 < len(a.keys) else None
+            else:
+                j0, bound = p0, None
+            j1 = len(b.keys) if bound is None else int(np.searchsorted(b.keys, bound))
+            j1 = max(j1, p1)
+            if bound is None and p0 >= len(a.keys):
+                base1 = self._w[1][p1 - 1] if p1 else 0
+                j1 = min(max(int(np.searchsorted(self._w[1], base1 + fuel)), p1 + 1), len(b.keys))
+            part = concat([a.flat(p0, j0), b.flat(p1, j1)], 2, a.depth)
+            self._pos = [j0, j1]
+            if len(part):
+                self._chunks.append(consolidate(part.advance_by(self.frontier)))
+            fuel -= len(part)
+            self.work_done += len(part)
+        return max(fuel, 0)
+
+    def result(self) -> TrieBatch:
+        desc = Description(self.older.desc.lower, self.newer.desc.upper, self.frontier)
+        return TrieBatch.from_updates(concat(self._chunks, 2, self.older.depth), desc)
