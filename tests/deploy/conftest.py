@@ -10,18 +10,15 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared broker fixtures
 
-from deploy_support import KUBERNETES, exposed_samples, kustomize  # noqa: E402
+from deploy_support import KUBERNETES, LiveDaemon, exposed_samples, kustomize  # noqa: E402
 from kafka_broker import create_topic, kafka_broker  # noqa: E402,F401
 
 from ddflow.daemon.broker import EmbeddedBroker  # noqa: E402
@@ -77,35 +74,6 @@ def promtool(request: pytest.FixtureRequest) -> str:
 
 
 # -- a live daemon, run as the Kubernetes pod runs it ----------------------------------------------
-
-@dataclass
-class LiveDaemon:
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-    container: dict
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=10) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-        except OSError as exc:  # not listening yet
-            return 0, str(exc)
-
-    def wait_for(self, path: str, *, limit: float = 120) -> str:
-        """Poll ``path`` until it answers 200 (bounded; fails with the daemon's log otherwise)."""
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"ddflow run exited with {self.process.returncode}:\n{self.log.read_text()[-4000:]}")
-            status, body = self.get(path)
-            if status == 200:
-                return body
-            time.sleep(0.2)
-        pytest.fail(f"{path} did not answer 200 within {limit} s:\n{self.log.read_text()[-4000:]}")
-
 
 def _free_port() -> int:
     with socket.socket() as s:

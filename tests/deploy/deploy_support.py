@@ -1,5 +1,7 @@
-"""Shared helpers of the deploy/ validation tests: where things are, the validator tools, and
-the metric names a PromQL expression or a Prometheus scrape contains.
+"""Shared helpers of the deploy/ validation tests: where things are, the validator tools, strict
+schemas for the Prometheus rule format and the Prometheus Operator objects, a systemd unit
+reader, the metric names a PromQL expression or a Prometheus scrape contains, and a handle on a
+live ``ddflow run``.
 
 The validators come from the ``test`` extra (kubectl with its built-in kustomize, hadolint,
 kubernetes-validate, promql-parser); a missing one means the extra is not installed, which fails
@@ -12,7 +14,11 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import promql_parser
@@ -163,6 +169,42 @@ def by_kind(docs: Iterable[dict]) -> dict[str, dict]:
     return out
 
 
+# -- systemd units ---------------------------------------------------------------------------------
+
+def parse_unit(text: str) -> list[tuple[str, str, str]]:
+    """(section, key, value) in file order: repeated keys stay repeated, as systemd reads them."""
+    entries: list[tuple[str, str, str]] = []
+    section = ""
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not logical and (not line or line[0] in "#;"):
+            continue
+        if line.endswith("\\"):
+            logical += line[:-1] + " "
+            continue
+        line, logical = logical + line, ""
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            continue
+        key, sep, value = line.partition("=")
+        assert sep and section, f"not a 'Key=Value' line inside a section: {raw!r}"
+        entries.append((section, key.strip(), value.strip()))
+    return entries
+
+
+def unit(name: str) -> dict[tuple[str, str], list[str]]:
+    out: dict[tuple[str, str], list[str]] = {}
+    for section, key, value in parse_unit((SYSTEMD / name).read_text()):
+        out.setdefault((section, key), []).append(value)
+    return out
+
+
+def last(entries: dict[tuple[str, str], list[str]], section: str, key: str) -> str:
+    assert (section, key) in entries, f"[{section}] {key}= is missing"
+    return entries[(section, key)][-1]
+
+
 # -- PromQL ----------------------------------------------------------------------------------------
 
 _GRAFANA_RANGES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
@@ -213,6 +255,37 @@ def range_functions(expr: str) -> list[tuple[str, str]]:
 
     promql_parser.walk(promql_parser.parse(expr), visit)
     return out
+
+
+# -- a live daemon ---------------------------------------------------------------------------------
+
+@dataclass
+class LiveDaemon:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+    container: dict
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError as exc:  # not listening yet
+            return 0, str(exc)
+
+    def wait_for(self, path: str, *, limit: float = 120) -> str:
+        """Poll ``path`` until it answers 200 (bounded; fails with the daemon's log otherwise)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"ddflow run exited with {self.process.returncode}:\n{self.log.read_text()[-4000:]}")
+            status, body = self.get(path)
+            if status == 200:
+                return body
+            time.sleep(0.2)
+        pytest.fail(f"{path} did not answer 200 within {limit} s:\n{self.log.read_text()[-4000:]}")
 
 
 # -- scrapes ---------------------------------------------------------------------------------------

@@ -64,9 +64,14 @@ def test_renders_every_kind(rendered: dict[str, dict]) -> None:
 def test_overlay_changes_what_it_says(overlay_docs: list[dict]) -> None:
     objects = by_kind(overlay_docs)
     assert {doc["metadata"]["namespace"] for doc in overlay_docs} == {"analytics"}
-    assert objects["StatefulSet"]["spec"]["replicas"] == 3
     assert container(objects)["image"].startswith("registry.example.com/analytics/ddflow:")
     assert objects["PrometheusRule"]["metadata"]["labels"]["release"] == "prometheus"
+
+
+def test_one_worker_per_config(rendered: dict[str, dict]) -> None:
+    assert rendered["StatefulSet"]["spec"]["replicas"] == 1, (
+        "a ddflow worker reads every partition of its inputs: a second replica of the same config "
+        "would compute and publish the same results again")
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)

@@ -4,14 +4,15 @@ alerts use, and stops cleanly on the stop signal within the stop timeouts of the
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 
 import pytest
-from conftest import LiveDaemon  # type: ignore[import-not-found]
-from test_systemd import last, unit  # type: ignore[import-not-found]
+import yaml
 
-from deploy_support import ALERT_RULES, DASHBOARD, PROMETHEUS_SYNTHETIC
+from deploy_support import (ALERT_RULES, DASHBOARD, PROMETHEUS_SYNTHETIC, LiveDaemon, grafana_to_promql, last,
+                            metric_names, unit)
 
 pytestmark = pytest.mark.kafka
 
@@ -24,12 +25,6 @@ def test_pod_probes_answer_200(live_daemon: LiveDaemon) -> None:
 
 
 def test_scrape_has_every_series_the_dashboard_and_alerts_use(daemon_scrape: dict[str, str]) -> None:
-    import json
-
-    import yaml
-
-    from deploy_support import grafana_to_promql, metric_names
-
     rules = [r for g in yaml.safe_load(ALERT_RULES.read_text())["groups"] for r in g["rules"]]
     panels = [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["type"] != "row"]
     used = set().union(*(metric_names(r["expr"]) for r in rules),

@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from deploy_support import SYSTEMD, run
+from deploy_support import SYSTEMD, last, run, unit
 
 UNITS = ["ddflow.service", "ddflow@.service"]
 INSTALLED_BINARY = "/opt/ddflow/bin/ddflow"  # where the README's install note puts the entry point
@@ -23,40 +23,6 @@ HARDENING = {
 }
 # systemd-analyze security's exposure scale is 0-100 (printed as 0.0-10.0); 20 = "2.0", well into "OK".
 MAX_EXPOSURE = 20
-
-
-def parse_unit(text: str) -> list[tuple[str, str, str]]:
-    """(section, key, value) in file order: repeated keys stay repeated, as systemd reads them."""
-    entries: list[tuple[str, str, str]] = []
-    section = ""
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not logical and (not line or line[0] in "#;"):
-            continue
-        if line.endswith("\\"):
-            logical += line[:-1] + " "
-            continue
-        line, logical = logical + line, ""
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
-            continue
-        key, sep, value = line.partition("=")
-        assert sep and section, f"not a 'Key=Value' line inside a section: {raw!r}"
-        entries.append((section, key.strip(), value.strip()))
-    return entries
-
-
-def unit(name: str) -> dict[tuple[str, str], list[str]]:
-    out: dict[tuple[str, str], list[str]] = {}
-    for section, key, value in parse_unit((SYSTEMD / name).read_text()):
-        out.setdefault((section, key), []).append(value)
-    return out
-
-
-def last(entries: dict[tuple[str, str], list[str]], section: str, key: str) -> str:
-    assert (section, key) in entries, f"[{section}] {key}= is missing"
-    return entries[(section, key)][-1]
 
 
 @pytest.fixture
