@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared broker fixtures
 
-from deploy_support import KUBERNETES, LiveDaemon, exposed_samples, kustomize  # noqa: E402
+from deploy_support import EDGE_TIMES, KUBERNETES, PROGRESS, LiveDaemon, exposed_samples, kustomize  # noqa: E402
 from kafka_broker import create_topic, kafka_broker  # noqa: E402,F401
 
 from ddflow.daemon.broker import EmbeddedBroker  # noqa: E402
@@ -117,7 +117,8 @@ def live_daemon(kafka_broker: EmbeddedBroker, base_docs: list[dict],
     daemon = LiveDaemon(process, f"http://127.0.0.1:{port}", log, container)
     try:
         daemon.wait_for("/healthz")
-        edges = "\n".join(f"[[{i}, {i + 1}], {1000 + i}, 1]" for i in range(20)) + '\n{"progress": 5000}\n'
+        edges = "\n".join(f"[[{i}, {i + 1}], {EDGE_TIMES[i]}, 1]" for i in range(len(EDGE_TIMES)))
+        edges += f'\n{{"progress": {PROGRESS}}}\n'
         produced = subprocess.run([entrypoint, "produce", "--topic", topics["edges"], "--bootstrap",
                                    kafka_broker.bootstrap], input=edges, capture_output=True, text=True,
                                   timeout=60, env=env)

@@ -259,6 +259,12 @@ def range_functions(expr: str) -> list[tuple[str, str]]:
 
 # -- a live daemon ---------------------------------------------------------------------------------
 
+# The edges the live daemon is fed: one per millisecond from 2023-11-14 22:13:20 UTC, then a
+# progress marker 100 ms later that makes all of them final.
+EDGE_TIMES = [1_700_000_000_000_000_000 + i * 1_000_000 for i in range(20)]
+PROGRESS = EDGE_TIMES[-1] + 100_000_000
+
+
 @dataclass
 class LiveDaemon:
     process: subprocess.Popen[bytes]

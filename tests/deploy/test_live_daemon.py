@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
-from deploy_support import (ALERT_RULES, DASHBOARD, PROMETHEUS_SYNTHETIC, LiveDaemon, grafana_to_promql, last,
-                            metric_names, unit)
+from deploy_support import (ALERT_RULES, DASHBOARD, EDGE_TIMES, PROMETHEUS_SYNTHETIC, LiveDaemon,
+                            grafana_to_promql, last, metric_names, unit)
 
 pytestmark = pytest.mark.kafka
 
@@ -32,6 +34,29 @@ def test_scrape_has_every_series_the_dashboard_and_alerts_use(daemon_scrape: dic
     missing = used - set(daemon_scrape) - PROMETHEUS_SYNTHETIC
     assert not missing, f"not in a live scrape of ddflow run: {sorted(missing)}"
     assert len(used) > 15
+
+
+def values(live_daemon: LiveDaemon) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    status, text = live_daemon.get("/metrics")
+    assert status == 200, text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_scrape_shows_the_edges_sent_becoming_final(live_daemon: LiveDaemon) -> None:
+    frontier = ("ddflow_output_frontier_timestamp_seconds", (("output", "reachable"),))
+    final = (EDGE_TIMES[-1] + 1_000_000) / 1e9  # the epoch holding the last edge is published
+    deadline = time.monotonic() + 60
+    while values(live_daemon)[frontier] < final and time.monotonic() < deadline:
+        time.sleep(0.2)
+    scraped = values(live_daemon)
+    assert scraped[frontier] >= final, f"output frontier {scraped[frontier]} stays below {final}"
+    assert scraped[("ddflow_input_frontier_timestamp_seconds", (("input", "edges"),))] >= final
+    assert scraped[("ddflow_input_updates_total", (("input", "edges"),))] == len(EDGE_TIMES)
+    assert scraped[("ddflow_output_updates_total", (("output", "reachable"),))] > 0
+    assert scraped[("ddflow_ready", ())] == 1
+    assert scraped[("ddflow_epochs_total", ())] >= 1
+    assert scraped[("ddflow_last_epoch_timestamp_seconds", ())] > 1.6e9  # a unix time, not "unknown"
 
 
 def test_stop_signal_exits_0_within_the_stop_timeouts(live_daemon: LiveDaemon, daemon_scrape: dict[str, str]) -> None:
