@@ -1,0 +1,44 @@
+"""A worker process for the signal tests: ``python run_worker.py '<json spec>'``.
+
+The spec names the broker, the flow in `flows`, the inputs/outputs and the epoch policy. The
+process prints ``frontier <t>`` after every epoch and ``exit <t>`` when it stops on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import flows  # noqa: E402
+
+from ddflow.daemon.progress import EpochPolicy  # noqa: E402
+from ddflow.daemon.sink import OutputSpec  # noqa: E402
+from ddflow.daemon.source import InputSpec  # noqa: E402
+from ddflow.daemon.worker import Worker, stop_on_signals  # noqa: E402
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    worker = Worker(
+        getattr(flows, spec["flow"]),
+        [InputSpec(**i) for i in spec["inputs"]],
+        [OutputSpec(**o) for o in spec["outputs"]],
+        spec["kafka_options"],
+        group_id=spec["group_id"],
+        epoch=EpochPolicy(**spec.get("epoch", {})),
+        dead_letter_topic=spec.get("dead_letter_topic"),
+        max_poll_messages=spec.get("max_poll_messages", 10_000),
+    )
+    worker.stats.on_epoch(lambda report: print(f"frontier {report.upper}", flush=True))
+    stop_on_signals(worker)
+    worker.run()
+    print(f"exit {worker.frontier}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
