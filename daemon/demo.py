@@ -96,6 +96,10 @@ class LatencyTracker:
         with self._lock:
             self.pending.append(t)
 
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self.pending)
+
     def final_below(self, frontier: int | None, now_ns: int) -> None:
         with self._lock:
             cut = len(self.pending) if frontier is None else int(np.searchsorted(self.pending, frontier, "left"))
@@ -126,7 +130,7 @@ class LiveView:
 
     def render(self, reach: Counter[int], status: str) -> None:
         now = time.monotonic()
-        if self.quiet or (not self.tty and now - self._last < 1.0):
+        if self.quiet or now - self._last < (0.1 if self.tty else 1.0):
             return
         self._last = now
         if not self.tty:
@@ -150,55 +154,68 @@ class _Generator:
     """Sends the initial graph, then one change per tick at ``rate``/s, each at its own time."""
 
     stream: EdgeStream
-    producer: Any
+    producer_factory: Callable[[], Any]  # -> UpdateProducer; made and closed in the generator's thread
     tracker: LatencyTracker
     rate: float
     max_changes: int | None
     resolution_ns: int
+    max_pending: int = 1000
     stop: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     changes: int = 0
-    last_progress: int = 0
+    last_time: int = 0  # data time of the last update sent: the run is final once the frontier passes it
     error: BaseException | None = None
+    finished: float = 0.0
+    producer: Any = None
 
     def _now(self, after: int) -> int:
         return max(time.time_ns(), after + 1)
 
     def run(self) -> None:
         try:
-            t = self._now(0)
-            for edge in self.stream.initial():
-                self.producer.insert(edge, t)
-            self._advance(t)
-            started = time.monotonic()
-            while not self.stop.is_set() and (self.max_changes is None or self.changes < self.max_changes):
-                due = self.max_changes if self.rate <= 0 else int((time.monotonic() - started) * self.rate) + 1
-                due = min(due, self.max_changes) if self.max_changes is not None else due
-                batch = 0
-                while self.changes < due and batch < 1000:
-                    removed, added = self.stream.change(self.changes)
-                    t = self._now(t)
-                    self.producer.remove(removed, t)
-                    self.producer.insert(added, t)
-                    self.tracker.sent(t)
-                    self.changes += 1
-                    batch += 1
-                if batch:
-                    self._advance(t)
-                else:
-                    self.stop.wait(min(0.005, 1.0 / self.rate))
-            # the last epoch closes once the frontier passes its resolution boundary
-            self._advance(t + self.resolution_ns)
-            self.producer.flush()
+            with self.producer_factory() as self.producer:
+                self._generate()
         except BaseException as exc:
             self.error = exc
         finally:
+            self.producer = None
+            self.finished = time.monotonic()
             self.done.set()
+
+    def _generate(self) -> None:
+        t = self._now(0)
+        for edge in self.stream.initial():
+            self.producer.insert(edge, t)
+        self.last_time = t
+        self._advance(t)
+        started = time.monotonic()
+        while not self.stop.is_set() and (self.max_changes is None or self.changes < self.max_changes):
+            due = self.changes + self.max_pending if self.rate <= 0 else \
+                int((time.monotonic() - started) * self.rate) + 1
+            if self.max_changes is not None:
+                due = min(due, self.max_changes)
+            # open loop at `rate`, but never more than `max_pending` changes waiting to be final
+            due = min(due, self.changes + max(0, self.max_pending - self.tracker.waiting()))
+            batch = 0
+            while self.changes < due and batch < 1000:
+                removed, added = self.stream.change(self.changes)
+                t = self._now(t)
+                self.producer.remove(removed, t)
+                self.producer.insert(added, t)
+                self.tracker.sent(t)
+                self.last_time = t
+                self.changes += 1
+                batch += 1
+            if batch:
+                self._advance(t)
+            else:
+                self.stop.wait(0.005 if self.rate <= 0 else min(0.005, 1.0 / self.rate))
+        # the last epoch closes once the frontier passes its resolution boundary
+        self._advance(t + self.resolution_ns)
 
     def _advance(self, t: int) -> None:
         self.producer.advance_to(t + 1)
         self.producer.flush()
-        self.last_progress = t + 1
 
 
 def _demo_config(args: argparse.Namespace, bootstrap: str, run_id: str) -> Any:
@@ -233,6 +250,7 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
     from .producer import UpdateProducer
     from .results import ResultClient
     from .service import Service
+    from .wire import MIN_TIME
 
     roots = range(args.roots)
     stream = EdgeStream(args.nodes, args.edges, seed=args.seed, changes=args.max_updates)
@@ -262,9 +280,8 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
         stack.callback(daemon.join, 60)
         stack.callback(service.stop)
 
-        producer = stack.enter_context(UpdateProducer(edges_topic, options))
-        generator = _Generator(stream, producer, tracker, args.rate, args.max_updates,
-                               config.epoch.resolution_ns or 1)
+        generator = _Generator(stream, lambda: UpdateProducer(edges_topic, options), tracker, args.rate, args.max_updates,
+                               config.epoch.resolution_ns or 1, max_pending=args.max_pending)
         feeder = threading.Thread(target=generator.run, name="ddflow-demo-generator", daemon=True)
         stack.enter_context(on_signals(stop.set))
         feeder.start()
@@ -273,7 +290,7 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
         reach: Counter[int] = Counter()
         started = time.monotonic()
         deadline = None if args.duration is None else started + args.duration
-        frontier: int | None = None
+        frontier: int | None = MIN_TIME
         while True:
             for change in results.poll(0.1):
                 frontier = change.frontier
@@ -284,10 +301,10 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
                 generator.stop.set()
             if generator.error is not None or service.failure is not None:
                 break
-            if generator.done.is_set() and frontier is not None and frontier >= generator.last_progress:
+            if generator.done.is_set() and _final(frontier, generator.last_time):
                 break
-            if generator.stop.is_set() and time.monotonic() - started > (args.duration or 0) + 60:
-                break  # the daemon did not catch up within a minute of the end: report below
+            if generator.done.is_set() and time.monotonic() - generator.finished > args.catch_up:
+                break  # the daemon did not catch up in time: reported below
             elapsed = time.monotonic() - started
             p50, p99 = tracker.percentiles(50, 99)
             view.render(reach, f"{elapsed:6.1f} s | changes sent {generator.changes:,} "
@@ -295,21 +312,24 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
                                f"| pairs {sum(reach.values()):,} | latency p50 {_ms(p50)} p99 {_ms(p99)} "
                                f"| {server.url}/metrics")
         feeder.join(30)
-        return _summary(out, generator, service, tracker, results.view, stream, roots, frontier)
+        return _summary(out, generator, service, tracker, results.view, reach, stream, roots, frontier)
 
 
 def _summary(out: TextIO, generator: _Generator, service: Any, tracker: LatencyTracker,
-             final_view: dict[Any, int], stream: EdgeStream, roots: range, frontier: int | None) -> int:
+             final_view: dict[Any, int], live: Counter[int], stream: EdgeStream, roots: range,
+             frontier: int | None) -> int:
     if generator.error is not None:
         print(f"demo: the generator failed: {generator.error}", file=out)
         return 1
     if service.failure is not None:
         print(f"demo: the daemon failed: {service.failure}", file=out)
         return 1
-    caught_up = frontier is not None and frontier >= generator.last_progress
+    caught_up = _final(frontier, generator.last_time)
     expected = reachable_pairs(stream.window_after(generator.changes), roots)
     got = {record for record, count in final_view.items() if count == 1}
-    exact = caught_up and got == expected and all(c == 1 for c in final_view.values())
+    per_root = Counter(root for root, _node in got)
+    consistent = +live == per_root  # the live counts, summed from the changes, agree with the view
+    exact = caught_up and consistent and got == expected and all(c == 1 for c in final_view.values())
     p50, p99 = tracker.percentiles(50, 99)
     print(f"changes: {generator.changes:,} edge changes over a window of {stream.window:,} edges "
           f"on {stream.nodes:,} nodes, {len(roots)} roots", file=out)
@@ -318,13 +338,20 @@ def _summary(out: TextIO, generator: _Generator, service: Any, tracker: LatencyT
         print(f"check: the result view equals a breadth-first search over the final window: OK "
               f"({len(expected):,} pairs)", file=out)
     elif not caught_up:
-        print(f"check: FAILED: the output frontier {frontier} did not reach the last progress "
-              f"{generator.last_progress}", file=out)
+        print(f"check: FAILED: the output frontier {frontier} did not pass the last update's time "
+              f"{generator.last_time} (try a larger --catch-up)", file=out)
+    elif not consistent:
+        print(f"check: FAILED: the live counts {dict(live)} disagree with the final view {dict(per_root)}", file=out)
     else:
         print(f"check: FAILED: {len(got - expected)} unexpected pairs, {len(expected - got)} missing", file=out)
     print(f"end-to-end latency (change sent -> its output final on the result topic): p50 {_ms(p50)}, "
           f"p99 {_ms(p99)} over {len(tracker.latencies):,} changes", file=out, flush=True)
     return 0 if exact else 1
+
+
+def _final(frontier: int | None, last_time: int) -> bool:
+    """Every update sent is final once the output frontier (None: closed) is past the last one's time."""
+    return last_time > 0 and (frontier is None or frontier > last_time)
 
 
 def _quietly(run: Callable[[], None]) -> Callable[[], None]:

@@ -146,6 +146,6 @@ def make_worker(config: Config, stats: Any) -> Any:
         group_id=config.kafka.group_id,
         epoch=epoch,
         dead_letter_topic=config.dead_letter_topic,
-        checkpoint_dir=config.checkpoint.location,
+        checkpoint_dir=None if config.checkpoint.location is None else str(config.checkpoint.location),
         stats=stats,
     )
