@@ -184,8 +184,8 @@ def _read(consumer: Consumer, followers: Mapping[str, _Follower], timeout: float
 def _catch_up(consumer: Consumer, followers: Mapping[str, _Follower], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     states = [p for f in followers.values() for p in f.partitions]
-    for p in states:
-        p.at_end = False
+    # at_end is set by the consumer's end-of-partition event and cleared by every message; the
+    # event comes once per arrival at the end, so it is not reset here
     while not all(p.at_end for p in states):
         if time.monotonic() > deadline:
             behind = [f"{f.topic}[{i}]" for f in followers.values() for i, p in enumerate(f.partitions) if not p.at_end]
