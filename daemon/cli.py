@@ -82,6 +82,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
               help="Kafka bootstrap servers; overrides kafka.bootstrap in the config")
     _env_flag(run, "--metrics-address", "metrics_address", environ, metavar="HOST:PORT",
               help="serve /metrics, /healthz, /readyz here; overrides metrics.address")
+    run.add_argument("--create-topics", type=int, default=None, metavar="PARTITIONS",
+                     help="create missing input, output and dead-letter topics with this many partitions "
+                          "(development; production topics are usually created by their owners)")
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="stop (draining the epoch) after this long; default: run until signalled")
 
@@ -208,6 +211,13 @@ def _run(args: argparse.Namespace) -> int:
     if config.kafka.bootstrap is None:
         raise ConfigError.one(config.source, "kafka.bootstrap",
                               f"no broker: set kafka.bootstrap, --bootstrap or {ENV['bootstrap']}")
+    if args.create_topics is not None:
+        from .kafka import ensure_topics
+
+        topics = [i.topic for i in config.inputs] + [o.topic for o in config.outputs] + [config.dead_letter_topic]
+        created = ensure_topics(config.client_options(), dict.fromkeys(topics, args.create_topics))
+        if created:
+            log.info("created topics %s with %d partitions", created, args.create_topics)
     return run_daemon(config, timeout=args.timeout)
 
 

@@ -1,0 +1,216 @@
+"""``ddflow run`` as a subprocess on the real broker: results, every metric family, probes, SIGTERM.
+
+The test sends a known edge stream (with a malformed message and a late update) to the daemon
+running the reachability example, scrapes /metrics, /healthz and /readyz over HTTP, checks each
+family against what it sent, then sends SIGTERM and checks the exit code and that the last
+promised times are final on the result topic.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
+from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
+
+from ddflow.daemon.broker import EmbeddedBroker
+from ddflow.daemon.demo import reachable_pairs
+from ddflow.daemon.metrics import METRIC_NAMES
+from ddflow.daemon.producer import UpdateProducer
+from ddflow.daemon.results import ResultClient
+
+pytestmark = pytest.mark.kafka
+
+T0 = 1_700_000_000_000_000_000  # data times: ns since the epoch
+MS = 1_000_000
+
+
+class Daemon:
+    """``ddflow run`` in a subprocess, its stderr collected by a thread."""
+
+    def __init__(self, config: Path) -> None:
+        self.lines: list[str] = []
+        self.process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for_log(self, pattern: str, timeout: float = 60) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.log)
+            if match:
+                return match
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no {pattern!r} in the daemon's log:\n{self.log}")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def http(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def scrape(url: str) -> tuple[set[str], dict[tuple[str, frozenset[tuple[str, str]]], float]]:
+    text = http(url + "/metrics")[1]
+    names, values = set(), {}
+    for family in text_string_to_metric_families(text):
+        names.add(family.name + ("_total" if family.type == "counter" else ""))
+        for s in family.samples:
+            values[(s.name, frozenset(s.labels.items()))] = s.value
+    return names, values
+
+
+def value(values: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
+    return values[(name, frozenset(labels.items()))]
+
+
+def write_config(tmp_path: Path, bootstrap: str, edges: str, results: str, dead: str) -> Path:
+    path = tmp_path / "daemon.toml"
+    path.write_text(f"""
+[dataflow]
+function = "ddflow.config.dataflows:reachability"
+args = {{ roots = [0, 1] }}
+
+[kafka]
+bootstrap = "{bootstrap}"
+group_id = "{edges}"
+
+[kafka.options]
+"fetch.wait.max.ms" = 10
+
+[[inputs]]
+name = "edges"
+topic = "{edges}"
+fields = {{ src = "int", dst = "int" }}
+progress = "explicit"
+late = "reject"
+
+[[outputs]]
+name = "reachable"
+topic = "{results}"
+
+[epoch]
+resolution = "1ms"
+
+[dead_letter]
+topic = "{dead}"
+
+[metrics]
+address = "127.0.0.1:0"
+""")
+    return path
+
+
+def test_run_serves_every_family_and_exits_0_on_sigterm_with_output_final(
+        kafka_broker: EmbeddedBroker, make_topic: Callable[..., str], tmp_path: Path) -> None:
+    bootstrap = kafka_broker.bootstrap
+    edges, results, dead = make_topic("edges", 2), make_topic("reachable"), make_topic("dead")
+    config = write_config(tmp_path, bootstrap, edges, results, dead)
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    daemon = Daemon(config)
+    try:
+        url = daemon.wait_for_log(r"metrics on (http://[\d.]+:\d+)/metrics").group(1)
+        effective = daemon.wait_for_log(r"effective configuration: (.*)").group(1)
+        assert edges in effective and '"late": "reject"' in effective
+        assert http(url + "/healthz")[0] == 200
+
+        # before anything is sent every family is there, known series at 0, and not ready
+        names, values = scrape(url)
+        assert names == set(METRIC_NAMES)
+        assert value(values, "ddflow_input_updates_total", input="edges") == 0
+        assert value(values, "ddflow_dead_letters_total", input="edges", reason="bad_msgpack") == 0
+
+        window = [(0, 1), (1, 2), (2, 3), (5, 6), (6, 0), (1, 2)]  # (1, 2) twice: a multiset
+        with UpdateProducer(edges, options) as producer:
+            for k, edge in enumerate(window):
+                producer.insert(edge, T0 + k)
+            producer.advance_to(T0 + 2 * MS)
+            producer.remove((1, 2), T0 + 2 * MS + 5)  # the window slides: one copy of (1, 2) goes
+            producer.insert((3, 4), T0 + 2 * MS + 5)
+            producer.advance_to(T0 + 3 * MS)
+        bad = Producer({"bootstrap.servers": bootstrap})
+        bad.produce(edges, b"\xc1 not msgpack", partition=0)  # malformed
+        late = UpdateProducer(edges, options)
+        late.insert((9, 9), T0 + 10)  # behind the frontier: late, rejected
+        late.flush()
+        bad.flush(10)
+        del bad, late  # no client may outlive the session broker
+
+        final = [(0, 1), (1, 2), (2, 3), (5, 6), (6, 0), (3, 4)]
+        with ResultClient(results, options) as client:
+            assert client.wait_for(T0 + 3 * MS, timeout=120), daemon.log
+            view = client.view
+            published = client.stats.messages
+        assert view == dict.fromkeys(reachable_pairs(final, range(2)), 1)
+
+        deadline = time.monotonic() + 60
+        while http(url + "/readyz")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert http(url + "/readyz") == (200, "ready\n")
+        while time.monotonic() < deadline:  # the dead letters commit on the next epoch or within seconds
+            names, values = scrape(url)
+            if value(values, "ddflow_dead_letters_total", input="edges", reason="bad_msgpack") == 1 and \
+                    value(values, "ddflow_late_updates_total", input="edges", policy="reject") == 1:
+                break
+            time.sleep(0.2)
+        assert names == set(METRIC_NAMES)
+        sent = len(window) + 2
+        assert value(values, "ddflow_input_updates_total", input="edges") == sent
+        assert value(values, "ddflow_dead_letters_total", input="edges", reason="bad_msgpack") == 1
+        assert value(values, "ddflow_late_updates_total", input="edges", policy="reject") == 1
+        assert value(values, "ddflow_dead_letters_total", input="edges", reason="late") == 1
+        assert value(values, "ddflow_epochs_total") >= 1
+        assert value(values, "ddflow_epoch_processing_seconds_count") == value(values, "ddflow_epochs_total")
+        assert value(values, "ddflow_end_to_end_latency_seconds_count") == sent
+        assert value(values, "ddflow_input_frontier_timestamp_seconds", input="edges") >= (T0 + 3 * MS) / 1e9
+        assert value(values, "ddflow_output_frontier_timestamp_seconds", output="reachable") >= (T0 + 3 * MS) / 1e9
+        assert value(values, "ddflow_last_epoch_timestamp_seconds") > time.time() - 600
+        assert value(values, "ddflow_ready") == 1
+        out = value(values, "ddflow_output_updates_total", output="reachable")
+        assert out >= len(view) and published > 0
+        arranged = [k for k in values if k[0] == "ddflow_arrangement_records"]
+        assert arranged and all(values[k] >= 0 for k in arranged)
+        assert sum(values[k] for k in arranged) > 0
+
+        # more input, promised but not on an epoch boundary; SIGTERM must publish it and exit 0
+        with UpdateProducer(edges, options) as producer:
+            producer.insert((4, 7), T0 + 3 * MS + 10)
+            producer.advance_to(T0 + 3 * MS + 11)
+        time.sleep(1.0)
+        daemon.process.send_signal(signal.SIGTERM)
+        assert daemon.process.wait(timeout=60) == 0, daemon.log
+        with ResultClient(results, options) as client:
+            client.catch_up(timeout=30)
+            assert (client.frontier or 0) >= T0 + 3 * MS + 11, daemon.log
+            assert (0, 7) in client.view and (1, 7) in client.view
+    finally:
+        daemon.kill()
