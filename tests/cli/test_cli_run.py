@@ -8,6 +8,8 @@ promised times are final on the result topic.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import signal
 import subprocess
@@ -171,6 +173,19 @@ def test_run_serves_every_family_and_exits_0_on_sigterm_with_output_final(
             view = client.view
             published = client.stats.messages
         assert view == dict.fromkeys(reachable_pairs(final, range(2)), 1)
+
+        # `ddflow tail` prints the same view at the frontier
+        tail = subprocess.run([DDFLOW, "tail", "--topic", results, "--bootstrap", bootstrap, "--duration", "2",
+                               "--json", "--limit", "100"], capture_output=True, text=True, timeout=120)
+        assert tail.returncode == 0, tail.stderr
+        first = json.loads(tail.stdout.splitlines()[0])
+        assert first["frontier"] >= T0 + 3 * MS and first["records"] == len(view)
+        assert {tuple(record): count for record, count in first["view"]} == view
+        text = subprocess.run([DDFLOW, "tail", "--topic", results, "--duration", "1"], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "KAFKA_BOOTSTRAP": bootstrap})
+        assert text.returncode == 0, text.stderr
+        assert text.stdout.startswith(f"view at frontier {first['frontier']}: {len(view)} records")
+        assert "  (0, 3)\n" in text.stdout
 
         deadline = time.monotonic() + 60
         while http(url + "/readyz")[0] != 200 and time.monotonic() < deadline:
