@@ -1,13 +1,17 @@
 """A worker process for the signal tests: ``python run_worker.py '<json spec>'``.
 
 The spec names the broker, the flow in `flows`, the inputs/outputs and the epoch policy. The
-process prints ``frontier <t>`` after every epoch and ``exit <t>`` when it stops on SIGTERM.
+process prints ``ready`` once open, ``frontier <t>`` after every epoch and ``exit <t>`` when it stops on SIGTERM.
+With ``die_after_batches: n`` it SIGKILLs itself right after producing its n-th output batch
+(flushed, so the broker holds it) - in the middle of an epoch's transaction, before its markers.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -35,9 +39,30 @@ def main() -> None:
         max_poll_messages=spec.get("max_poll_messages", 10_000),
     )
     worker.stats.on_epoch(lambda report: print(f"frontier {report.upper}", flush=True))
+    if spec.get("die_after_batches"):
+        die_in_the_middle_of_an_epoch(worker, spec["die_after_batches"])
     stop_on_signals(worker)
+    worker.open()
+    print("ready", flush=True)
     worker.run()
     print(f"exit {worker.frontier}", flush=True)
+
+
+def die_in_the_middle_of_an_epoch(worker: Worker, batches: int) -> None:
+    sink = worker.sink
+    produce = sink._produce
+    produced = 0
+
+    def produce_then_maybe_die(producer, topic, partition, key, value, headers):  # type: ignore[no-untyped-def]
+        nonlocal produced
+        produce(producer, topic, partition, key, value, headers)
+        if b"updates" in value[:80]:  # an output batch, not a progress marker
+            produced += 1
+            if produced >= batches:
+                producer.flush(10)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    sink._produce = produce_then_maybe_die  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import pytest
 from ddflow.daemon.producer import UpdateProducer
 from ddflow.daemon.progress import EpochPolicy
 from ddflow.daemon.results import ResultClient
+from ddflow.daemon.wire import MIN_TIME
 from flows import INPUTS, OUTPUTS, join_count, oracle
 from test_worker import STEP, by_input, make_worker, random_stream
 
@@ -31,10 +32,25 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 RUNNER = Path(__file__).with_name("run_worker.py")
 
 
+STARTED: list[WorkerProcess] = []
+
+
+@pytest.fixture(autouse=True)
+def kill_leftover_workers():
+    yield
+    while STARTED:
+        proc = STARTED.pop().proc
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 class WorkerProcess:
-    """A worker subprocess whose stdout lines (``frontier t`` / ``exit t``) are collected."""
+    """A worker subprocess whose stdout lines (``ready``, ``frontier t``, ``exit t``) are collected."""
 
     def __init__(self, spec: dict) -> None:
+        STARTED.append(self)
+        self.ready = False
         self.proc = subprocess.Popen(
             [sys.executable, str(RUNNER), json.dumps(spec)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -50,7 +66,9 @@ class WorkerProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             kind, _, value = line.strip().partition(" ")
-            if kind == "frontier":
+            if kind == "ready":
+                self.ready = True
+            elif kind == "frontier":
                 self.frontier = int(value)
             elif kind == "exit":
                 self.exit_frontier = int(value)
@@ -58,6 +76,13 @@ class WorkerProcess:
     def _read_err(self) -> None:
         assert self.proc.stderr is not None
         self.stderr = self.proc.stderr.read()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            assert self.proc.poll() is None, f"worker exited with {self.proc.returncode}: {self.stderr[-2000:]}"
+            assert time.monotonic() < deadline, "worker did not open"
+            time.sleep(0.01)
 
     def wait_frontier(self, target: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -98,7 +123,8 @@ def topics(make_topic):
 
 
 def views_at_every_frontier(kafka_options, topic, until):
-    """[(frontier, view)] at every frontier move of a result topic, up to ``until``."""
+    """[(frontier, view)] at every frontier move of a result topic up to ``until``, and the
+    client's protocol counters."""
     seen = []
     with ResultClient(topic, kafka_options) as client:
         for change in client.changes(timeout=60):
@@ -106,7 +132,7 @@ def views_at_every_frontier(kafka_options, topic, until):
             if change.frontier >= until:
                 break
         assert client.frontier == until
-    return seen
+    return seen, client.stats
 
 
 def test_sigkill_mid_epoch_and_restart_gives_the_uninterrupted_views(kafka_options, topics):
@@ -114,44 +140,71 @@ def test_sigkill_mid_epoch_and_restart_gives_the_uninterrupted_views(kafka_optio
     steps = 30
     stream = random_stream(8, steps=steps, per_step=40)
     spec = spec_for(kafka_options, topics, f"g-{topics['a']}")
-    worker = WorkerProcess(spec)
-    kills = 0
-    kill_after = set(rng.sample(range(3, steps - 2), 5))
+    # three workers kill themselves right after writing an output batch (inside the epoch's
+    # transaction, before its markers), two are killed from outside while they work
+    plans = [("inject", 2), ("external", 0), ("inject", 1), ("inject", 5), ("external", 0)]
+    step = 0
     with UpdateProducer(topics["a"], kafka_options, batch_size=4) as pa, \
             UpdateProducer(topics["b"], kafka_options, batch_size=4) as pb:
         producers = {"a": pa, "b": pb}
-        for step in range(steps):
+
+        def produce_step() -> None:
+            nonlocal step
+            if step == steps:
+                return
             for name, record, t, diff in stream:
                 if step * STEP <= t < (step + 1) * STEP:
                     producers[name].send(record, t, diff)
-            pa.advance_to((step + 1) * STEP)
-            pb.advance_to((step + 1) * STEP)
+            step += 1
+            pa.advance_to(step * STEP)
+            pb.advance_to(step * STEP)
             pa.flush()
             pb.flush()
-            if step in kill_after:
-                worker.wait_frontier(STEP)  # it is working ...
-                time.sleep(rng.uniform(0.0, 0.2))  # ... somewhere in the middle of an epoch
-                worker.kill()
-                kills += 1
+
+        for kind, batches in plans:
+            if kind == "inject":
+                worker = WorkerProcess({**spec, "die_after_batches": batches})
+                worker.wait_ready()
+                deadline = time.monotonic() + 60
+                while worker.proc.poll() is None:  # one step at a time until it hits its fault
+                    assert step < steps, "the worker did not reach its fault"
+                    produce_step()
+                    while worker.proc.poll() is None and (worker.frontier or MIN_TIME) < step * STEP:
+                        assert time.monotonic() < deadline, f"worker stuck at {worker.frontier}"
+                        time.sleep(0.01)
+            else:
                 worker = WorkerProcess(spec)
+                worker.wait_ready()
+                if step:
+                    worker.wait_frontier(step * STEP)  # caught up with the replay ...
+                for _ in range(3):
+                    produce_step()
+                time.sleep(rng.uniform(0.0, 0.1))  # ... and busy with the new steps
+                worker.kill()
+            assert worker.proc.returncode == -signal.SIGKILL
+        while step < steps:
+            produce_step()
     end = steps * STEP
+    worker = WorkerProcess(spec)
     worker.wait_frontier(end)
     assert worker.terminate() == 0 and worker.exit_frontier == end
-    assert kills == 5
 
     # an uninterrupted run over the same inputs, in process, to other result topics
     calm = {**topics, **{name: topics[f"calm_{name}"] for name in OUTPUTS}}
     uninterrupted = make_worker(kafka_options, calm, max_poll_messages=10)
     uninterrupted.run(until=end, timeout=120)
     captures = oracle(join_count, by_input(stream), INPUTS)
-    for out in ("joined", "counts", "echo_a"):
-        restarted = views_at_every_frontier(kafka_options, topics[out], end)
-        calm_views = dict(views_at_every_frontier(kafka_options, calm[out], end))
+    dropped = 0
+    for out in OUTPUTS:
+        restarted, stats = views_at_every_frontier(kafka_options, topics[out], end)
+        calm_views = dict(views_at_every_frontier(kafka_options, calm[out], end)[0])
+        dropped += stats.dropped_updates
         for frontier, view in restarted:
             assert view == captures[out].at(frontier - 1), f"{out} at {frontier}"
             if frontier in calm_views:
                 assert view == calm_views[frontier]
         assert restarted[-1][1] == calm_views[end]
+    assert dropped > 0  # the killed workers did leave records of unfinished epochs behind
 
 
 def test_sigterm_publishes_what_is_complete_and_exits_0(kafka_options, topics):
