@@ -211,6 +211,7 @@ def _run(args: argparse.Namespace) -> int:
     if config.kafka.bootstrap is None:
         raise ConfigError.one(config.source, "kafka.bootstrap",
                               f"no broker: set kafka.bootstrap, --bootstrap or {ENV['bootstrap']}")
+    config.client_options()  # secrets readable? (a ConfigError naming the key, before anything starts)
     if args.create_topics is not None:
         from .kafka import ensure_topics
 

@@ -229,3 +229,69 @@ def test_run_serves_every_family_and_exits_0_on_sigterm_with_output_final(
             assert (0, 7) in client.view and (1, 7) in client.view
     finally:
         daemon.kill()
+
+
+def test_run_takes_broker_and_address_from_env_and_never_logs_secrets(
+        kafka_broker: EmbeddedBroker, tmp_path: Path) -> None:
+    name = f"run-env-{time.time_ns()}"
+    config = tmp_path / "daemon.toml"
+    config.write_text(f"""
+[dataflow]
+function = "ddflow.config.dataflows:page_counts"
+
+[kafka]
+bootstrap = "127.0.0.1:1"           # overridden by KAFKA_BOOTSTRAP
+
+[kafka.secrets]
+"sasl.password" = {{ env = "TEST_RUN_PASSWORD" }}
+
+[[inputs]]
+name = "views"
+topic = "{name}-views"
+fields = ["user", "page"]
+progress = "reclock"
+
+[[outputs]]
+name = "page_views"
+topic = "{name}-counts"
+
+[dead_letter]
+topic = "{name}-dead"
+""")
+    env = {**os.environ, "KAFKA_BOOTSTRAP": kafka_broker.bootstrap, "DDFLOW_METRICS_ADDRESS": "127.0.0.1:0",
+           "TEST_RUN_PASSWORD": "do-not-print-this-7391"}
+    result = subprocess.run([DDFLOW, "run", "--config", str(config), "--create-topics", "1", "--timeout", "3"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert f'"bootstrap": "{kafka_broker.bootstrap}"' in out
+    assert '"sasl.password": "<secret from env TEST_RUN_PASSWORD>"' in out
+    assert "do-not-print-this-7391" not in out
+    assert re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", out).group(1) != "9464"  # type: ignore[union-attr]
+    assert "created topics" in out
+
+
+def test_run_without_a_secret_exits_2_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "daemon.toml"
+    config.write_text("""
+[dataflow]
+function = "ddflow.config.dataflows:page_counts"
+[kafka]
+bootstrap = "127.0.0.1:1"
+[kafka.secrets]
+"sasl.password" = { env = "TEST_RUN_UNSET_PASSWORD" }
+[[inputs]]
+name = "views"
+topic = "views"
+fields = ["user", "page"]
+[[outputs]]
+name = "page_views"
+topic = "counts"
+""")
+    env = {k: v for k, v in os.environ.items() if k not in ("TEST_RUN_UNSET_PASSWORD", "KAFKA_BOOTSTRAP")}
+    env["DDFLOW_METRICS_ADDRESS"] = "127.0.0.1:0"
+    result = subprocess.run([DDFLOW, "run", "--config", str(config)], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 2
+    assert f'{config}: kafka.secrets."sasl.password": environment variable TEST_RUN_UNSET_PASSWORD is not set' \
+        in result.stderr
