@@ -81,14 +81,19 @@ def _arrangement_records(df) -> int:
 
 
 def test_shared_arrangement_keeps_one_index():
-    """Two joins reading one ``arrange_by_key()`` hold one index of ``a``, not two."""
+    """Two joins reading one ``arrange_by_key()`` hold one index of ``a``, not two.
+
+    The control dataflow gives the second join a copy of ``a`` (``a.map(identity)``), which
+    must be indexed on its own: exactly one more arrangement, of exactly ``a``'s 200 records.
+    """
     from ddflow.operators import Dataflow
 
     def build(share: bool):
         df = Dataflow()
         a, b, c = (df.new_input(name) for name in ("a", "b", "c"))
-        left = a.collection.arrange_by_key() if share else a.collection
-        probes = [left.join(b.collection).capture(), c.collection.join(left).capture()]
+        left = a.collection.arrange_by_key()
+        other = left if share else a.collection.map(lambda r: r)
+        probes = [left.join(b.collection).capture(), c.collection.join(other).capture()]
         for i in range(200):
             a.insert((i % 50, i), 10 + i)
             b.insert((i % 50, -i), 10 + i)
@@ -106,5 +111,4 @@ def test_shared_arrangement_keeps_one_index():
     shared_stats = shared_df.arrangement_stats()
     separate_stats = separate_df.arrangement_stats()
     assert len(shared_stats) == len(separate_stats) - 1, (shared_stats, separate_stats)
-    # The shared dataflow saves exactly one copy of a's 200 records.
     assert _arrangement_records(shared_df) == _arrangement_records(separate_df) - 200

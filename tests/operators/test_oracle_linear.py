@@ -70,7 +70,8 @@ def test_inspect_sees_every_update_and_passes_through(srcs):
     seen: list[tuple[object, int, int]] = []
 
     def pipeline(a):
-        return a.map(lambda r: r % 4).inspect(lambda r, t, d: seen.append((r, t, d)))
+        # f gets one argument, the update tuple (record, time, diff), as differential's inspect.
+        return a.map(lambda r: r % 4).inspect(seen.append)
 
     def inspected_matches(df, t):
         # Everything inspected up to t accumulates to the collection at t.
