@@ -38,3 +38,36 @@ def test_configuration_snippet_is_a_valid_config(tmp_path: Path) -> None:
 def test_metrics_table_lists_exactly_the_exported_names() -> None:
     names = re.findall(r"^\| `(ddflow_\w+)` \|", section("Metrics"), flags=re.M)
     assert names == list(METRIC_NAMES)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_quick_start_commands_run_as_written(tmp_path: Path) -> None:
+    """The "Running your own dataflow" block, on a free port instead of 9092, with a bounded tail."""
+    import os
+    import subprocess
+    import sys
+
+    block = next(code for lang, code in re.findall(r"```(\w+)\n(.*?)```", section("Quick start"), flags=re.S)
+                 if lang == "bash" and "ddflow broker" in code)
+    port = _free_port()
+    bin_dir = str(Path(sys.executable).parent)
+    script = block.replace("127.0.0.1:9092", f"127.0.0.1:{port}").replace(".venv/bin", bin_dir)
+    script = script.replace("ddflow tail --topic reachable", "ddflow tail --topic reachable --duration 8")
+    script = (f"set -u\ncd {ROOT}\ntrap 'kill -TERM $(jobs -p) 2>/dev/null; wait' EXIT\n" + script
+              + "\necho run-pids: $(jobs -p)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "DDFLOW_"))}
+    env.update({"DDFLOW_BROKER_PORT": str(port), "DDFLOW_METRICS_ADDRESS": "127.0.0.1:0",
+                "DDFLOW_LOG_LEVEL": "WARNING"})
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=240, env=env)
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "ok: config/examples/reachability.toml" in out
+    assert "view at frontier 2000000000: 11 records" in out, out + result.stderr
+    assert "  (0, 1)\n" in out
