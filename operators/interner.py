@@ -22,6 +22,7 @@ class Interner:
         self._ids: dict[object, int] = {}
         self._values: list[object] = []
         self._array: np.ndarray = np.empty(0, dtype=object)
+        self._filled = 0  # how many of _values are copied into _array
         self._key_of = np.empty(0, dtype=np.int64)
         self._val_of = np.empty(0, dtype=np.int64)
 
@@ -54,10 +55,15 @@ class Interner:
 
     def values(self, ids: np.ndarray) -> np.ndarray:
         """An object array of the values behind ``ids``."""
-        if len(self._array) < len(self._values):
-            grown = np.empty(len(self._values), dtype=object)
-            grown[:] = self._values
-            self._array = grown
+        n = len(self._values)
+        if self._filled < n:
+            if len(self._array) < n:
+                grown = np.empty(max(2 * n, 1024), dtype=object)
+                grown[: self._filled] = self._array[: self._filled]
+                self._array = grown
+            self._array[self._filled : n] = np.fromiter(self._values[self._filled : n], dtype=object,
+                                                        count=n - self._filled)
+            self._filled = n
         return self._array[ids]
 
     def value(self, i: int) -> object:

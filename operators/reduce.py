@@ -21,6 +21,7 @@ from .batch import Updates, consolidate
 from .frontier import Antichain
 from .graph import Node, Scope
 from .lattice import lex_order
+from .reduce_kernel import reduce_points
 from .reductions import Logic
 from .spine import Spine
 
@@ -96,8 +97,23 @@ class Reduce(Node):
 
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain) -> None:
         keys = np.unique(cand_keys)
-        inp = self._by_key(self.handle.lookup(keys))
-        out = self._by_key(self.output.lookup(keys))
+        inp = self.handle.lookup(keys)
+        out = self.output.lookup(keys)
+        depth = cand_times.shape[1]
+        if depth == 1 or (depth == 2 and (cand_times[:, 1] == cand_times[0, 1]).all()):
+            r = None if depth == 1 else int(cand_times[0, 1])
+            emitted, pend_k, pend_t = reduce_points(cand_keys, cand_times[:, 0], r, inp, out, self.logic)
+            late = frontier.beyond(pend_t)
+            if not late.all():  # a time to revisit that is already complete: take the general path
+                return self._general(cand_keys, cand_times, frontier, inp, out)
+            self._add_pending(pend_k, pend_t)
+            return self._publish(emitted, frontier)
+        self._general(cand_keys, cand_times, frontier, inp, out)
+
+    def _general(self, cand_keys, cand_times, frontier, inp, out) -> None:
+        """Any depth: per key, the join closure of new and history times, evaluated in order."""
+        keys = np.unique(cand_keys)
+        inp, out = self._by_key(inp), self._by_key(out)
         order = np.argsort(cand_keys, kind="stable")
         cand_keys, cand_times = cand_keys[order], cand_times[order]
         c_lo, c_hi = group_bounds(cand_keys, keys)
@@ -130,29 +146,40 @@ class Reduce(Node):
                 emitted_times.append(t)
                 emitted_diffs.append(d)
         if pend_k:
-            self.pending_keys = np.concatenate([self.pending_keys, *pend_k])
-            self.pending_at = np.concatenate([self.pending_at, *pend_t])
-            self._dedupe_pending()
+            self._add_pending(np.concatenate(pend_k), np.concatenate(pend_t))
         if emitted_keys:
-            u = consolidate(Updates(
+            self._publish(Updates(
                 (np.concatenate(emitted_keys), np.concatenate(emitted_outs)),
-                np.concatenate(emitted_times), np.concatenate(emitted_diffs)))
-            self.output.insert(u, frontier)
+                np.concatenate(emitted_times), np.concatenate(emitted_diffs)), frontier)
+        else:
+            self.output.advance_upper(frontier)
+
+    def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
+        if len(keys):
+            self.pending_keys = np.concatenate([self.pending_keys, keys])
+            self.pending_at = np.concatenate([self.pending_at, times])
+            self._dedupe_pending()
+
+    def _publish(self, emitted: Updates, frontier: Antichain) -> None:
+        """Record output diffs ``(key, out)`` in the output trace and send the output records on."""
+        u = consolidate(emitted)
+        self.output.insert(u, frontier)
+        if len(u):
             k, o = u.data
             ids = k if self.logic.output_is_key else self.interner.pair(k, o)
             self.emit(consolidate(Updates((ids,), u.times, u.diffs)))
-        else:
-            self.output.advance_upper(frontier)
 
     def _key(self, key, ivals, itimes, idiffs, ovals, otimes, odiffs, times):
         """Output diffs ``(outs, times, diffs)`` for one key at the complete ``times`` (lex-ordered)."""
         columns = np.unique(ivals)
         acc = accumulate(ivals, itimes, idiffs, times, columns)
-        out_ids, want = self.logic.desired(key, columns, acc)
+        rows, cols = np.nonzero(acc)
+        offs = np.searchsorted(rows, np.arange(len(times) + 1))
+        pts, out_ids, counts = self.logic.evaluate(
+            np.full(len(times), key, dtype=np.int64), offs, columns[cols], acc[rows, cols])
         all_outs = np.unique(np.concatenate([out_ids, ovals]))
         desired = np.zeros((len(times), len(all_outs)), dtype=np.int64)
-        if len(out_ids):
-            desired[:, np.searchsorted(all_outs, out_ids)] = want
+        np.add.at(desired, (pts, np.searchsorted(all_outs, out_ids)), counts)
         residual = desired - accumulate(ovals, otimes, odiffs, times, all_outs)
         if times.shape[1] == 1:
             emit = np.diff(residual, axis=0, prepend=np.zeros((1, len(all_outs)), dtype=np.int64))

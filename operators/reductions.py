@@ -1,8 +1,9 @@
-"""The logic of reductions: what a key's output should be, given its input accumulated at some times.
+"""The logic of reductions: a key's desired output given its input accumulated at some times.
 
-Each logic maps ``acc`` — a ``(times, vals)`` matrix of accumulated counts for one key — to the desired
-output as a dense ``(times, outs)`` matrix over a list of output ids. Rows whose input is empty are never
-given to user code (the 2015 post's rule): their desired output is empty.
+Logic is evaluated at *points* (one key at one time) in bulk: point ``p`` has key ``keys[p]`` and the
+non-zero accumulated input counts ``counts[offs[p]:offs[p+1]]`` of the vals ``vals[...]`` (val ids, in id
+order). ``evaluate`` returns the desired output as sparse triples ``(point, out id, count)``. A point
+whose input is empty has no entries and is never shown to user code (the 2015 post's rule).
 """
 
 from __future__ import annotations
@@ -13,39 +14,46 @@ import numpy as np
 
 from .interner import Interner, sort_values
 
+Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _empty() -> Sparse:
+    e = np.empty(0, dtype=np.int64)
+    return e, e, e
+
 
 class Logic:
-    """Desired output of a reduction for one key at several times."""
+    """Desired output of a reduction at many (key, time) points."""
 
     output_is_key = False  # True: the output record is the key itself (distinct, threshold)
 
     def __init__(self, interner: Interner) -> None:
         self.interner = interner
 
-    def desired(self, key: int, vals: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        outs: dict[int, int] = {}
-        rows: list[dict[int, int]] = []
-        values = None
-        for r in range(acc.shape[0]):
-            nz = np.flatnonzero(acc[r])
-            if len(nz) == 0:
-                rows.append({})
+    def evaluate(self, keys: np.ndarray, offs: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Sparse:
+        """Per point, in Python: ``row(key, [val values], [counts]) -> {out id: count}``."""
+        pts, outs, cnts = [], [], []
+        values = self.interner.values(vals).tolist()
+        counts_l = counts.tolist()
+        for p, (key, lo, hi) in enumerate(zip(keys.tolist(), offs[:-1].tolist(), offs[1:].tolist())):
+            if hi == lo:
                 continue
-            if values is None:
-                values = self.interner.values(vals).tolist()
-            row = self.row(key, [values[i] for i in nz], acc[r, nz].tolist())
-            rows.append(row)
-            for o in row:
-                outs.setdefault(o, len(outs))
-        out_ids = np.fromiter(outs, dtype=np.int64, count=len(outs))
-        dense = np.zeros((acc.shape[0], len(outs)), dtype=np.int64)
-        for r, row in enumerate(rows):
-            for o, c in row.items():
-                dense[r, outs[o]] += c
-        return out_ids, dense
+            for o, c in self.row(key, values[lo:hi], counts_l[lo:hi]).items():
+                if c:
+                    pts.append(p)
+                    outs.append(o)
+                    cnts.append(c)
+        if not pts:
+            return _empty()
+        return (np.asarray(pts, dtype=np.int64), np.asarray(outs, dtype=np.int64), np.asarray(cnts, dtype=np.int64))
 
     def row(self, key: int, vals: list, counts: list[int]) -> dict[int, int]:
         raise NotImplementedError
+
+
+def _totals(offs: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    c = np.concatenate([[0], np.cumsum(counts)])
+    return c[offs[1:]] - c[offs[:-1]]
 
 
 class UserReduce(Logic):
@@ -60,6 +68,8 @@ class UserReduce(Logic):
         result = self.f(self.interner.value(key), [(vals[i], counts[i]) for i in order])
         out: dict[int, int] = {}
         for o, c in result:
+            if not isinstance(c, (int, np.integer)) or isinstance(c, bool):
+                raise TypeError(f"reduce logic returned a non-int count {c!r} for output {o!r}")
             if c:
                 i = self.interner.id(o)
                 out[i] = out.get(i, 0) + int(c)
@@ -69,15 +79,12 @@ class UserReduce(Logic):
 class Count(Logic):
     """``(record, multiplicity)``: one output per non-empty group."""
 
-    def desired(self, key, vals, acc):
-        total = acc.sum(axis=1)
-        nonempty = np.any(acc != 0, axis=1)
-        uniq = np.unique(total[nonempty])
+    def evaluate(self, keys, offs, vals, counts):
+        nonempty = np.flatnonzero(offs[1:] > offs[:-1])
+        total = _totals(offs, counts)[nonempty]
+        uniq, inv = np.unique(total, return_inverse=True)
         out_ids = self.interner.ids(int(s) for s in uniq.tolist())
-        dense = np.zeros((acc.shape[0], len(uniq)), dtype=np.int64)
-        rows = np.flatnonzero(nonempty)
-        dense[rows, np.searchsorted(uniq, total[rows])] = 1
-        return out_ids, dense
+        return nonempty, out_ids[inv], np.ones(len(nonempty), dtype=np.int64)
 
 
 class Threshold(Logic):
@@ -90,14 +97,16 @@ class Threshold(Logic):
         self.f = f
         self.unit = interner.id(())
 
-    def desired(self, key, vals, acc):
-        total = acc.sum(axis=1)
+    def evaluate(self, keys, offs, vals, counts):
+        total = _totals(offs, counts)
         if self.f is None:
             mult = (total > 0).astype(np.int64)
         else:
-            value = self.interner.value(key)
-            mult = np.array([int(self.f(value, int(c))) if c else 0 for c in total.tolist()], dtype=np.int64)
-        return np.array([self.unit], dtype=np.int64), mult.reshape(-1, 1)
+            values = self.interner.values(keys).tolist()
+            mult = np.array([int(self.f(v, int(c))) if c else 0 for v, c in zip(values, total.tolist())],
+                            dtype=np.int64)
+        pts = np.flatnonzero(mult)
+        return pts, np.full(len(pts), self.unit, dtype=np.int64), mult[pts]
 
 
 class Extremum(Logic):
@@ -107,18 +116,21 @@ class Extremum(Logic):
         super().__init__(interner)
         self.largest = largest
 
-    def desired(self, key, vals, acc):
-        order = np.asarray(sort_values(self.interner.values(vals).tolist()), dtype=np.int64)
-        if self.largest:
-            order = order[::-1]
-        pos = acc[:, order] > 0
-        has = pos.any(axis=1)
-        first = order[np.argmax(pos, axis=1)]
-        uniq = np.unique(first[has])
-        dense = np.zeros((acc.shape[0], len(uniq)), dtype=np.int64)
-        rows = np.flatnonzero(has)
-        dense[rows, np.searchsorted(uniq, first[rows])] = 1
-        return vals[uniq], dense
+    def evaluate(self, keys, offs, vals, counts):
+        if len(vals) == 0:
+            return _empty()
+        uniq, inv = np.unique(vals, return_inverse=True)
+        order = np.asarray(sort_values(self.interner.values(uniq).tolist()), dtype=np.int64)
+        rank = np.empty(len(uniq), dtype=np.int64)
+        rank[order] = np.arange(len(uniq)) if not self.largest else np.arange(len(uniq))[::-1]
+        big = np.iinfo(np.int64).max
+        r = np.where(counts > 0, rank[inv], big)
+        nonempty = np.flatnonzero(offs[1:] > offs[:-1])
+        best = np.minimum.reduceat(r, offs[:-1][nonempty]) if len(nonempty) else r[:0]
+        has = best < big
+        pts = nonempty[has]
+        return pts, uniq[order[best[has]] if not self.largest else order[len(uniq) - 1 - best[has]]], \
+            np.ones(len(pts), dtype=np.int64)
 
 
 class Sum(Logic):
