@@ -33,14 +33,7 @@ from .deadletter import DeadLetterWriter
 from .exceptions import KafkaError, OptionsError
 from .kafka import client_config, topic_partitions
 from .stats import Stats
-from .wire import (
-    MIN_TIME,
-    encode_output_batch,
-    encode_output_progress,
-    pack_output_update,
-    pack_record,
-    record_partition,
-)
+from .wire import MIN_TIME, encode_output_progress, encode_output_updates, pack_record, record_partition
 
 __all__ = ["OutputSpec", "KafkaSink"]
 
@@ -215,23 +208,27 @@ class KafkaSink:
             partitions = self._partitions[o.topic]
             final = self.final[o.topic]
             ostats = self.stats.output(o.name)
-            by_partition: list[list[bytes]] = [[] for _ in range(partitions)]
+            ups = updates.get(o.name, ())
+            if partitions == 1:
+                by_partition = [list(ups)]
+            else:
+                by_partition = [[] for _ in range(partitions)]
+                for u in ups:
+                    by_partition[record_partition(pack_record(u[0], o.name), partitions)].append(u)
             suppressed = 0
-            for record, t, diff in updates.get(o.name, ()):
-                packed = pack_record(record, o.name)
-                p = record_partition(packed, partitions) if partitions > 1 else 0
-                if t < final[p]:
-                    suppressed += 1
-                    continue
-                by_partition[p].append(pack_output_update(packed, t, diff))
             count = 0
             for p, entries in enumerate(by_partition):
                 if upper is not None and upper <= final[p]:
-                    continue  # the whole range is already final on this partition
+                    suppressed += len(entries)  # the whole range is already final on this partition
+                    continue
+                if final[p] > lower:  # partly final (a restart): publish only the times beyond it
+                    kept = [u for u in entries if u[1] >= final[p]]
+                    suppressed += len(entries) - len(kept)
+                    entries = kept
                 size = o.max_batch_updates
                 for i in range(0, len(entries), size):
                     chunk = entries[i : i + size]
-                    messages.append((o.topic, p, encode_output_batch(lower, upper, self.incarnation, chunk)))
+                    messages.append((o.topic, p, encode_output_updates(lower, upper, self.incarnation, chunk, o.name)))
                     ostats.messages += 1
                 messages.append((o.topic, p, encode_output_progress(lower, upper, self.incarnation, len(entries))))
                 ostats.progress_markers += 1

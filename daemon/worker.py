@@ -179,8 +179,8 @@ class Worker:
                 continue
             session = self._sessions[name]
             try:
-                for record, t, diff in updates:
-                    session.update(record, t, diff)
+                records, times, diffs = zip(*updates)
+                session.update_many(records, times, diffs)
             except Exception as exc:
                 raise WorkerError(
                     f"epoch from {self.frontier}: feeding input {name!r}: {type(exc).__name__}: {exc}"

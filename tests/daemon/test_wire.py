@@ -133,3 +133,32 @@ def test_encoding_errors_name_the_value():
         decode_output(b"\xc1")
     with pytest.raises(WireError, match="malformed"):
         decode_output(pack({"lower": 0}))
+
+
+# -- the column-wise fast path agrees with the update-by-update check ---------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_scalars = st.one_of(st.integers(-(2**64), 2**64), st.floats(allow_nan=False), st.text(max_size=3),
+                     st.binary(max_size=3), st.booleans(), st.none())
+_values = st.one_of(_scalars, st.lists(_scalars, max_size=3).map(tuple), st.dictionaries(st.text(max_size=2), _scalars, max_size=1))
+_good = st.tuples(st.tuples(st.integers(-5, 5), st.integers(-5, 5)), st.integers(-(2**63), 2**63 - 1),
+                  st.integers(-(2**63), 2**63 - 1).filter(bool))
+_item = st.one_of(_good, _good, _good, st.tuples(_values, _values, _values), st.lists(_values, max_size=4).map(tuple), _values)
+_formats = [InputFormat(), InputFormat(fields=["a", "b"]), InputFormat(fields={"a": "int", "b": "float"}),
+            InputFormat(fields={"a": "any", "b": "int"}), InputFormat(fields=["a", "b"], time_required=False)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_item, min_size=1, max_size=6), st.sampled_from(range(len(_formats))))
+def test_fast_batch_check_agrees_with_the_slow_one(items, which):
+    validator = _formats[which]._validator
+    items = tuple(items)
+    slow = [validator.check(item, i) for i, item in enumerate(items)]
+    fast = validator.check_batch(items)
+    if any(type(x).__name__ == "Malformed" for x in slow):
+        assert fast is None
+    else:
+        assert fast == slow
+        assert [tuple(map(type, d)) for d, _, _ in fast] == [tuple(map(type, d)) for d, _, _ in slow]
