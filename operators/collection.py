@@ -121,14 +121,12 @@ class Collection:
 
     def join(self, other, *, _arranged=None) -> Collection:
         """``(key, (v1, v2))`` for every pair of records with equal keys."""
-        interner = self.dataflow.interner
-        return self._join(other, lambda k, a, b: interner.make(lambda x, y, z: (x, (y, z)), k, a, b),
-                          False, "join", _arranged)
+        build = self.dataflow.interner.builder(lambda x, y, z: (x, (y, z)))
+        return self._join(other, build, False, "join", _arranged)
 
     def join_map(self, other, f: Callable, *, _arranged=None) -> Collection:
         """``f(key, v1, v2)`` for every pair of records with equal keys."""
-        interner = self.dataflow.interner
-        return self._join(other, lambda k, a, b: interner.make(f, k, a, b), False, "join_map", _arranged)
+        return self._join(other, self.dataflow.interner.builder(f), False, "join_map", _arranged)
 
     def semijoin(self, keys, *, _arranged=None) -> Collection:
         """Records whose key is in ``keys`` (multiplicities multiply)."""

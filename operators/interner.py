@@ -8,11 +8,12 @@ per distinct record.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from .errors import ShapeError
+from .memo import MAX_ID, SHIFT, Memo, pack
 
 
 class Interner:
@@ -25,6 +26,7 @@ class Interner:
         self._filled = 0  # how many of _values are copied into _array
         self._key_of = np.empty(0, dtype=np.int64)
         self._val_of = np.empty(0, dtype=np.int64)
+        self._pairs = Memo(self._make_pairs)
 
     def __len__(self) -> int:
         return len(self._values)
@@ -87,14 +89,39 @@ class Interner:
 
     def pair(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Ids of the records ``(key, val)`` for id columns ``keys`` and ``vals``."""
-        kv = self.values(keys)
-        vv = self.values(vals)
+        return self._pairs(pack(keys, vals))
+
+    def _make_pairs(self, codes: np.ndarray) -> np.ndarray:
+        kv = self.values(codes >> SHIFT)
+        vv = self.values(codes & MAX_ID)
         return self.ids(zip(kv.tolist(), vv.tolist()))
 
     def make(self, builder, *columns: np.ndarray) -> np.ndarray:
-        """Ids of ``builder(*values)`` over value columns given as id arrays."""
+        """Ids of ``builder(*values)`` over value columns given as id arrays (no memo)."""
         cols = [self.values(c).tolist() for c in columns]
         return self.ids(builder(*row) for row in zip(*cols))
+
+    def builder(self, f) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+        """A memoized ``(keys, left vals, right vals) -> ids of f(key, left, right)`` (f deterministic).
+
+        ``(key, left)`` pairs get dense ids of their own, so both memo codes fit in an int64."""
+        lefts: list[np.ndarray] = []  # chunks of (key, left) codes, indexed by their dense id
+
+        def number_lefts(codes: np.ndarray) -> np.ndarray:
+            start = sum(len(c) for c in lefts)
+            lefts.append(codes)
+            return np.arange(start, start + len(codes), dtype=np.int64)
+
+        def compute(codes: np.ndarray) -> np.ndarray:
+            if len(lefts) > 1:
+                lefts[:] = [np.concatenate(lefts)]
+            kl = lefts[0][codes >> SHIFT]
+            cols = [self.values(kl >> SHIFT).tolist(), self.values(kl & MAX_ID).tolist(),
+                    self.values(codes & MAX_ID).tolist()]
+            return self.ids(f(*row) for row in zip(*cols))
+
+        left, full = Memo(number_lefts), Memo(compute)
+        return lambda keys, a, b: full(pack(left(pack(keys, a)), b))
 
     def _grow_split(self) -> None:
         n = len(self._values)

@@ -15,6 +15,7 @@ from .batch import Updates, concat, consolidate
 from .frontier import Antichain
 from .graph import Node, Scope
 from .lattice import to_scalar
+from .memo import Memo
 
 
 class Linear(Node):
@@ -42,25 +43,36 @@ class Negate(Linear):
 
 
 class Map(Linear):
+    """``f(record)`` for every record; ``f`` must be deterministic (it is called once per distinct record)."""
+
     def __init__(self, scope: Scope, f: Callable) -> None:
         super().__init__(scope, name="map")
         self.f = f
+        self.memo = Memo(self._compute)
+
+    def _compute(self, ids: np.ndarray) -> np.ndarray:
+        f = self.f
+        return self.interner.ids(f(v) for v in self.interner.values(ids).tolist())
 
     def apply(self, u: Updates) -> Updates:
-        f = self.f
-        return u.with_data(self.interner.ids(f(v) for v in self.interner.values(u.data[0]).tolist()))
+        return u.with_data(self.memo(u.data[0]))
 
 
 class Filter(Linear):
+    """Records for which ``p(record)`` is true; ``p`` must be deterministic."""
+
     def __init__(self, scope: Scope, p: Callable) -> None:
         super().__init__(scope, name="filter")
         self.p = p
+        self.memo = Memo(self._compute)
+
+    def _compute(self, ids: np.ndarray) -> np.ndarray:
+        p = self.p
+        vals = self.interner.values(ids).tolist()
+        return np.fromiter((bool(p(v)) for v in vals), dtype=np.int64, count=len(vals))
 
     def apply(self, u: Updates) -> Updates:
-        p = self.p
-        vals = self.interner.values(u.data[0]).tolist()
-        keep = np.fromiter((bool(p(v)) for v in vals), dtype=bool, count=len(vals))
-        return u.take(keep)
+        return u.take(self.memo(u.data[0]).astype(bool))
 
 
 class FlatMap(Linear):
