@@ -149,7 +149,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     demo.add_argument("--edges", type=int, default=2000, help="edges in the sliding window")
     demo.add_argument("--roots", type=int, default=10, help="roots 0..R-1 of the reachability")
     demo.add_argument("--rate", type=float, default=200.0, help="edge changes per second (0: as fast as possible)")
-    demo.add_argument("--max-pending", type=int, default=1000, metavar="N",
+    demo.add_argument("--max-pending", type=int, default=100, metavar="N",
                       help="never more than N changes sent and not yet final (the generator waits)")
     demo.add_argument("--catch-up", type=float, default=120.0, metavar="SECONDS",
                       help="after the last change, wait this long for its output to be final")

@@ -128,11 +128,14 @@ class LiveView:
         self._drawn = 0
         self._last = 0.0
 
+    def due(self) -> bool:
+        """Time to redraw (10 per second on a terminal, one line per second otherwise)?"""
+        return not self.quiet and time.monotonic() - self._last >= (0.1 if self.tty else 1.0)
+
     def render(self, reach: Counter[int], status: str) -> None:
-        now = time.monotonic()
-        if self.quiet or now - self._last < (0.1 if self.tty else 1.0):
+        if not self.due():
             return
-        self._last = now
+        self._last = time.monotonic()
         if not self.tty:
             print(status, file=self.out, flush=True)
             return
@@ -256,7 +259,7 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
     stream = EdgeStream(args.nodes, args.edges, seed=args.seed, changes=args.max_updates)
     tracker = LatencyTracker()
     view = LiveView(roots, out=out, quiet=args.quiet)
-    stop = threading.Event()
+    interrupts: list[float] = []  # Ctrl-C once: stop sending and wait for the output; twice: quit now
     with contextlib.ExitStack() as stack:
         if args.bootstrap:
             bootstrap = args.bootstrap
@@ -283,7 +286,7 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
         generator = _Generator(stream, lambda: UpdateProducer(edges_topic, options), tracker, args.rate, args.max_updates,
                                config.epoch.resolution_ns or 1, max_pending=args.max_pending)
         feeder = threading.Thread(target=generator.run, name="ddflow-demo-generator", daemon=True)
-        stack.enter_context(on_signals(stop.set))
+        stack.enter_context(on_signals(lambda: interrupts.append(time.monotonic())))
         feeder.start()
 
         results = stack.enter_context(ResultClient(result_topic, options))
@@ -297,20 +300,29 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
                 tracker.final_below(frontier, time.time_ns())
                 for (root, _node), _t, diff in change.updates:
                     reach[root] += diff
-            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            if (interrupts or (deadline is not None and time.monotonic() >= deadline)) \
+                    and not generator.stop.is_set():
                 generator.stop.set()
-            if generator.error is not None or service.failure is not None:
+                if interrupts:
+                    print("\nstopping: waiting for the last changes to be final (Ctrl-C again to quit now)",
+                          file=out, flush=True)
+            if len(interrupts) > 1 or generator.error is not None or service.failure is not None:
                 break
             if generator.done.is_set() and _final(frontier, generator.last_time):
                 break
             if generator.done.is_set() and time.monotonic() - generator.finished > args.catch_up:
                 break  # the daemon did not catch up in time: reported below
-            elapsed = time.monotonic() - started
-            p50, p99 = tracker.percentiles(50, 99)
-            view.render(reach, f"{elapsed:6.1f} s | changes sent {generator.changes:,} "
-                               f"({generator.changes / max(elapsed, 1e-9):,.0f}/s) | final {len(tracker.latencies):,} "
-                               f"| pairs {sum(reach.values()):,} | latency p50 {_ms(p50)} p99 {_ms(p99)} "
-                               f"| {server.url}/metrics")
+            if view.due():
+                elapsed = time.monotonic() - started
+                p50, p99 = tracker.percentiles(50, 99)
+                view.render(reach, f"{elapsed:6.1f} s | changes sent {generator.changes:,} "
+                                   f"({generator.changes / max(elapsed, 1e-9):,.0f}/s) | final "
+                                   f"{len(tracker.latencies):,} | pairs {sum(reach.values()):,} | latency p50 "
+                                   f"{_ms(p50)} p99 {_ms(p99)} | {server.url}/metrics")
+        if len(interrupts) > 1:
+            print(f"interrupted: {generator.changes:,} changes sent, {len(tracker.latencies):,} final; "
+                  "no final check", file=out, flush=True)
+            return 130
         feeder.join(30)
         return _summary(out, generator, service, tracker, results.view, reach, stream, roots, frontier)
 

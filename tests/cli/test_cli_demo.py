@@ -63,3 +63,25 @@ def test_demo_with_max_updates_on_the_broker_from_kafka_bootstrap(kafka_broker: 
     assert f"broker: {kafka_broker.bootstrap} (from --bootstrap/KAFKA_BOOTSTRAP)" in result.stdout
     assert "changes: 60 edge changes" in result.stdout
     assert "check: the result view equals a breadth-first search over the final window: OK" in result.stdout
+
+
+def test_demo_ctrl_c_stops_sending_waits_for_the_output_and_checks_it(kafka_broker: EmbeddedBroker) -> None:
+    import signal
+
+    env = {**os.environ, "KAFKA_BOOTSTRAP": kafka_broker.bootstrap}
+    process = subprocess.Popen([DDFLOW, "--log-level", "WARNING", "demo", *SMALL, "--rate", "20"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if re.search(r"changes sent [1-9]", line):  # running and sending
+                break
+        process.send_signal(signal.SIGINT)
+        out = process.communicate(timeout=300)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, out
+    assert "stopping: waiting for the last changes to be final" in out
+    assert "check: the result view equals a breadth-first search over the final window: OK" in out
