@@ -94,20 +94,22 @@ def test_iterate_with_signed_multiplicities_inside(srcs):
     check_pipeline(pipeline, srcs)
 
 
+def two_core(graph):
+    """The 2-core of a directed graph: keep removing edges whose source has out-degree < 2 or
+    whose destination has in-degree < 2. Later rounds retract what earlier rounds produced."""
+
+    def body(e):
+        out_ok = e.map(lambda x: x[0]).count().filter(lambda nc: nc[1] >= 2).map(lambda nc: nc[0])
+        in_ok = e.map(lambda x: x[1]).count().filter(lambda nc: nc[1] >= 2).map(lambda nc: nc[0])
+        kept = e.semijoin(out_ok).map(lambda x: (x[1], x[0])).semijoin(in_ok)
+        return kept.map(lambda x: (x[1], x[0]))
+
+    return graph.distinct().iterate(body)
+
+
 @given(sources(edges, **GRAPH))
 def test_iterate_pruning_with_count_in_the_body(srcs):
-    # The 2-core of the directed graph: keep removing edges whose source has out-degree < 2 or
-    # whose destination has in-degree < 2. Later rounds retract what earlier rounds produced.
-    def pipeline(g):
-        def body(e):
-            out_ok = e.map(lambda x: x[0]).count().filter(lambda nc: nc[1] >= 2).map(lambda nc: nc[0])
-            in_ok = e.map(lambda x: x[1]).count().filter(lambda nc: nc[1] >= 2).map(lambda nc: nc[0])
-            kept = e.semijoin(out_ok).map(lambda x: (x[1], x[0])).semijoin(in_ok)
-            return kept.map(lambda x: (x[1], x[0]))
-
-        return g.distinct().iterate(body)
-
-    check_pipeline(pipeline, srcs)
+    check_pipeline(two_core, srcs)
 
 
 def nested_reachability(roots, graph):
@@ -128,6 +130,31 @@ def nested_reachability(roots, graph):
 @given(sources(edges, 2, **GRAPH))
 def test_doubly_nested_reachability(srcs):
     check_pipeline(lambda r, g: nested_reachability(r.map(lambda e: e[0]), g), srcs)
+
+
+def nested_reachability_entered(roots, graph):
+    """The same doubly nested loop, entering every outer collection explicitly."""
+    edges_ = graph.distinct()
+    start = roots.distinct()
+
+    def outer(frontier):
+        def inner(reach):
+            return (
+                edges_.enter(reach.scope)
+                .semijoin(reach)
+                .map(lambda e: e[1])
+                .concat(frontier.enter(reach.scope))
+                .distinct()
+            )
+
+        return frontier.iterate(inner).concat(start.enter(frontier.scope)).distinct()
+
+    return start.iterate(outer)
+
+
+@given(sources(edges, 2, **GRAPH))
+def test_doubly_nested_reachability_entered_explicitly(srcs):
+    check_pipeline(lambda r, g: nested_reachability_entered(r.map(lambda e: e[0]), g), srcs)
 
 
 def _propagate(edges_, nodes_):

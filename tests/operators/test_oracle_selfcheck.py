@@ -18,9 +18,11 @@ from oracle import Bag, OracleError, evaluate
 from test_oracle_iterate import (
     connected_components,
     nested_reachability,
+    nested_reachability_entered,
     reachability,
     reachability_entered,
     strongly_connected,
+    two_core,
 )
 
 # -- oracle -----------------------------------------------------------------------------------
@@ -98,6 +100,7 @@ def test_reachability_and_components_on_a_small_graph():
     assert reachability(roots, Bag(GRAPH)).counts == expected
     assert reachability_entered(roots, Bag(GRAPH)).counts == expected
     assert nested_reachability(roots, Bag(GRAPH)).counts == expected
+    assert nested_reachability_entered(roots, Bag(GRAPH)).counts == expected
     labels = connected_components(Bag(GRAPH)).counts
     assert labels == {(n, 0): 1 for n in range(4)} | {(4, 4): 1, (5, 4): 1}
 
@@ -111,6 +114,15 @@ def test_strongly_connected_components_on_a_small_graph():
         (4, 5): 1,
         (5, 4): 1,
     }
+
+
+def test_two_core_on_a_small_graph():
+    # Round 1 drops (3,0) (source out-degree 1) and (1,4) (destination in-degree 1); then (1,2)
+    # and (2,0), then (0,2) and (2,1), then (0,1): the pruning cascades to nothing.
+    graph = Bag({(0, 1): 1, (1, 2): 1, (2, 0): 1, (0, 2): 1, (2, 1): 1, (3, 0): 1, (1, 4): 1})
+    assert two_core(graph).counts == {}
+    both_ways = Bag({(a, b): 1 for a in range(3) for b in range(3) if a != b})
+    assert two_core(both_ways.concat(Bag({(3, 0): 1}))).counts == both_ways.counts
 
 
 def test_evaluate_returns_each_output():
