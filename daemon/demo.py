@@ -170,9 +170,11 @@ class _Generator:
     error: BaseException | None = None
     finished: float = 0.0
     producer: Any = None
+    promised: int = 0  # the last progress marker sent
 
     def _now(self, after: int) -> int:
-        return max(time.time_ns(), after + 1)
+        """The next change's time: the wall clock, after the previous one and the progress promised."""
+        return max(time.time_ns(), after + 1, self.promised)
 
     def run(self) -> None:
         try:
@@ -213,11 +215,13 @@ class _Generator:
                 self._advance(t)
             else:
                 self.stop.wait(0.005 if self.rate <= 0 else min(0.005, 1.0 / self.rate))
-        # the last epoch closes once the frontier passes its resolution boundary
-        self._advance(t + self.resolution_ns)
+        self._advance(t)
 
     def _advance(self, t: int) -> None:
-        self.producer.advance_to(t + 1)
+        """Promise the rest of ``t``'s epoch: with fixed epochs the daemon can then close it at once
+        instead of waiting for a later change to cross the boundary (later changes get later times)."""
+        self.promised = (t // self.resolution_ns + 1) * self.resolution_ns
+        self.producer.advance_to(self.promised)
         self.producer.flush()
 
 
