@@ -196,8 +196,8 @@ class Worker:
         frontier = self.source.frontier()
         self.stats.input_frontier = frontier
         opened_for = time.monotonic() - self._epoch_opened
-        if force:
-            upper = self.epoch_policy.next_upper(frontier, self.frontier, 1 << 62, float("inf"))
+        if force:  # stopping: publish everything complete, off the epoch grid if need be
+            upper = frontier if frontier is not None and frontier > self.frontier else None
         else:
             upper = self.epoch_policy.next_upper(frontier, self.frontier, self._epoch_records, opened_for)
         return None if upper is None else self._close_epoch(upper)
@@ -259,8 +259,9 @@ class Worker:
         until: int | None = None,
     ) -> int:
         """Step until stopped (`stop()` or ``stop_event``), ``timeout`` seconds pass, ``count``
-        epochs were published, or the output frontier reaches ``until``. On stop, what is
-        complete is published first. Returns the number of epochs published. A worker that
+        epochs were published, or the output frontier reaches ``until``. On stop, every complete
+        time is published first (a last epoch up to the exact input frontier, even between two
+        boundaries of a fixed resolution). Returns the number of epochs published. A worker that
         `run` opened is closed when it returns."""
         opened_here = not self._open
         self.open()

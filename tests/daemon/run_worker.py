@@ -1,7 +1,7 @@
 """A worker process for the signal tests: ``python run_worker.py '<json spec>'``.
 
 The spec names the broker, the flow in `flows`, the inputs/outputs and the epoch policy. The
-process prints ``ready`` once open, ``frontier <t>`` after every epoch and ``exit <t>`` when it stops on SIGTERM.
+process prints ``ready`` once open, ``input <t>`` when its input frontier moves, ``frontier <t>`` after every epoch and ``exit <t>`` when it stops on SIGTERM.
 With ``die_after_batches: n`` it SIGKILLs itself right after producing its n-th output batch
 (flushed, so the broker holds it) - in the middle of an epoch's transaction, before its markers.
 """
@@ -39,6 +39,7 @@ def main() -> None:
         max_poll_messages=spec.get("max_poll_messages", 10_000),
     )
     worker.stats.on_epoch(lambda report: print(f"frontier {report.upper}", flush=True))
+    report_input_frontier(worker)
     if spec.get("die_after_batches"):
         die_in_the_middle_of_an_epoch(worker, spec["die_after_batches"])
     stop_on_signals(worker)
@@ -46,6 +47,20 @@ def main() -> None:
     print("ready", flush=True)
     worker.run()
     print(f"exit {worker.frontier}", flush=True)
+
+
+def report_input_frontier(worker: Worker) -> None:
+    step = worker.step
+    last = [None]
+
+    def step_and_report():  # type: ignore[no-untyped-def]
+        report = step()
+        if worker.stats.input_frontier != last[0]:
+            last[0] = worker.stats.input_frontier
+            print(f"input {last[0]}", flush=True)
+        return report
+
+    worker.step = step_and_report  # type: ignore[method-assign]
 
 
 def die_in_the_middle_of_an_epoch(worker: Worker, batches: int) -> None:

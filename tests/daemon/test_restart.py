@@ -57,6 +57,7 @@ class WorkerProcess:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.frontier: int | None = None
+        self.input_frontier: int | None = None
         self.exit_frontier: int | None = None
         self.stderr = ""
         threading.Thread(target=self._read, daemon=True).start()
@@ -68,6 +69,8 @@ class WorkerProcess:
             kind, _, value = line.strip().partition(" ")
             if kind == "ready":
                 self.ready = True
+            elif kind == "input":
+                self.input_frontier = None if value == "None" else int(value)
             elif kind == "frontier":
                 self.frontier = int(value)
             elif kind == "exit":
@@ -217,11 +220,23 @@ def test_sigterm_publishes_what_is_complete_and_exits_0(kafka_options, topics):
             producers[name].send(record, t, diff)
         pa.advance_to(6 * STEP)
         pb.advance_to(6 * STEP)
-    worker.wait_frontier(6 * STEP)
+        worker.wait_frontier(6 * STEP)
+        # one more update and a promise between two epoch boundaries (the resolution is 100 ns)
+        pa.insert((1, 1), 6 * STEP + 5)
+        stream.append(("a", (1, 1), 6 * STEP + 5, 1))
+        pa.advance_to(6 * STEP + 17)
+        pb.advance_to(6 * STEP + 17)
+        pa.flush()
+        pb.flush()
+    deadline = time.monotonic() + 30
+    while worker.input_frontier != 6 * STEP + 17:
+        assert time.monotonic() < deadline, f"input frontier {worker.input_frontier}"
+        time.sleep(0.01)
+    assert worker.frontier == 6 * STEP  # the epoch [6000, 6100) is not closed ...
     assert worker.terminate() == 0, worker.stderr[-2000:]
-    assert worker.exit_frontier == 6 * STEP
+    assert worker.exit_frontier == 6 * STEP + 17  # ... but stopping publishes every complete time
     captures = oracle(join_count, by_input(stream), INPUTS)
     with ResultClient(topics["joined"], kafka_options) as client:
-        assert client.wait_for(6 * STEP, timeout=30)
+        assert client.wait_for(6 * STEP + 17, timeout=30)
         client.catch_up()
-        assert client.frontier == 6 * STEP and client.view == captures["joined"].at(6 * STEP - 1)
+        assert client.frontier == 6 * STEP + 17 and client.view == captures["joined"].at(6 * STEP + 16)
