@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.progress import EpochPolicy
 from ddflow.daemon.results import ResultClient
 from ddflow.daemon.wire import MIN_TIME
 from flows import INPUTS, OUTPUTS, join_count, oracle

@@ -131,20 +131,27 @@ class Background:
             raise self.error
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_explicit_policy_view_equals_engine_at_every_frontier(kafka_options, topics, seed):
+@pytest.mark.parametrize("seed,transactions", [(1, "auto"), (2, False)])
+def test_explicit_policy_view_equals_engine_at_every_frontier(kafka_options, topics, seed, transactions):
     stream = random_stream(seed, steps=12, per_step=40)
     end = produce(kafka_options, topics, stream)
-    worker = make_worker(kafka_options, topics, max_poll_messages=7)
+    worker = make_worker(kafka_options, topics, max_poll_messages=7, transactions=transactions)
     epochs = worker.run(until=end, timeout=120)
     assert worker.frontier == end and epochs >= 5
+    assert worker.sink.transactional is (transactions == "auto")
     captures = oracle(join_count, by_input(stream), INPUTS)
     moves = assert_views_follow(kafka_options, topics, captures, end)
     assert min(moves.values()) >= 5
     stats = worker.stats
     assert stats.input("a").updates + stats.input("b").updates == len(stream)
     assert stats.input("a").late == {"advance": 0, "reject": 0}
-    assert sum(r.updates_out["joined"] for r in [stats.last_epoch]) >= 0 and stats.epochs == epochs
+    assert stats.epochs == epochs and stats.output("joined").updates == sum(len(c) for c in [captures["joined"].updates])
+    # the input offsets were committed with the epochs (in the transaction, or after the flush)
+    from confluent_kafka import Consumer, TopicPartition
+    probe = Consumer({**kafka_options, "group.id": f"g-{topics['a']}"})
+    committed = probe.committed([TopicPartition(topics["a"], p) for p in range(3)], timeout=10)
+    probe.close()
+    assert sum(tp.offset for tp in committed) == sum(p.offset for p in stats.input("a").partitions.values())
 
 
 def test_variable_epochs_by_record_count_and_deadline(kafka_options, topics):
@@ -184,7 +191,7 @@ def test_reclock_policy_assigns_arrival_times(kafka_options, topics):
     started = time.time_ns()
     with Background(worker) as bg:
         with UpdateProducer(topics["a"], kafka_options) as pa, UpdateProducer(topics["b"], kafka_options) as pb:
-            for burst in range(6):
+            for _burst in range(6):
                 for _ in range(30):
                     name, producer = rng.choice([("a", pa), ("b", pb)])
                     producer.send((rng.randrange(5), rng.randrange(3)), 0, rng.choice([1, 1, -1]))
