@@ -49,8 +49,9 @@ def resolve_dataflow(config: Config) -> Callable[..., Any]:
             ) from exc
     if not callable(target):
         raise ConfigError.one(config.source, KEY, f"{config.dataflow.function!r} is not callable")
-    _check_signature(config, target)
-    return target
+    function: Callable[..., Any] = target
+    _check_signature(config, function)
+    return function
 
 
 def _check_signature(config: Config, function: Callable[..., Any]) -> None:

@@ -323,7 +323,8 @@ def _produce(args: argparse.Namespace) -> int:
                 updates = [item] if single or not isinstance(item, list) else item
                 for update in updates:
                     if not isinstance(update, list) or len(update) != 3:
-                        raise WireError(f"expected [data, time_ns, diff] or {{\"progress\": time_ns}}, got {update!r:.200}")
+                        raise WireError('expected [data, time_ns, diff] or {"progress": time_ns}, '
+                                        f"got {update!r:.200}")
                     data, time, diff = update
                     producer.send(data, time, diff)
                     last_time = time if last_time is None else max(last_time, time)

@@ -68,7 +68,7 @@ def reachable_pairs(edges: list[tuple[int, int]], roots: range) -> set[tuple[int
     adjacency: dict[int, set[int]] = defaultdict(set)
     for src, dst in edges:
         adjacency[src].add(dst)
-    pairs = set()
+    pairs: set[tuple[int, int]] = set()
     for root in roots:
         seen = {root}
         frontier = [root]
@@ -287,7 +287,8 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
         stack.callback(daemon.join, 60)
         stack.callback(service.stop)
 
-        generator = _Generator(stream, lambda: UpdateProducer(edges_topic, options), tracker, args.rate, args.max_updates,
+        generator = _Generator(stream, lambda: UpdateProducer(edges_topic, options), tracker, args.rate,
+                               args.max_updates,
                                config.epoch.resolution_ns or 1, max_pending=args.max_pending)
         feeder = threading.Thread(target=generator.run, name="ddflow-demo-generator", daemon=True)
         stack.enter_context(on_signals(lambda: interrupts.append(time.monotonic())))

@@ -193,7 +193,8 @@ class _SnapshotCollector(Collector):
         for (name, policy), value in sorted(late_series.items()):
             late.add_metric([name, policy], value)
 
-        dead = CounterMetricFamily("ddflow_dead_letters", "Messages sent to the dead-letter topic, by input and reason.",
+        dead = CounterMetricFamily("ddflow_dead_letters",
+                                   "Messages sent to the dead-letter topic, by input and reason.",
                                    labels=["input", "reason"])
         dead_series = {(name, reason): 0 for name in o.inputs for reason in o.dead_letter_reasons}
         dead_series.update(s.dead_letters)
@@ -290,7 +291,7 @@ class BulkHistogram(Collector):
             cumulative = np.cumsum(self._counts)
             total = self._sum
         family = HistogramMetricFamily(self.name, self.documentation, labels=[])
-        buckets = [(_le(b), int(c)) for b, c in zip(self.bounds, cumulative[:-1])]
+        buckets = [(_le(b), int(c)) for b, c in zip(self.bounds, cumulative[:-1], strict=True)]
         buckets.append(("+Inf", int(cumulative[-1])))
         family.add_metric([], buckets, total)
         return [family]
