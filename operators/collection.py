@@ -58,6 +58,12 @@ class Collection:
         base = other.collection if isinstance(other, Arranged) else other
         return base.enter(self.scope)
 
+    def _innermost(self, other) -> Collection:
+        """This collection, entered into ``other``'s scope when that is nested inside this one's."""
+        if other.scope is not self.scope and self.scope in other.scope.ancestors():
+            return self.enter(other.scope)
+        return self
+
     # -- linear ----------------------------------------------------------------------------------
     def map(self, f: Callable) -> Collection:
         return self._then(linear.Map(self.scope, f))
@@ -78,6 +84,10 @@ class Collection:
         return self._then(linear.Consolidate(self.scope, name="consolidate"))
 
     def concat(self, *others: Collection) -> Collection:
+        for o in others:
+            me = self._innermost(o)
+            if me is not self:
+                return me.concat(*others)
         node = linear.Concat(self.scope, ports=1 + len(others), name="concat")
         self.node.connect(node, 0)
         for i, o in enumerate(others, 1):
@@ -115,6 +125,9 @@ class Collection:
 
     # -- joins -----------------------------------------------------------------------------------
     def _join(self, other, output, by_self: bool, name: str, _arranged=None) -> Collection:
+        me = self._innermost(other)
+        if me is not self:
+            return me._join(other, output, by_self, name)
         left = self._arranged_as(_arranged, False)
         right = self._other(other, by_self)
         return Collection(Join(self.scope, left.node, right.node, output, name=name))
@@ -135,7 +148,7 @@ class Collection:
 
     def antijoin(self, keys, *, _arranged=None) -> Collection:
         """Records whose key is not in ``keys``: ``self - semijoin(keys)``."""
-        return self.concat(self.semijoin(keys, _arranged=_arranged).negate())
+        return self._innermost(keys).concat(self.semijoin(keys, _arranged=_arranged).negate())
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, logic: Logic, by_self: bool, name: str, _arranged=None) -> Collection:
