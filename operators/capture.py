@@ -70,4 +70,6 @@ class Capture(Node):
 
     def _as_list(self, u: Updates) -> list[tuple[object, object, int]]:
         recs = self.interner.values(u.data[0]).tolist()
+        if u.depth == 1:
+            return list(zip(recs, u.times[:, 0].tolist(), u.diffs.tolist()))
         return [(r, to_scalar(t), d) for r, t, d in zip(recs, u.times.tolist(), u.diffs.tolist())]

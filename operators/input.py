@@ -41,20 +41,42 @@ class InputNode(Node):
         self.records: list[object] = []
         self.times: list[int] = []
         self.diffs: list[int] = []
+        self.chunks: list[tuple[list, np.ndarray, np.ndarray]] = []  # from update_many
+
+    def _flush(self) -> None:
+        if self.records:
+            self.chunks.append((self.records, np.asarray(self.times, dtype=np.int64),
+                                np.asarray(self.diffs, dtype=np.int64)))
+            self.records, self.times, self.diffs = [], [], []
 
     def step(self, frontier: Antichain) -> None:
-        if self.records:
-            ids = self.interner.ids(self.records)
-            u = Updates(
-                (ids,),
-                np.asarray(self.times, dtype=np.int64).reshape(-1, 1),
-                np.asarray(self.diffs, dtype=np.int64),
-            )
-            self.records, self.times, self.diffs = [], [], []
-            self.emit(u)
+        self._flush()
+        if self.chunks:
+            records = [r for c in self.chunks for r in c[0]]
+            times = np.concatenate([c[1] for c in self.chunks]).reshape(-1, 1)
+            diffs = np.concatenate([c[2] for c in self.chunks])
+            self.chunks = []
+            self.emit(Updates((self.interner.ids(records),), times, diffs))
 
     def pending_times(self) -> np.ndarray:
-        return np.asarray(self.times, dtype=np.int64).reshape(-1, 1)
+        self._flush()
+        parts = [c[1] for c in self.chunks]
+        return np.concatenate(parts).reshape(-1, 1) if parts else np.empty((0, 1), dtype=np.int64)
+
+
+def _int_column(values, what: str, error: type[Exception]) -> np.ndarray:
+    """``values`` as an int64 column, or ``error`` naming the first value that is not an int64."""
+    arr = np.asarray(values)
+    if arr.ndim == 1 and (arr.dtype.kind in "iu" or len(arr) == 0):
+        if arr.dtype.kind == "u" and len(arr) and arr.max() > T_MAX:
+            raise error(f"{what} {int(arr.max())} is outside int64")
+        return arr.astype(np.int64)
+    for v in (values.tolist() if isinstance(values, np.ndarray) else values):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise error(f"{what} must be an int, got {v!r}")
+        if not T_MIN <= int(v) <= T_MAX:
+            raise error(f"{what} {int(v)} is outside int64")
+    raise error(f"{what}s must be a flat sequence of ints")
 
 
 class InputSession:
@@ -94,9 +116,25 @@ class InputSession:
         node.diffs.append(d)
 
     def update_many(self, records, times, diffs) -> None:
-        """Many updates at once (validated as a batch)."""
-        for r, t, d in zip(records, times, diffs, strict=True):
-            self.update(r, int(t), int(d))
+        """Many updates at once, validated as whole columns; all are rejected if any is invalid."""
+        records = list(records)
+        t = _int_column(times, "time", TimeError)
+        d = _int_column(diffs, "diff", DiffError)
+        if not len(records) == len(t) == len(d):
+            raise ValueError(f"update_many: {len(records)} records, {len(t)} times, {len(d)} diffs")
+        if self._frontier is None:
+            raise GraphError(f"input {self.name!r} is closed; cannot update")
+        if len(t) == 0:
+            return
+        if (d == 0).any():
+            i = int(np.flatnonzero(d == 0)[0])
+            raise DiffError(f"diff must be non-zero, got 0 for record {records[i]!r}")
+        if t.min() < self._frontier:
+            i = int(np.argmin(t))
+            raise TimeError(f"input {self.name!r}: time {int(t[i])} of record {records[i]!r} is behind "
+                            f"the input frontier {self._frontier}")
+        self._node._flush()
+        self._node.chunks.append((records, t, d))
 
     def advance_to(self, time: int) -> None:
         t = check_time(time, "advance_to time")
