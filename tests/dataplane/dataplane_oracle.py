@@ -19,7 +19,7 @@ from ddflow.operators.frontier import Antichain
 
 R = 4  # coordinates of drawn times are in [0, R]
 
-dataplane = settings(deadline=None, max_examples=150)  # per test: never a global profile
+dataplane = settings(deadline=None, max_examples=100)  # per test: never a global profile
 
 
 def grid(depth: int) -> list[tuple[int, ...]]:
