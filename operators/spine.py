@@ -84,6 +84,7 @@ class Spine:
         self._logical_holds = MutableAntichain()
         self._physical_holds = MutableAntichain()
         self._since = Antichain([(T_MIN,) * depth])
+        self._compacted = Antichain([(T_MIN,) * depth])  # join of every frontier a merge has advanced to
         self.merge_work = 0
 
     # -- readers ---------------------------------------------------------------------------------
@@ -91,9 +92,13 @@ class Spine:
         return TraceHandle(self)
 
     def logical_frontier(self) -> Antichain:
-        """How far merges may advance times: the meet of readers' holds (the upper if none)."""
+        """How far merges may advance times: the meet of readers' holds.
+
+        With no reader, the upper joined with every frontier merges have already advanced to (a
+        dropped reader may have compacted past the upper), so a new handle starts where the trace is exact.
+        """
         if self._logical_holds.is_empty():
-            return self.upper
+            return _frontier_join(self.upper, self._compacted)
         return self._logical_holds.frontier()
 
     def physical_frontier(self) -> Antichain:
@@ -146,7 +151,9 @@ class Spine:
                 and older.desc.upper.dominates(physical)
                 and newer.desc.upper.dominates(physical)
             ):
-                self.items[j - 1 : j + 1] = [Merge(older, newer, self.logical_frontier())]
+                frontier = self.logical_frontier()
+                self._compacted = _frontier_join(self._compacted, frontier)
+                self.items[j - 1 : j + 1] = [Merge(older, newer, frontier)]
                 started = True
                 j -= 2
             else:
@@ -191,6 +198,11 @@ class Spine:
             "bytes": sum(b.nbytes() for b in batches),
             "merge_work": self.merge_work + sum(m.work_done for m in self.items if isinstance(m, Merge)),
         }
+
+
+def _frontier_join(a: Antichain, b: Antichain) -> Antichain:
+    """The frontier of times beyond both ``a`` and ``b``: minimal joins of their elements."""
+    return Antichain(tuple(max(x, y) for x, y in zip(e, f)) for e in a for f in b)
 
 
 class TraceCursor:
