@@ -59,9 +59,6 @@ class Loop(Node):
         own = super().pending_times()
         return np.concatenate([times[:, :-1], own[:, :-1]]) if len(own) else times[:, :-1]
 
-    def arrangements(self):
-        for node in self.inner.nodes:
-            yield from node.arrangements()
 
 
 class Feedback(Node):

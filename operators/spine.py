@@ -122,9 +122,10 @@ class Spine:
 
     def _maintain(self, fuel: int) -> None:
         while True:
+            frontier = self.logical_frontier()
             for item in reversed(self.items):
                 if isinstance(item, Merge):
-                    item.work(fuel)
+                    item.work(fuel, frontier)
             changed = False
             for i, item in enumerate(self.items):
                 if isinstance(item, Merge) and item.done:

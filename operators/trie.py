@@ -120,7 +120,7 @@ class Merge:
     """A merge in progress of two adjacent batches, advanced to ``frontier`` and consolidated by key range."""
 
     def __init__(self, older: TrieBatch, newer: TrieBatch, frontier: Antichain) -> None:
-        self.older, self.newer, self.frontier = older, newer, frontier
+        self.older, self.newer, self.frontier = older, newer, frontier  # may advance while merging
         self._pos = [0, 0]
         self._chunks: list[Updates] = []
         self._w = [np.cumsum(older.key_weights()), np.cumsum(newer.key_weights())]
@@ -133,8 +133,13 @@ class Merge:
     def done(self) -> bool:
         return self._pos[0] >= len(self.older.keys) and self._pos[1] >= len(self.newer.keys)
 
-    def work(self, fuel: int) -> int:
-        """Merge key ranges until about ``fuel`` updates have been processed; return fuel left."""
+    def work(self, fuel: int, frontier: Antichain | None = None) -> int:
+        """Merge key ranges until about ``fuel`` updates have been processed; return fuel left.
+
+        ``frontier``, when given, is the trace's current compaction frontier: it is never behind the
+        one the merge started with, so the remaining ranges may be advanced by it instead."""
+        if frontier is not None:
+            self.frontier = frontier
         a, b = self.older, self.newer
         while fuel > 0 and not self.done:
             p0, p1 = self._pos

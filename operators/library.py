@@ -1,0 +1,158 @@
+"""A library of dataflows built only from the public collection API: graph reachability, connected
+components, strongly connected components, and interning (unique ids for records).
+
+Each function takes collections and returns a collection whose contents, at every complete time, are
+a function of the inputs accumulated at that time:
+
+- ``reachability(roots, edges)``: ``(root, node)`` for every ``node`` reachable from a present
+  ``root`` along edges ``(src, dst)`` (the 2016 roadmap's program), multiplicity 1.
+- ``connected_components(edges)``: ``(node, label)`` with ``label`` the least node of the node's
+  undirected component, by min-label propagation (the CIDR 2013 paper, section 2 and figure 7).
+- ``scc(edges)``: the edges ``(src, dst)`` whose ends lie in one strongly connected component, with
+  their input multiplicity; a loop around two directed label propagations (the paper's figure 8).
+- ``intern(collection)``: ``(record, id)`` with ids unique among the present records, found by hashing
+  ``(round, record)`` and moving collision losers to the next round, in the diff-based form of the
+  2018 string-interning post (the loop develops only the changes to round zero).
+
+Graph inputs are multisets of ``(src, dst)`` edges with non-negative multiplicities; node ids and
+interned records need a Python ordering (labels are least nodes; collision winners least pairs).
+User functions here are deterministic, as the engine requires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable
+
+from .collection import Collection
+
+__all__ = ["connected_components", "intern", "reachability", "scc", "stable_hash"]
+
+ID_MASK = (1 << 63) - 1
+
+
+def _swap(pair: tuple) -> tuple:
+    return pair[1], pair[0]
+
+
+# -- reachability ---------------------------------------------------------------------------------
+def reachability(roots: Collection, edges: Collection) -> Collection:
+    """``(root, node)`` pairs: ``node`` is reachable from the root ``root`` along ``edges``.
+
+    The roadmap's program, with the loop variable keyed by node (``(node, root)``) so that it joins
+    the edges ``(src, dst)`` by source without re-keying each round:
+    ``reach = distinct(roots' (root, root) ∪ {(dst, root) : (node, root) ∈ reach, (node, dst) ∈ edges})``.
+    """
+    start = roots.map(lambda root: (root, root))
+
+    def expand(reach: Collection) -> Collection:
+        return reach.join_map(edges, lambda _node, root, dst: (dst, root)).concat(start).distinct()
+
+    return start.iterate(expand).map(_swap)
+
+
+# -- connected components -------------------------------------------------------------------------
+def _propagate(seeds: Collection, edges: Collection) -> Collection:
+    """``(node, label)``: the least seed label reaching ``node`` along directed ``edges``.
+
+    The paper's ``LocalMin`` iterated to a fixed point: each round joins the labels with the edges
+    by source, offers each label to the destination, and keeps the least offer per node. The seeds
+    are concatenated in every round (rather than the previous labels: the fixed point is the same,
+    and the seeds enter the loop once, at iteration zero)."""
+
+    def local_min(labels: Collection) -> Collection:
+        offers = labels.join_map(edges, lambda _node, label, dst: (dst, label))
+        return offers.concat(seeds).min()
+
+    return seeds.iterate(local_min)
+
+
+def connected_components(edges: Collection) -> Collection:
+    """``(node, label)`` for every endpoint of ``edges``: ``label`` is the least node connected to it
+    when edges are read in both directions (min-label propagation)."""
+    symmetric = edges.concat(edges.map(_swap))
+    seeds = symmetric.map(lambda e: (e[0], e[0]))
+    return _propagate(seeds, symmetric)
+
+
+# -- strongly connected components ----------------------------------------------------------------
+def _trim_and_reverse(edges: Collection) -> Collection:
+    """The edges whose two ends get the same directed label, reversed (the paper's TrimAndReverse).
+
+    Labels are seeded at every destination with the node itself, so ``label(v)`` is the least node
+    with a path to ``v`` (the figure seeds sources only, which would keep a lone edge ``a -> b``
+    forever: both ends would be labelled ``a``, then ``b`` once reversed). A node without incoming
+    edges has no label and its out-edges are dropped: it lies on no cycle."""
+    seeds = edges.map(lambda e: (e[1], e[1]))
+    labels = _propagate(seeds, edges).arrange_by_key()
+    by_dst = edges.join_map(labels, lambda src, dst, label: (dst, (src, label)))
+    return by_dst.join_map(
+        labels, lambda dst, src_label, label: (dst, src_label[0]) if label == src_label[1] else None
+    ).filter(lambda edge: edge is not None)
+
+
+def scc(edges: Collection) -> Collection:
+    """The edges ``(src, dst)`` of ``edges`` whose ends are in the same strongly connected component
+    (with their multiplicities): ``edges.iterate(y -> trim_and_reverse(trim_and_reverse(y)))``, a
+    doubly nested loop. Trimming keeps every edge inside a component (its ends reach each other, so
+    they are reached by the same nodes) and, at the fixed point, no other."""
+    return edges.iterate(lambda y: _trim_and_reverse(_trim_and_reverse(y)))
+
+
+# -- interning ------------------------------------------------------------------------------------
+def stable_hash(value: Hashable) -> int:
+    """A 63-bit hash that is the same in every process: Python's ``hash`` for values it does not salt
+    (ints, floats, bools and tuples of them), blake2b of the ``repr`` otherwise."""
+    if _unsalted(value):
+        return hash(value) & ID_MASK
+    digest = hashlib.blake2b(repr(value).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ID_MASK
+
+
+def _unsalted(value: object) -> bool:
+    if type(value) is tuple:
+        return all(_unsalted(v) for v in value)
+    return type(value) in (int, float, bool)
+
+
+def _resolve(hasher: Callable[[tuple], int]) -> Callable:
+    """Reduce logic on a hash group of ``(round, record)`` pairs (accumulated: round zero plus the
+    changes found so far): the least pair keeps its hash, every other one moves to the next round.
+    Returns changes relative to round zero: ``-(0, record)`` and ``+(round, record)``."""
+
+    def resolve(_hash: int, group: list) -> list:
+        out = []
+        (round_, record), count = group[0]
+        if round_ > 0:
+            out.append(((0, record), -count))
+            out.append(((round_, record), count))
+        for (round_, record), count in group[1:]:
+            out.append(((0, record), -count))
+            out.append(((round_ + 1, record), count))
+        return out
+
+    return resolve
+
+
+def intern(collection: Collection, *, hasher: Callable[[tuple], int] = stable_hash) -> Collection:
+    """``(record, id)`` for every record of ``collection`` (with its multiplicity), ids unique among
+    the records present at each time.
+
+    ``id = hasher((round, record))``: every record starts at round zero; among records whose pairs
+    collide, the least pair wins and the others move to the next round, until no two collide. The
+    loop starts empty and develops only the changes to the round-zero pairs (the 2018 post's final
+    version), so a collision-free record costs one reduce evaluation and is never fed back.
+    ``hasher`` must be deterministic and its range larger than the number of distinct records."""
+    init = collection.map(lambda record: (0, record))
+    resolve = _resolve(hasher)
+
+    def rounds(changes: Collection) -> Collection:
+        pairs = init.concat(changes)
+        return pairs.map(lambda pair: (hasher(pair), pair)).reduce(resolve).map(lambda hp: hp[1])
+
+    return (
+        init.filter(lambda _: False)
+        .iterate(rounds)
+        .concat(init)
+        .map(lambda pair: (pair[1], hasher(pair)))
+    )
