@@ -65,22 +65,26 @@ def test_demo_with_max_updates_on_the_broker_from_kafka_bootstrap(kafka_broker: 
     assert "check: the result view equals a breadth-first search over the final window: OK" in result.stdout
 
 
-def test_demo_ctrl_c_stops_sending_waits_for_the_output_and_checks_it(kafka_broker: EmbeddedBroker) -> None:
+@pytest.mark.xfail(strict=True, reason="daemon/broker.py starts tansu in the terminal's process group, so Ctrl-C "
+                   "kills the broker too (notes/REQUESTS.md); remove this mark with the one-line fix")
+def test_demo_ctrl_c_stops_sending_waits_for_the_output_and_checks_it() -> None:
+    """Ctrl-C as a terminal sends it: SIGINT to the whole process group (the embedded broker too)."""
     import signal
 
-    env = {**os.environ, "KAFKA_BOOTSTRAP": kafka_broker.bootstrap}
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP"}
     process = subprocess.Popen([DDFLOW, "--log-level", "WARNING", "demo", *SMALL, "--rate", "20"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                               start_new_session=True)
     try:
         assert process.stdout is not None
         for line in process.stdout:
             if re.search(r"changes sent [1-9]", line):  # running and sending
                 break
-        process.send_signal(signal.SIGINT)
+        os.killpg(process.pid, signal.SIGINT)
         out = process.communicate(timeout=300)[0]
     finally:
         if process.poll() is None:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     assert process.returncode == 0, out
     assert "stopping: waiting for the last changes to be final" in out
