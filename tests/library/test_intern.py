@@ -1,0 +1,90 @@
+"""intern against a synchronous simulation of the collision rounds; ids unique and stable."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ddflow.operators import Dataflow
+from ddflow.operators.library import intern, stable_hash
+from library_reference import interned
+from library_streams import check_stream, streams
+
+
+def tiny_hash(pair: tuple) -> int:
+    """24 ids for at most 16 distinct records: collisions in most steps, chains of rounds."""
+    return int.from_bytes(hashlib.blake2b(repr(pair).encode(), digest_size=8).digest(), "little") % 24
+
+
+def test_tiny_hash_collides():
+    # the collision rounds are exercised: the 16 records collide at round zero
+    assert len({tiny_hash((0, r)) for r in range(16)}) < 16
+    assert any(i != tiny_hash((0, r)) for r, i in interned({r: 1 for r in range(16)}, tiny_hash))
+
+
+def unique_ids(result: dict, t: int) -> None:
+    ids = [i for (_record, i) in result]
+    assert len(ids) == len(set(ids)), f"duplicate ids at {t}: {sorted(result)}"
+    records = [r for (r, _i) in result]
+    assert len(records) == len(set(records)), f"a record with two ids at {t}: {sorted(result)}"
+
+
+@given(streams({"records": st.integers(0, 15)}, initial=16, max_changes=40))
+def test_intern_matches_collision_rounds(stream):
+    check_stream(stream, lambda c: intern(c, hasher=tiny_hash), lambda s: interned(s, tiny_hash),
+                 extra=unique_ids)
+
+
+@given(streams({"records": st.integers(0, 15)}, initial=16, max_changes=40))
+def test_intern_ids_are_stable_without_collisions(stream):
+    """With the 63-bit default hash every record keeps the id of its round-zero pair while present."""
+
+    def reference(snapshot):
+        return {(r, stable_hash((0, r))): c for r, c in snapshot.items()}
+
+    check_stream(stream, intern, reference, extra=unique_ids)
+
+
+@given(streams({"records": st.text("abc", max_size=2)}, initial=10, max_changes=20))
+def test_intern_strings(stream):
+    # at most 13 distinct strings for 24 ids: the rounds always find free ids
+    check_stream(stream, lambda c: intern(c, hasher=lambda p: stable_hash(p) % 24),
+                 lambda s: interned(s, lambda p: stable_hash(p) % 24), extra=unique_ids)
+
+
+def test_intern_evicts_and_reinstates_a_winner():
+    """Records 0 and 1 collide (hash range 1 at round 0): 1 moves to round 1; removing 0 brings it back."""
+
+    def hasher(pair):
+        round_, record = pair
+        return 0 if round_ == 0 else 100 + round_
+
+    df = Dataflow()
+    records = df.new_input()
+    probe = intern(records.collection, hasher=hasher).capture()
+    records.insert(0, 10)
+    records.insert(1, 10)
+    records.insert(2, 10)
+    records.remove(0, 20)
+    records.advance_to(30)
+    df.run()
+    assert probe.at(10) == {(0, 0): 1, (1, 101): 1, (2, 102): 1}
+    assert probe.at(20) == {(1, 0): 1, (2, 101): 1}
+
+
+def test_stable_hash_does_not_depend_on_the_process():
+    values = [(0, "abc"), (3, 17), (1, (2, "x", b"y")), (0, 1.5), (0, None)]
+    code = ("from ddflow.operators.library import stable_hash; "
+            f"print([stable_hash(v) for v in {values!r}])")
+    outs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2")
+    }
+    assert outs == {f"{[stable_hash(v) for v in values]}\n"}
+    assert all(0 <= stable_hash(v) < 2**63 for v in values)
