@@ -6,7 +6,10 @@
     ├── OptionsError         a bad option passed to a source, sink, producer or worker
     ├── WireError            an encoding that cannot be written (e.g. an unencodable record)
     ├── ProtocolError        a result topic that breaks the output protocol
-    └── WorkerError          the worker loop failed (names the epoch and the step)
+    ├── WorkerError          the worker loop failed (names the epoch and the step)
+    ├── SnapshotError        a snapshot that is torn, corrupt or does not fit the inputs
+    ├── RecoveryError        a restore that would lose data (offsets gone, reclock bindings missing)
+    └── BackfillError        the Spark backfill job refused its archive or failed
 
 Malformed *input* is not an exception: it becomes a dead letter (see `deadletter`).
 Every message names the step and the offending value, and the cause is chained.
@@ -22,6 +25,9 @@ __all__ = [
     "WireError",
     "ProtocolError",
     "WorkerError",
+    "SnapshotError",
+    "RecoveryError",
+    "BackfillError",
 ]
 
 
@@ -51,3 +57,17 @@ class ProtocolError(DaemonError):
 
 class WorkerError(DaemonError):
     """The worker loop failed; the message names the epoch and the step."""
+
+
+class SnapshotError(DaemonError):
+    """A snapshot cannot be used: torn or corrupt (names the file and what differs), or its
+    inputs, fields or offsets do not match the daemon's configuration."""
+
+
+class RecoveryError(DaemonError):
+    """Restoring would silently lose or change data: recorded offsets the broker no longer holds,
+    reclock bindings that were dropped, a partition that disappeared."""
+
+
+class BackfillError(DaemonError):
+    """The backfill job refused its history archive (names the column or value) or Spark failed."""

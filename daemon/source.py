@@ -9,7 +9,12 @@ worker's input frontier is the meet over inputs (`frontier`).
 
 Late updates are those whose time is behind ``frontier`` - the frontier the engine's inputs were
 already advanced to: policy ``advance`` moves them to that frontier (counted), ``reject``
-dead-letters them. Reclocked inputs get arrival times that are never late.
+dead-letters them. Reclocked inputs get arrival times that are never late; with `reclock`
+bindings (a worker with checkpoints) each poll's assignment is recorded, and a replay gives bound
+offsets their recorded time and holds the input's frontier at the next bound time.
+
+With ``strict_offsets`` (a worker with checkpoints) an offset the broker no longer holds raises
+`RecoveryError` instead of jumping to the earliest offset and skipping data.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
 from .deadletter import DeadLetterWriter
-from .exceptions import KafkaError, OptionsError
+from .exceptions import KafkaError, OptionsError, RecoveryError
 from .kafka import client_config, topic_partitions
 from .progress import LATE_POLICIES, POLICIES, Bound, InputProgress, ReclockClock, meet_bounds
+from .reclock import ReclockBindings
 from .stats import InputStats, PartitionStats, Stats
-from .wire import InputFormat, decode_input
+from .wire import MIN_TIME, InputFormat, decode_input
 
 __all__ = ["InputSpec", "Polled", "KafkaSource"]
 
@@ -112,6 +118,7 @@ class KafkaSource:
         clock: ReclockClock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         lag_interval: float = 1.0,
+        strict_offsets: bool = False,
     ) -> None:
         if not inputs:
             raise OptionsError("KafkaSource: no inputs given")
@@ -143,8 +150,12 @@ class KafkaSource:
         user = dict(consumer_options or {})
         self._config = client_config({**kafka_options, **{k: v for k, v in user.items() if k not in role}}, role, who="input consumer")
         self._config.setdefault("fetch.wait.max.ms", 100)
+        if strict_offsets:
+            self._config["auto.offset.reset"] = "error"
         self._config.setdefault("auto.offset.reset", "earliest")
         self._kafka_options = dict(kafka_options)
+        self._next: dict[tuple[str, int], int] = {}  # next offset to read per (topic, partition)
+        self._bindings: dict[str, ReclockBindings] = {}
         self._consumer: Consumer | None = None
         self._lag_interval = lag_interval
         self._last_lag = 0.0
@@ -163,9 +174,15 @@ class KafkaSource:
     def assigned(self) -> bool:
         return self._consumer is not None
 
-    def open(self, start_offsets: Mapping[tuple[str, int], int] | None = None) -> None:
+    def open(
+        self,
+        start_offsets: Mapping[tuple[str, int], int] | None = None,
+        bindings: Mapping[str, ReclockBindings] | None = None,
+    ) -> None:
         """Assign every partition of every input topic, from ``start_offsets`` (topic, partition)
-        -> offset where given, else from the beginning (state is rebuilt by replay)."""
+        -> offset where given, else from the beginning (state is rebuilt by replay).
+        ``bindings``: topic -> reclock bindings of reclocked inputs (replayed and extended)."""
+        self._bindings = dict(bindings or {})
         assignment = []
         for topic, state in self._inputs.items():
             count = topic_partitions(self._kafka_options, topic)
@@ -175,6 +192,7 @@ class KafkaSource:
                 # offset; auto.offset.reset=earliest covers a start that retention deleted
                 offset = (start_offsets or {}).get((topic, p), 0)
                 assignment.append(TopicPartition(topic, p, offset))
+                self._next[(topic, p)] = offset
                 state.stats.partitions[p] = PartitionStats(offset=max(offset, 0))
         self._consumer = Consumer(self._config)
         try:
@@ -193,6 +211,12 @@ class KafkaSource:
         result = {}
         for state in self._inputs.values():
             bound = state.progress.bound()
+            bindings = self._bindings.get(state.spec.topic)
+            if bindings is not None and bound is not None:
+                holds = [bindings.hold(p, self._next[(state.spec.topic, p)]) for p in state.progress.partitions]
+                held = [t for t in holds if t is not None]
+                if held and min(held) < bound.time:  # replaying bound offsets: not past their time
+                    bound = Bound(min(held))
             state.stats.frontier = None if bound is None else bound.time
             for p, ps in state.progress.partitions.items():
                 pstats = state.stats.partitions.setdefault(p, PartitionStats())
@@ -204,6 +228,15 @@ class KafkaSource:
     def frontier(self) -> int | None:
         """The worker's input frontier: the meet over inputs (None: no progress known yet)."""
         return meet_bounds(self.bounds().values())
+
+    def next_offsets(self) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition): everything before it was polled."""
+        return dict(self._next)
+
+    def persist_bindings(self) -> None:
+        """Make the reclock bindings recorded so far durable (before outputs that use them)."""
+        for bindings in self._bindings.values():
+            bindings.persist()
 
     def positions(self) -> list[TopicPartition]:
         """Next offsets to read, per assigned partition (for committing with an epoch)."""
@@ -225,6 +258,7 @@ class KafkaSource:
         now_wall = time.time()
         polled = Polled({s.spec.name: [] for s in self._inputs.values()})
         reclock_time: int | None = None
+        fresh: dict[str, dict[int, int]] = {}  # reclocked topic -> partition -> upper, newly bound
         for msg in messages:
             err = msg.error()
             topic, partition = msg.topic(), msg.partition()
@@ -234,12 +268,19 @@ class KafkaSource:
                     continue
                 if err.fatal():
                     raise KafkaError(f"reading {topic}[{partition}]: {err}")
+                if err.code() in (RdKafkaError._AUTO_OFFSET_RESET, RdKafkaError.OFFSET_OUT_OF_RANGE):
+                    raise RecoveryError(
+                        f"reading {topic}[{partition}] from offset {self._next.get((topic, partition))}: {err}; "
+                        "the broker no longer holds that offset (retention, or a recreated topic) and skipping "
+                        "to another one would lose or repeat updates"
+                    )
                 log.warning("reading %s[%s]: %s", topic, partition, err)
                 continue
             state = self._inputs[topic]
             spec, stats = state.spec, state.stats
             value = msg.value()
             offset = msg.offset()
+            self._next[(topic, partition)] = offset + 1
             polled.messages += 1
             stats.messages += 1
             stats.bytes += len(value) if value else 0
@@ -261,10 +302,24 @@ class KafkaSource:
             if not updates:
                 continue
             if spec.policy == "reclock":
-                if reclock_time is None:
-                    reclock_time = max(self._clock.now(), frontier)
-                updates = [(d, reclock_time, r) for d, _, r in updates]
-                lo = hi = reclock_time
+                bindings = self._bindings.get(topic)
+                bound = None if bindings is None else bindings.lookup(partition, offset)
+                if bound is not None:
+                    if bound < frontier:
+                        raise RecoveryError(
+                            f"replaying {topic}[{partition}] offset {offset}: its recorded time {bound} is behind "
+                            f"the frontier {frontier}; the reclock bindings do not match this replay"
+                        )
+                    t = bound
+                else:
+                    if reclock_time is None:
+                        last = MIN_TIME if bindings is None or bindings.last_time is None else bindings.last_time
+                        reclock_time = max(self._clock.now(), frontier, last)
+                    t = reclock_time
+                    if bindings is not None:
+                        fresh.setdefault(topic, {})[partition] = offset + 1
+                updates = [(d, t, r) for d, _, r in updates]
+                lo = hi = t
             else:
                 times = [u[1] for u in updates]
                 lo, hi = min(times), max(times)
@@ -278,6 +333,9 @@ class KafkaSource:
             ts_type, ts_ms = msg.timestamp()
             arrival = ts_ms / 1000.0 if ts_type != 0 and 0 < ts_ms / 1000.0 <= now_wall else now_wall
             polled.batches.append((spec.name, arrival, len(updates), max(hi, frontier)))
+        if fresh and reclock_time is not None:
+            for topic, upper in fresh.items():
+                self._bindings[topic].bind(reclock_time, upper)
         if polled.messages:
             for state in self._inputs.values():
                 if polled.updates[state.spec.name]:

@@ -7,9 +7,15 @@ the dataflow runs, each output capture drains the updates that became final (tim
 ``upper``), and the sink publishes them with progress markers, committing the consumed input
 offsets (and the dead letters written meanwhile) in the same transaction when it can.
 
-Without checkpoints (they come with snapshots) a worker rebuilds its state by replaying the
-input topics from the beginning; the sink then skips times the result topics already hold as
-final. `stop()` (e.g. from a SIGTERM handler) makes `run` publish what is complete and return.
+Without a checkpoint directory a worker rebuilds its state by replaying the input topics from
+the beginning; the sink then skips times the result topics already hold as final. With one
+(`recovery`), it writes a checkpoint of its input collections every ``checkpoint_interval``
+seconds at an epoch boundary and on stop, restores the newest valid one on open and resumes its
+inputs at the recorded offsets; reclocked inputs replay their recorded times. With
+``snapshot_from`` (a backfill) and no checkpoint yet, it loads that snapshot. While a snapshot
+loads, the worker consumes live input but holds its frontier at the snapshot's frontier ``F``;
+then it publishes the output at ``F`` and the live epochs follow. `stop()` (e.g. from a SIGTERM
+handler) makes `run` publish what is complete, write a checkpoint, and return.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from .exceptions import OptionsError, WorkerError
 from .progress import EpochPolicy
+from .recovery import Recovery, SnapshotLoader
 from .sink import KafkaSink, OutputSpec
 from .source import InputSpec, KafkaSource
 from .stats import EpochReport, Stats
@@ -56,6 +63,10 @@ class Worker:
         transactions: str | bool = "auto",
         stats: Stats | None = None,
         checkpoint_dir: str | None = None,
+        checkpoint_interval: float = 60.0,
+        checkpoint_keep: int = 3,
+        checkpoint_shards: int = 4,
+        snapshot_from: str | None = None,
         start_offsets: Mapping[tuple[str, int], int] | None = None,
         max_poll_messages: int = 10_000,
         poll_timeout: float = 0.05,
@@ -91,7 +102,15 @@ class Worker:
             dead_letters=self.sink.dead_letters,
             stats=self.stats,
             consumer_options=consumer_options,
+            strict_offsets=checkpoint_dir is not None,
         )
+        self.recovery = (
+            Recovery(self.input_specs, kafka_options, directory=checkpoint_dir, snapshot_from=snapshot_from,
+                     interval=checkpoint_interval, keep=checkpoint_keep, shards=checkpoint_shards)
+            if checkpoint_dir is not None or snapshot_from is not None else None
+        )
+        self._loading: SnapshotLoader | None = None
+        self._held = MIN_TIME  # the frontier of the snapshot being loaded
         self.dataflow: Any = None
         self.frontier = MIN_TIME  # what the engine's inputs were advanced to: the open epoch's lower
         self._sessions: dict[str, Any] = {}
@@ -131,11 +150,21 @@ class Worker:
             )
         self._captures = {o.name: produced[o.name].capture(history=False) for o in self.output_specs}
         self.dataflow = df
+        start_offsets, snapshot, bindings = self.start_offsets, None, None
+        if self.recovery is not None:
+            snapshot = self.recovery.choose()
+            offsets = self.recovery.start_offsets(snapshot)
+            if snapshot is not None:
+                start_offsets = offsets
+            bindings = self.recovery.bindings
         with contextlib.ExitStack() as stack:
             self.sink.open()
             stack.callback(self.sink.close)
-            self.source.open(self.start_offsets)
+            self.source.open(start_offsets, bindings)
             stack.pop_all()
+        if snapshot is not None and self.recovery is not None:
+            self._loading = self.recovery.load(snapshot)
+            self._held = snapshot.frontier
         self._open = True
         self._epoch_opened = time.monotonic()
         log.info(
@@ -173,7 +202,8 @@ class Worker:
         """Poll once, feed the dataflow, and close an epoch if the policy says so."""
         if not self._open:
             raise WorkerError("worker step: the worker is not open (call open() or use it as a context manager)")
-        polled = self.source.poll(self.frontier, max_messages=self.max_poll_messages, timeout=self.poll_timeout)
+        late_at = self.frontier if self._loading is None else max(self.frontier, self._held)
+        polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=self.poll_timeout)
         for name, updates in polled.updates.items():
             if not updates:
                 continue
@@ -185,12 +215,47 @@ class Worker:
                 raise WorkerError(
                     f"epoch from {self.frontier}: feeding input {name!r}: {type(exc).__name__}: {exc}"
                 ) from exc
+            if self.recovery is not None:
+                self.recovery.feed(name, updates)
             self._epoch_records += len(updates)
             self._epoch_in[name] = self._epoch_in.get(name, 0) + len(updates)
         self._waiting.extend(polled.batches)
         if self.sink.staged_for() > self.dead_letter_commit_s:
             self.sink.commit_dead_letters()
+        if self._loading is not None:  # the frontier is held at the snapshot's until it is loaded
+            return self._finish_loading() if self._loading.done() else None
         return self._maybe_close(force=False)
+
+    @property
+    def loading(self) -> bool:
+        """Whether a snapshot is still loading (the frontier is held at its frontier)."""
+        return self._loading is not None
+
+    def _finish_loading(self) -> EpochReport:
+        """Feed the loaded snapshot (base at F - 1, pending at their times) and publish the output
+        accumulated at its frontier F as the epoch [MIN_TIME, F)."""
+        assert self._loading is not None and self.recovery is not None
+        loader, self._loading = self._loading, None
+        loaded = loader.result()
+        frontier = loader.snapshot.frontier
+        fed = 0
+        for name, (base, pending) in loaded.items():
+            session = self._sessions[name]
+            try:
+                if base:
+                    records, diffs = zip(*base, strict=True)
+                    session.update_many(records, [frontier - 1] * len(records), diffs)
+                if pending:
+                    records, times, diffs = zip(*pending, strict=True)
+                    session.update_many(records, times, diffs)
+            except Exception as exc:
+                raise WorkerError(f"loading {loader.snapshot}: feeding input {name!r}: {type(exc).__name__}: {exc}") from exc
+            self.recovery.adopt(name, base, pending)
+            fed += len(base) + len(pending)
+        log.info("loaded %s: %d updates in %.3f s; publishing the output at frontier %d", loader.snapshot, fed,
+                 loader.seconds or 0.0, frontier)
+        self.recovery.restarted_timer()
+        return self._close_epoch(frontier)
 
     def _maybe_close(self, *, force: bool) -> EpochReport | None:
         frontier = self.source.frontier()
@@ -222,6 +287,7 @@ class Worker:
                     f"epoch [{lower}, {upper}): output {name!r} drained {len(late)} updates outside the epoch, "
                     f"e.g. {late[0]!r:.120}"
                 )
+        self.source.persist_bindings()  # reclock times are durable before outputs depend on them
         written = self.sink.publish(lower, upper, outputs, offsets=self.source.positions(), consumer=self.source.consumer)
         self.frontier = upper
         finished = time.time()
@@ -248,7 +314,16 @@ class Worker:
         self._epoch_in = {}
         self._epoch_opened = time.monotonic()
         self.stats.epoch_published(report)
+        if self.recovery is not None:
+            self._checkpoint(upper, force=False)
         return report
+
+    def _checkpoint(self, upper: int, *, force: bool) -> None:
+        assert self.recovery is not None
+        try:
+            self.recovery.epoch_published(upper, self.source.next_offsets(), force=force)
+        except Exception as exc:
+            raise WorkerError(f"epoch up to {upper}: writing a checkpoint: {type(exc).__name__}: {exc}") from exc
 
     def run(
         self,
@@ -270,8 +345,15 @@ class Worker:
         try:
             while True:
                 if self._stop.is_set() or (stop_event is not None and stop_event.is_set()):
+                    if self._loading is not None:
+                        self._finish_loading()
+                        epochs += 1
                     if self._maybe_close(force=True) is not None:
                         epochs += 1
+                    recovery = self.recovery
+                    if recovery is not None and recovery.enabled and recovery.last_frontier != self.frontier \
+                            and self.frontier > MIN_TIME:
+                        self._checkpoint(self.frontier, force=True)
                     log.info("worker stopping at frontier %s after %d epochs", self.frontier, epochs)
                     break
                 if deadline is not None and time.monotonic() >= deadline:

@@ -1,0 +1,168 @@
+"""Checkpoints: the worker's input collections written as snapshots at epoch boundaries.
+
+A checkpoint is a `snapshot` whose frontier ``F`` is the upper bound of the epoch just published:
+per input, the collection accumulated over every time ``< F`` (`InputState.base`, folded epoch by
+epoch, zero counts dropped), the updates already read at times ``>= F`` (`InputState.pending`),
+and the next offset of every input partition. Restoring it and replaying the inputs from those
+offsets rebuilds exactly the state the worker had, so the recomputed outputs equal the ones
+published before the crash (which the sink then does not publish again).
+
+A `CheckpointStore` owns one directory: checkpoints are named ``checkpoint-<sequence>``, written
+atomically (see `snapshot`), and only the newest ``keep`` are kept. `latest` returns the newest
+one whose manifest and files check out; a torn or corrupt one is refused with the reason logged,
+and the one before it is used instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .exceptions import OptionsError, SnapshotError
+from .snapshot import Column, Snapshot, SnapshotWriter
+
+__all__ = ["InputState", "CheckpointStore", "CHECKPOINT_PREFIX"]
+
+log = logging.getLogger("ddflow.daemon.checkpoint")
+
+CHECKPOINT_PREFIX = "checkpoint-"
+_NAME = re.compile(r"^checkpoint-(\d{10})$")
+
+Update = tuple[Any, int, int]
+
+
+class InputState:
+    """One input's collection as a checkpoint needs it: ``base`` accumulated below the frontier
+    (record -> count, never 0) and ``pending`` updates at times not yet complete."""
+
+    def __init__(self, base: Mapping[Any, int] | None = None, pending: Iterable[Update] = ()) -> None:
+        self.base: dict[Any, int] = dict(base or {})
+        self.pending: list[Update] = list(pending)
+
+    def feed(self, updates: Sequence[Update]) -> None:
+        self.pending.extend(updates)
+
+    def fold(self, upper: int) -> None:
+        """Move the pending updates at times ``< upper`` into ``base`` (an epoch was published)."""
+        if not self.pending:
+            return
+        base = self.base
+        later = []
+        for update in self.pending:
+            record, t, diff = update
+            if t < upper:
+                count = base.get(record, 0) + diff
+                if count:
+                    base[record] = count
+                else:
+                    del base[record]
+            else:
+                later.append(update)
+        self.pending = later
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+
+class CheckpointStore:
+    """The checkpoints of one worker in ``directory``: write, prune to ``keep``, find the newest valid."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, keep: int = 3, shards: int = 4) -> None:
+        if type(keep) is not int or keep < 1:
+            raise OptionsError(f"checkpoint keep: expected an int >= 1, got {keep!r}")
+        if type(shards) is not int or shards < 1:
+            raise OptionsError(f"checkpoint shards: expected an int >= 1, got {shards!r}")
+        self.directory = Path(directory)
+        self.keep = keep
+        self.shards = shards
+        self.refused: list[tuple[Path, str]] = []  # (checkpoint, why) found torn or corrupt by `latest`
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OptionsError(f"checkpoint directory {self.directory}: cannot create it ({exc})") from exc
+        self._remove_staging()
+
+    def _remove_staging(self) -> None:
+        """Temporary directories of writes a crash interrupted (never renamed into place)."""
+        for path in self.directory.glob(f".{CHECKPOINT_PREFIX}*.tmp-*"):
+            log.info("removing %s: an interrupted checkpoint write", path)
+            shutil.rmtree(path, ignore_errors=True)
+
+    def checkpoints(self) -> list[Path]:
+        """Checkpoint directories, oldest first."""
+        return sorted(p for p in self.directory.iterdir() if _NAME.match(p.name) and p.is_dir())
+
+    def latest(self) -> Snapshot | None:
+        """The newest checkpoint whose manifest and files check out (None if there is none).
+        Each refused one is logged with its reason and listed in ``refused``."""
+        self.refused = []
+        for path in reversed(self.checkpoints()):
+            try:
+                snapshot = Snapshot.open(path)
+                snapshot.verify()
+            except SnapshotError as exc:
+                self.refused.append((path, str(exc)))
+                log.error("refusing checkpoint %s: %s; falling back to the one before", path.name, exc)
+                continue
+            if self.refused:
+                log.warning("restoring %s after refusing %d newer checkpoint(s)", path.name, len(self.refused))
+            return snapshot
+        if self.refused:
+            log.error("no valid checkpoint in %s (refused %d): replaying the inputs from the beginning",
+                      self.directory, len(self.refused))
+        return None
+
+    def write(
+        self,
+        frontier: int,
+        inputs: Sequence[tuple[str, str, Sequence[Column], InputState, Mapping[int, int]]],
+        *,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Snapshot:
+        """Write a checkpoint at ``frontier`` from (name, topic, columns, state, offsets) per input,
+        then drop all but the newest ``keep``. Returns the new checkpoint."""
+        existing = self.checkpoints()
+        sequence = int(_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1  # type: ignore[union-attr]
+        started = time.perf_counter()
+        writer = SnapshotWriter(self.directory / f"{CHECKPOINT_PREFIX}{sequence:010d}", frontier,
+                                shards=self.shards, origin="checkpoint")
+        with writer:
+            for name, topic, columns, state, offsets in inputs:
+                writer.add_input(name, topic, columns, state.base, state.pending, offsets)
+            path = writer.commit(extra)
+        snapshot = Snapshot.open(path)
+        log.info("checkpoint %s at frontier %d: %d bytes, %s, in %.3f s", path.name, frontier, snapshot.size_bytes,
+                 ", ".join(f"{e.name}: {e.base_rows} records + {e.pending_rows} pending" for e in snapshot.inputs.values()),
+                 time.perf_counter() - started)
+        self.prune()
+        return snapshot
+
+    def prune(self) -> list[Path]:
+        """Remove all but the newest ``keep`` checkpoints; returns the removed ones."""
+        removed = self.checkpoints()[: -self.keep]
+        for path in removed:
+            shutil.rmtree(path, ignore_errors=True)
+        return removed
+
+    def oldest_offsets(self) -> dict[str, dict[int, int]] | None:
+        """Per topic, the smallest offsets a restore from any kept checkpoint resumes at (what the
+        reclock bindings must still cover). None when some kept checkpoint is unreadable."""
+        recorded: list[dict[str, dict[int, int]]] = []
+        for path in self.checkpoints():
+            try:
+                manifest = Snapshot.open(path).manifest
+            except SnapshotError:
+                return None
+            recorded.append({e.topic: dict(e.offsets or {}) for e in manifest.inputs.values()})
+        floors: dict[str, dict[int, int]] = {}
+        for topic in {t for offsets in recorded for t in offsets}:
+            partitions = {p for offsets in recorded for p in offsets.get(topic, {})}
+            # a checkpoint without this topic or partition resumes it from offset 0
+            floors[topic] = {p: min(offsets.get(topic, {}).get(p, 0) for offsets in recorded) for p in partitions}
+        return floors

@@ -1,0 +1,298 @@
+"""Restoring a worker: which snapshot, where its inputs resume, and loading while live input flows.
+
+On open, a worker with a checkpoint directory restores the newest valid checkpoint; if there is
+none it loads the snapshot given with ``--snapshot-from`` (a backfill), if any; otherwise it starts
+empty and replays its inputs from the beginning. A snapshot must describe the worker's inputs (same
+names, topics and columns). Consumption resumes at the snapshot's offsets once the broker is seen
+to still hold them: offsets below a partition's first offset (deleted by retention), beyond its end
+(a recreated topic), or on a partition that no longer exists raise `RecoveryError` instead of
+skipping data. A partition the snapshot does not mention is read from its beginning.
+
+The snapshot loads in a thread while the worker already consumes live input; the worker holds its
+frontier at the snapshot's frontier ``F`` until the load is done. Then each input's ``base`` (the
+collection accumulated below ``F``) enters the engine at time ``F - 1``, the last time below ``F``,
+and its ``pending`` updates at their own times, and one epoch ``[MIN_TIME, F)`` publishes the
+output accumulated at ``F``: the sink drops it when the result topic already holds it (a restored
+checkpoint) and publishes it otherwise (a backfill); the live diffs follow.
+
+`Recovery` also keeps what the next checkpoint needs (`checkpoint.InputState` per input), writes
+checkpoints every ``interval`` seconds at an epoch boundary, and keeps the reclock bindings of
+reclocked inputs (`reclock`) under ``<directory>/reclock/<topic>.log``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
+
+from .checkpoint import CheckpointStore, InputState
+from .exceptions import KafkaError, OptionsError, RecoveryError, SnapshotError
+from .kafka import client_config, topic_partitions
+from .reclock import ReclockBindings
+from .snapshot import Snapshot, columns_for_fields
+from .source import InputSpec
+
+__all__ = ["Recovery", "SnapshotLoader", "check_offsets"]
+
+log = logging.getLogger("ddflow.daemon.recovery")
+
+Loaded = dict[str, tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]]
+
+
+class SnapshotLoader:
+    """Reads a snapshot's inputs in a background thread (Parquet decoding releases the GIL)."""
+
+    def __init__(self, snapshot: Snapshot, names: Sequence[str]) -> None:
+        self.snapshot = snapshot
+        self.names = list(names)
+        self.started = time.perf_counter()
+        self.seconds: float | None = None
+        self._result: Loaded | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._load, name="ddflow-snapshot-loader", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            self._result = {name: self.snapshot.read_input(name) for name in self.names}
+        except BaseException as exc:  # re-raised by result() in the worker's thread
+            self._error = exc
+        self.seconds = time.perf_counter() - self.started
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def result(self, timeout: float | None = None) -> Loaded:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RecoveryError(f"loading {self.snapshot}: not done after {timeout} s")
+        if self._error is not None:
+            raise RecoveryError(f"loading {self.snapshot}: {type(self._error).__name__}: {self._error}") from self._error
+        assert self._result is not None
+        return self._result
+
+
+class Recovery:
+    """A worker's checkpoints, its restore, and the reclock bindings of its reclocked inputs."""
+
+    def __init__(
+        self,
+        inputs: Sequence[InputSpec],
+        kafka_options: Mapping[str, Any],
+        *,
+        directory: str | None = None,
+        snapshot_from: str | None = None,
+        interval: float = 60.0,
+        keep: int = 3,
+        shards: int = 4,
+        monotonic: Any = time.monotonic,
+    ) -> None:
+        if not isinstance(interval, (int, float)) or interval <= 0:
+            raise OptionsError(f"checkpoint interval: expected seconds > 0, got {interval!r}")
+        self.inputs = list(inputs)
+        self.kafka_options = dict(kafka_options)
+        self.snapshot_from = snapshot_from
+        self.interval = float(interval)
+        self.store = None if directory is None else CheckpointStore(directory, keep=keep, shards=shards)
+        self.states: dict[str, InputState] = {spec.name: InputState() for spec in inputs} if self.store else {}
+        self.bindings: dict[str, ReclockBindings] = {}
+        if self.store is not None:
+            for spec in inputs:
+                if spec.policy == "reclock":
+                    self.bindings[spec.topic] = ReclockBindings(Path(directory or ".") / "reclock" / f"{spec.topic}.log")
+        self._monotonic = monotonic
+        self._last = monotonic()
+        self.restored: Snapshot | None = None
+        self.written: list[Snapshot] = []
+
+    @property
+    def enabled(self) -> bool:
+        """Whether checkpoints are written (a directory is configured)."""
+        return self.store is not None
+
+    # -- choosing and checking what to restore --------------------------------------------------
+
+    def choose(self) -> Snapshot | None:
+        """The newest valid checkpoint, else the ``snapshot_from`` snapshot (checked), else None."""
+        snapshot = self.store.latest() if self.store is not None else None
+        if snapshot is None and self.snapshot_from is not None:
+            snapshot = Snapshot.open(self.snapshot_from)  # a named snapshot must be valid: no fallback
+            snapshot.verify()
+            log.info("loading snapshot %s (origin %s) at frontier %d", snapshot.path, snapshot.manifest.origin,
+                     snapshot.frontier)
+        elif snapshot is not None:
+            log.info("restoring checkpoint %s at frontier %d", snapshot.path.name, snapshot.frontier)
+        if snapshot is not None:
+            self.check_fits(snapshot)
+        self.restored = snapshot
+        return snapshot
+
+    def check_fits(self, snapshot: Snapshot) -> None:
+        """SnapshotError unless the snapshot's inputs are the worker's (names, topics, columns)."""
+        specs = {spec.name: spec for spec in self.inputs}
+        for name, entry in snapshot.inputs.items():
+            spec = specs.get(name)
+            if spec is None:
+                raise SnapshotError(f"{snapshot}: it holds input {name!r}, which this dataflow does not have "
+                                    f"(inputs: {sorted(specs)})")
+            if entry.topic != spec.topic:
+                raise SnapshotError(f"{snapshot}: input {name!r} was read from topic {entry.topic!r}, the worker reads "
+                                    f"{spec.topic!r}; its offsets do not apply")
+            expected = columns_for_fields(spec.fields)
+            if entry.columns != expected:
+                got = ", ".join(f"{c.name}:{c.type}" for c in entry.columns)
+                want = ", ".join(f"{c.name}:{c.type}" for c in expected)
+                raise SnapshotError(f"{snapshot}: input {name!r} has columns ({got}), the worker's fields give ({want})")
+        for name in specs.keys() - snapshot.inputs.keys():
+            log.warning("%s has no input %r: it starts empty and is read from the beginning", snapshot, name)
+
+    def start_offsets(self, snapshot: Snapshot | None) -> dict[tuple[str, int], int]:
+        """Where each input partition resumes: the snapshot's offsets (others from 0), checked on the
+        broker, and covered by the reclock bindings."""
+        offsets: dict[tuple[str, int], int] = {}
+        if snapshot is not None:
+            for entry in snapshot.inputs.values():
+                if entry.offsets is None:
+                    log.warning("%s records no offsets for input %r: topic %r is read from the beginning",
+                                snapshot, entry.name, entry.topic)
+                    continue
+                offsets.update({(entry.topic, p): o for p, o in entry.offsets.items()})
+            check_offsets(self.kafka_options, offsets)
+        for topic, bindings in self.bindings.items():
+            for p in range(topic_partitions(self.kafka_options, topic)):
+                bindings.check_start(p, offsets.get((topic, p), 0), topic)
+        return offsets
+
+    def load(self, snapshot: Snapshot) -> SnapshotLoader:
+        return SnapshotLoader(snapshot, list(snapshot.inputs))
+
+    def adopt(self, name: str, base: Sequence[tuple[Any, int]], pending: Sequence[tuple[Any, int, int]]) -> None:
+        """Start an input's checkpoint state from what a snapshot held."""
+        state = self.states.get(name)
+        if state is None:
+            return
+        for record, diff in base:
+            count = state.base.get(record, 0) + diff
+            if count:
+                state.base[record] = count
+            else:
+                state.base.pop(record, None)
+        state.pending.extend(pending)
+
+    # -- checkpointing --------------------------------------------------------------------------
+
+    def restarted_timer(self) -> None:
+        """Count the checkpoint interval from now (a snapshot was just loaded)."""
+        self._last = self._monotonic()
+
+    @property
+    def last_frontier(self) -> int | None:
+        """The frontier of the last checkpoint written or restored."""
+        if self.written:
+            return self.written[-1].frontier
+        return None if self.restored is None else self.restored.frontier
+
+    def feed(self, name: str, updates: Sequence[tuple[Any, int, int]]) -> None:
+        state = self.states.get(name)
+        if state is not None:
+            state.feed(updates)
+
+    def epoch_published(self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False) -> Snapshot | None:
+        """Fold the epoch into the checkpoint state; write a checkpoint at ``upper`` if one is due
+        (or ``force``). Returns the checkpoint written, if any."""
+        if self.store is None:
+            return None
+        for state in self.states.values():
+            state.fold(upper)
+        if not force and self._monotonic() - self._last < self.interval:
+            return None
+        return self.checkpoint(upper, next_offsets)
+
+    def checkpoint(self, frontier: int, next_offsets: Mapping[tuple[str, int], int]) -> Snapshot:
+        if self.store is None:
+            raise OptionsError("writing a checkpoint: no checkpoint directory is configured")
+        self._last = self._monotonic()
+        inputs = []
+        for spec in self.inputs:
+            offsets = {p: o for (topic, p), o in next_offsets.items() if topic == spec.topic}
+            inputs.append((spec.name, spec.topic, columns_for_fields(spec.fields), self.states[spec.name], offsets))
+        snapshot = self.store.write(frontier, inputs)
+        self.written.append(snapshot)
+        if self.bindings:
+            floors = self.store.oldest_offsets()
+            if floors is not None:
+                for topic, bindings in self.bindings.items():
+                    bindings.compact(floors.get(topic, {}))
+        return snapshot
+
+
+def check_offsets(kafka_options: Mapping[str, Any], offsets: Mapping[tuple[str, int], int], *,
+                  timeout: float = 10.0) -> None:
+    """RecoveryError unless the broker holds every (topic, partition) -> offset to resume from:
+    the partition exists, its first offset is not beyond it, and its log reaches it."""
+    counts = {topic: topic_partitions(kafka_options, topic) for topic in {t for t, _ in offsets}}
+    for (topic, p), o in sorted(offsets.items()):
+        if p >= counts[topic]:
+            raise RecoveryError(f"resuming {topic}[{p}] at offset {o}: the topic now has {counts[topic]} partitions; "
+                                "the updates of that partition after the snapshot are gone")
+    config = client_config(kafka_options, {"group.id": "ddflow-offset-check", "enable.auto.commit": False,
+                                           "enable.partition.eof": True, "auto.offset.reset": "error"},
+                           who="offset check")
+    consumer = Consumer(config)
+    try:
+        suspicious = {}
+        for (topic, p), o in sorted(offsets.items()):
+            if o <= 0:
+                continue
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
+            except KafkaException as exc:
+                raise KafkaError(f"reading the offsets of {topic}[{p}]: {exc}") from exc
+            if low > o:
+                raise RecoveryError(
+                    f"resuming {topic}[{p}] at offset {o}: the broker's first offset is {low}; the updates at offsets "
+                    f"{o}..{low - 1} were deleted (retention?) and restoring would silently lose them. Restore a newer "
+                    "checkpoint, or load a backfill snapshot that covers them."
+                )
+            if high < o:  # beyond the end, or a broker that under-reports its high watermark: read to see
+                suspicious[(topic, p)] = (o, high)
+        if suspicious:
+            _probe(consumer, suspicious, timeout)
+    finally:
+        consumer.close()
+
+
+def _probe(consumer: Consumer, suspicious: Mapping[tuple[str, int], tuple[int, int]], timeout: float) -> None:
+    """Read at ``offset - 1`` of each partition: a message or an end-of-partition event shows the
+    log reaches the offset; an out-of-range error or silence shows it does not."""
+    consumer.assign([TopicPartition(t, p, o - 1) for (t, p), (o, _) in suspicious.items()])
+    waiting = dict(suspicious)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        for msg in consumer.consume(100, 0.1):
+            key = (msg.topic(), msg.partition())
+            if key not in waiting:
+                continue
+            err = msg.error()
+            o, high = waiting[key]
+            if err is None:
+                del waiting[key]  # the message at offset - 1 (or a later one) exists
+            elif err.code() == RdKafkaError._PARTITION_EOF and msg.offset() >= o:
+                del waiting[key]
+            else:
+                what = f"it ends at offset {msg.offset()}" if err.code() == RdKafkaError._PARTITION_EOF else f"{err}"
+                raise RecoveryError(f"resuming {key[0]}[{key[1]}] at offset {o}: {what} (high watermark {high}); "
+                                    "was the topic deleted and recreated?")
+    if waiting:
+        (topic, p), (o, high) = next(iter(waiting.items()))
+        raise RecoveryError(
+            f"resuming {topic}[{p}] at offset {o}: the partition ends before it (high watermark {high}, nothing "
+            f"readable at offset {o - 1} within {timeout} s); was the topic deleted and recreated? Resuming there "
+            "would skip whatever is written up to that offset."
+        )

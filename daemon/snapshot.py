@@ -1,0 +1,532 @@
+"""Snapshots: input collections consolidated at a frontier, sharded by key, with a checked manifest.
+
+A snapshot at frontier ``F`` holds, for each input collection of a dataflow,
+
+* ``base``: the collection accumulated over every time ``< F`` - each record with its summed
+  diff (all times advanced to ``F``, zero sums dropped);
+* ``pending``: updates already read whose times are ``>= F``, consolidated per (record, time). A
+  checkpoint has them because the consumed input offsets run ahead of the frontier; a backfill
+  has them when its archive reaches past ``F``;
+* ``offsets``: per partition of the input topic, the offset where consumption resumes.
+
+Both parts are split into ``shards`` Parquet files by the hash of the record's key (its first
+field): ``crc32(msgpack(key)) % shards`` (`shard_of`), the same function in the daemon and in
+the Spark backfill, so a worker that owns a range of key hashes reads only its shards. Layout::
+
+    NAME/MANIFEST.json                  frontier, shards, per input: topic, columns, offsets,
+                                        files (shard, rows, bytes, sha256); its own sha256
+    NAME/input-0/base-00003.parquet     columns f0..fN (the fields) and diff
+    NAME/input-0/pending-00003.parquet  columns f0..fN, time and diff
+
+Columns follow the input's declared field types (int, float, str, bytes, bool natively; ``any``
+fields, and the whole record of an input without declared fields, as msgpack bytes).
+
+A snapshot is written into a hidden temporary directory and renamed into place only after every
+file and the manifest are fsynced, so NAME exists complete or not at all. Opening one checks the
+manifest's checksum; reading checks each file's size, sha256 and schema. A torn or corrupt
+snapshot raises `SnapshotError` naming the file and what differs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import uuid
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .exceptions import SnapshotError
+from .wire import MAX_TIME, MIN_TIME, to_record
+
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "Column",
+    "FileEntry",
+    "InputEntry",
+    "Manifest",
+    "Snapshot",
+    "SnapshotWriter",
+    "columns_for_fields",
+    "record_key",
+    "shard_of",
+    "shard_ids",
+    "arrow_schema",
+    "encode_table",
+    "decode_records",
+    "write_table_file",
+    "fsync_dir",
+]
+
+FORMAT = "ddflow-snapshot/1"
+MANIFEST = "MANIFEST.json"
+WHOLE_RECORD = "record"  # the one column of an input without declared fields
+
+# column type -> (arrow type, field types it holds)
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "bool": pa.bool_(),
+    "msgpack": pa.binary(),
+}
+FIELD_COLUMN_TYPES = {"int": "int64", "float": "float64", "str": "string", "bytes": "binary", "bool": "bool", "any": "msgpack"}
+
+_pack = msgpack.Packer(use_bin_type=True).pack
+
+
+def _unpack(value: bytes) -> Any:
+    return to_record(msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One field of an input's records: its name and how it is stored (a key of ``ARROW_TYPES``)."""
+
+    name: str
+    type: str
+
+    def __post_init__(self) -> None:
+        if self.type not in ARROW_TYPES:
+            raise SnapshotError(f"column {self.name!r}: type {self.type!r} is not one of {', '.join(ARROW_TYPES)}")
+
+
+def columns_for_fields(fields: Sequence[str] | Mapping[str, str] | None) -> tuple[Column, ...]:
+    """The snapshot columns of an input with these declared fields (see `source.InputSpec`)."""
+    if fields is None:
+        return (Column(WHOLE_RECORD, "msgpack"),)
+    types = dict(fields) if isinstance(fields, Mapping) else dict.fromkeys(fields, "any")
+    return tuple(Column(name, FIELD_COLUMN_TYPES[kind]) for name, kind in types.items())
+
+
+def _whole(columns: Sequence[Column]) -> bool:
+    return len(columns) == 1 and columns[0].name == WHOLE_RECORD and columns[0].type == "msgpack"
+
+
+def record_key(record: Any) -> Any:
+    """The key a record is sharded by: its first field (the record itself if it is not a tuple)."""
+    return record[0] if type(record) is tuple and record else record
+
+
+def shard_of(record: Any, shards: int) -> int:
+    """The shard of a record: crc32 of its key's msgpack bytes, modulo ``shards``."""
+    return zlib.crc32(_pack(record_key(record))) % shards
+
+
+def shard_ids(keys: Iterable[Any], shards: int) -> list[int]:
+    """`shard_of` for many keys (already extracted with `record_key`)."""
+    return [h % shards for h in map(zlib.crc32, map(_pack, keys))]
+
+
+# -- tables ----------------------------------------------------------------------------------------
+
+
+def arrow_schema(columns: Sequence[Column], *, pending: bool) -> pa.Schema:
+    """The Parquet schema of a base (f0.., diff) or pending (f0.., time, diff) file."""
+    names = [pa.field(f"f{i}", ARROW_TYPES[c.type]) for i, c in enumerate(columns)]
+    if pending:
+        names.append(pa.field("time", pa.int64()))
+    names.append(pa.field("diff", pa.int64()))
+    return pa.schema(names)
+
+
+def encode_table(
+    records: Sequence[Any], diffs: Sequence[int], columns: Sequence[Column], times: Sequence[int] | None = None
+) -> pa.Table:
+    """A base (``times`` None) or pending table from records and their diffs."""
+    schema = arrow_schema(columns, pending=times is not None)
+    if _whole(columns):
+        values: list[Sequence[Any]] = [records]
+    elif records:
+        values = list(zip(*records, strict=True))
+    else:
+        values = [() for _ in columns]
+    arrays = []
+    for column, column_values in zip(columns, values, strict=True):
+        if column.type == "msgpack":
+            column_values = list(map(_pack, column_values))
+        try:
+            arrays.append(pa.array(column_values, ARROW_TYPES[column.type]))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise SnapshotError(
+                f"encoding column {column.name!r} as {column.type}: {type(exc).__name__}: {exc}"
+            ) from exc
+    if times is not None:
+        arrays.append(pa.array(times, pa.int64()))
+    arrays.append(pa.array(diffs, pa.int64()))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def decode_records(table: pa.Table, columns: Sequence[Column]) -> list[Any]:
+    """The records of a base or pending table, as the engine sees them (tuples of field values)."""
+    values = []
+    for i, column in enumerate(columns):
+        pylist = table.column(f"f{i}").to_pylist()
+        if column.type == "msgpack":
+            pylist = list(map(_unpack, pylist))
+        values.append(pylist)
+    if _whole(columns):
+        return values[0]
+    return list(zip(*values, strict=True)) if values[0] else []
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_table_file(root: Path, relative: str, table: pa.Table, shard: int) -> FileEntry:
+    """Write ``table`` as Parquet at ``root/relative`` (fsynced) and describe it for the manifest."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    data = sink.getvalue().to_pybytes()
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return FileEntry(relative, shard, table.num_rows, len(data), hashlib.sha256(data).hexdigest())
+
+
+# -- the manifest ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to the snapshot directory
+    shard: int
+    rows: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class InputEntry:
+    """One input collection in a snapshot. ``offsets`` None: none recorded (read from the start)."""
+
+    name: str
+    topic: str
+    columns: tuple[Column, ...]
+    offsets: dict[int, int] | None
+    base: tuple[FileEntry, ...] = ()
+    pending: tuple[FileEntry, ...] = ()
+
+    @property
+    def base_rows(self) -> int:
+        return sum(f.rows for f in self.base)
+
+    @property
+    def pending_rows(self) -> int:
+        return sum(f.rows for f in self.pending)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    frontier: int
+    shards: int
+    origin: str  # "checkpoint" or "backfill"
+    created: str
+    inputs: dict[str, InputEntry] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        body = {
+            "format": FORMAT,
+            "frontier": self.frontier,
+            "shards": self.shards,
+            "origin": self.origin,
+            "created": self.created,
+            "extra": self.extra,
+            "inputs": {
+                name: {
+                    "topic": e.topic,
+                    "columns": [{"name": c.name, "type": c.type} for c in e.columns],
+                    "offsets": None if e.offsets is None else {str(p): o for p, o in sorted(e.offsets.items())},
+                    "base": [_file_json(f) for f in e.base],
+                    "pending": [_file_json(f) for f in e.pending],
+                }
+                for name, e in self.inputs.items()
+            },
+        }
+        body["checksum"] = _checksum(body)
+        return json.dumps(body, indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> Manifest:
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            raise SnapshotError(f"{where}: not valid JSON, the manifest is torn or corrupt ({exc})") from exc
+        if not isinstance(body, dict) or body.get("format") != FORMAT:
+            got = body.get("format") if isinstance(body, dict) else type(body).__name__
+            raise SnapshotError(f"{where}: format {got!r} is not {FORMAT!r}")
+        stated = body.pop("checksum", None)
+        if stated != _checksum(body):
+            raise SnapshotError(f"{where}: checksum {stated!r} does not match the content (corrupt manifest)")
+        try:
+            inputs = {}
+            for name, e in body["inputs"].items():
+                offsets = e["offsets"]
+                inputs[name] = InputEntry(
+                    name,
+                    e["topic"],
+                    tuple(Column(c["name"], c["type"]) for c in e["columns"]),
+                    None if offsets is None else {int(p): int(o) for p, o in offsets.items()},
+                    tuple(FileEntry(**f) for f in e["base"]),
+                    tuple(FileEntry(**f) for f in e["pending"]),
+                )
+            manifest = cls(int(body["frontier"]), int(body["shards"]), str(body["origin"]), str(body["created"]),
+                           inputs, dict(body.get("extra") or {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SnapshotError(f"{where}: malformed manifest ({type(exc).__name__}: {exc})") from exc
+        if not MIN_TIME < manifest.frontier <= MAX_TIME:
+            raise SnapshotError(f"{where}: frontier {manifest.frontier} is outside (MIN_TIME, MAX_TIME]")
+        return manifest
+
+
+def _file_json(f: FileEntry) -> dict[str, Any]:
+    return {"path": f.path, "shard": f.shard, "rows": f.rows, "bytes": f.bytes, "sha256": f.sha256}
+
+
+def _checksum(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# -- writing -----------------------------------------------------------------------------------------
+
+
+class SnapshotWriter:
+    """Writes one snapshot atomically: add inputs, then `commit` (or `abort`).
+
+    ``staging`` is the hidden directory files go to before the rename; the Spark job writes its
+    shard files there from the executors and registers them with `add_files`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], frontier: int, *, shards: int, origin: str) -> None:
+        if type(shards) is not int or shards <= 0:
+            raise SnapshotError(f"writing a snapshot: shards must be a positive int, got {shards!r}")
+        if type(frontier) is not int or not MIN_TIME < frontier <= MAX_TIME:
+            raise SnapshotError(f"writing a snapshot: frontier {frontier!r} is not an int64 time above MIN_TIME")
+        self.path = Path(path)
+        if self.path.exists():
+            raise SnapshotError(f"writing a snapshot: {self.path} already exists")
+        self.frontier = frontier
+        self.shards = shards
+        self.origin = origin
+        self.staging = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
+        self.staging.mkdir(parents=True)
+        self._inputs: dict[str, InputEntry] = {}
+
+    def input_dir(self, name: str) -> str:
+        """The relative directory of an input's files (by position: names need not be path-safe)."""
+        index = list(self._inputs).index(name) if name in self._inputs else len(self._inputs)
+        return f"input-{index}"
+
+    def add_input(
+        self,
+        name: str,
+        topic: str,
+        columns: Sequence[Column],
+        base: Mapping[Any, int] | Iterable[tuple[Any, int]],
+        pending: Iterable[tuple[Any, int, int]] = (),
+        offsets: Mapping[int, int] | None = None,
+    ) -> InputEntry:
+        """Add an input from its accumulated ``base`` (record -> diff, or (record, diff) pairs,
+        consolidated here) and its ``pending`` updates at times ``>= frontier``."""
+        acc: dict[Any, int] = {}
+        for record, diff in base.items() if isinstance(base, Mapping) else base:
+            acc[record] = acc.get(record, 0) + diff
+        at: dict[tuple[Any, int], int] = {}
+        for record, t, diff in pending:
+            if t < self.frontier:
+                raise SnapshotError(f"snapshot input {name!r}: pending update at time {t} is below the frontier "
+                                    f"{self.frontier}: {record!r:.120}")
+            at[(record, t)] = at.get((record, t), 0) + diff
+        directory = self.input_dir(name)
+        base_files = self._write_part(directory, "base", columns, [(r, None, d) for r, d in acc.items() if d])
+        pending_files = self._write_part(directory, "pending", columns, [(r, t, d) for (r, t), d in at.items() if d])
+        return self.add_files(name, topic, columns, offsets, base_files, pending_files)
+
+    def _write_part(
+        self, directory: str, part: str, columns: Sequence[Column], updates: list[tuple[Any, int | None, int]]
+    ) -> list[FileEntry]:
+        by_shard: list[list[tuple[Any, int | None, int]]] = [[] for _ in range(self.shards)]
+        keys = [record_key(u[0]) for u in updates]
+        try:
+            shards = shard_ids(keys, self.shards)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise SnapshotError(f"writing {directory}/{part}: a record key cannot be hashed as msgpack ({exc})") from exc
+        for u, s in zip(updates, shards, strict=True):
+            by_shard[s].append(u)
+        files = []
+        for shard, entries in enumerate(by_shard):
+            if not entries:
+                continue
+            records, times, diffs = zip(*entries, strict=True)
+            table = encode_table(records, diffs, columns, times if part == "pending" else None)  # type: ignore[arg-type]
+            files.append(write_table_file(self.staging, f"{directory}/{part}-{shard:05d}.parquet", table, shard))
+        return files
+
+    def add_files(
+        self,
+        name: str,
+        topic: str,
+        columns: Sequence[Column],
+        offsets: Mapping[int, int] | None,
+        base: Sequence[FileEntry],
+        pending: Sequence[FileEntry] = (),
+    ) -> InputEntry:
+        """Register an input whose files are already in `staging` (written by `write_table_file`)."""
+        if name in self._inputs:
+            raise SnapshotError(f"writing a snapshot: input {name!r} added twice")
+        entry = InputEntry(name, topic, tuple(columns), None if offsets is None else dict(offsets),
+                           tuple(sorted(base, key=lambda f: (f.shard, f.path))),
+                           tuple(sorted(pending, key=lambda f: (f.shard, f.path))))
+        self._inputs[name] = entry
+        return entry
+
+    def commit(self, extra: Mapping[str, Any] | None = None) -> Path:
+        """Write the manifest and rename the snapshot into place; returns its path."""
+        manifest = Manifest(self.frontier, self.shards, self.origin,
+                            datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+                            dict(self._inputs), dict(extra or {}))
+        with open(self.staging / MANIFEST, "w") as f:
+            f.write(manifest.to_json())
+            f.flush()
+            os.fsync(f.fileno())
+        for directory in {self.staging / Path(e.path).parent for i in self._inputs.values() for e in i.base + i.pending}:
+            fsync_dir(directory)
+        fsync_dir(self.staging)
+        os.rename(self.staging, self.path)
+        fsync_dir(self.path.parent)
+        return self.path
+
+    def abort(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def __enter__(self) -> SnapshotWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and self.staging.exists():
+            self.abort()
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+class Snapshot:
+    """A snapshot on disk; `open` checks its manifest, reading checks every file it touches."""
+
+    def __init__(self, path: Path, manifest: Manifest) -> None:
+        self.path = path
+        self.manifest = manifest
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Snapshot:
+        path = Path(path)
+        where = f"snapshot {path}"
+        if not path.is_dir():
+            raise SnapshotError(f"{where}: no such directory")
+        manifest_path = path / MANIFEST
+        try:
+            text = manifest_path.read_text()
+        except FileNotFoundError as exc:
+            raise SnapshotError(f"{where}: no {MANIFEST} (an interrupted write, or not a snapshot)") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SnapshotError(f"{where}: reading {MANIFEST}: {exc}") from exc
+        return cls(path, Manifest.from_json(text, f"{where}: {MANIFEST}"))
+
+    @property
+    def frontier(self) -> int:
+        return self.manifest.frontier
+
+    @property
+    def inputs(self) -> dict[str, InputEntry]:
+        return self.manifest.inputs
+
+    def files(self) -> list[tuple[InputEntry, FileEntry, bool]]:
+        return [(e, f, pending) for e in self.inputs.values()
+                for pending, part in ((False, e.base), (True, e.pending)) for f in part]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.bytes for _, f, _ in self.files())
+
+    def _read_bytes(self, f: FileEntry) -> bytes:
+        where = f"snapshot {self.path}: {f.path}"
+        if ".." in Path(f.path).parts or Path(f.path).is_absolute():
+            raise SnapshotError(f"{where}: the path leaves the snapshot directory")
+        try:
+            data = (self.path / f.path).read_bytes()
+        except FileNotFoundError as exc:
+            raise SnapshotError(f"{where}: the file is missing") from exc
+        except OSError as exc:
+            raise SnapshotError(f"{where}: {exc}") from exc
+        if len(data) != f.bytes:
+            raise SnapshotError(f"{where}: {len(data)} bytes, the manifest says {f.bytes} (torn or truncated)")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != f.sha256:
+            raise SnapshotError(f"{where}: sha256 {digest[:16]}... differs from the manifest's {f.sha256[:16]}... "
+                                "(corrupt)")
+        return data
+
+    def _read_file(self, entry: InputEntry, f: FileEntry, pending: bool) -> pa.Table:
+        data = self._read_bytes(f)
+        where = f"snapshot {self.path}: {f.path}"
+        try:
+            table = pq.read_table(pa.BufferReader(data))
+        except (pa.ArrowException, OSError) as exc:
+            raise SnapshotError(f"{where}: not readable as Parquet ({exc})") from exc
+        expected = arrow_schema(entry.columns, pending=pending)
+        if table.schema.remove_metadata() != expected or table.num_rows != f.rows:
+            raise SnapshotError(f"{where}: schema {table.schema.names} / {table.num_rows} rows, the manifest says "
+                                f"{expected.names} / {f.rows} rows")
+        return table
+
+    def verify(self) -> None:
+        """Check every file's size and sha256 (SnapshotError naming the first that differs)."""
+        for _, f, _ in self.files():
+            self._read_bytes(f)
+
+    def read_input(
+        self, name: str, *, shards: Iterable[int] | None = None
+    ) -> tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]:
+        """An input's ``base`` as (record, diff) and ``pending`` as (record, time, diff), from
+        every shard or only ``shards``."""
+        entry = self.inputs.get(name)
+        if entry is None:
+            raise SnapshotError(f"snapshot {self.path}: no input {name!r} (it has {sorted(self.inputs)})")
+        wanted = None if shards is None else set(shards)
+        base: list[tuple[Any, int]] = []
+        pending: list[tuple[Any, int, int]] = []
+        for is_pending, part in ((False, entry.base), (True, entry.pending)):
+            for f in part:
+                if wanted is not None and f.shard not in wanted:
+                    continue
+                table = self._read_file(entry, f, is_pending)
+                records = decode_records(table, entry.columns)
+                diffs = table.column("diff").to_pylist()
+                if is_pending:
+                    pending.extend(zip(records, table.column("time").to_pylist(), diffs, strict=True))
+                else:
+                    base.extend(zip(records, diffs, strict=True))
+        return base, pending
+
+    def __repr__(self) -> str:
+        return f"Snapshot({str(self.path)!r}, frontier={self.frontier}, origin={self.manifest.origin!r})"
