@@ -29,6 +29,7 @@ __all__ = [
     "ReplayError",
     "ReplaySource",
     "accumulate",
+    "accumulate_at",
     "is_complete",
     "lockstep",
     "random_source",
@@ -202,6 +203,23 @@ def accumulate(updates: Iterable[tuple[Hashable, int, int]], time: int) -> dict[
         if t <= time:
             totals[record] = totals.get(record, 0) + diff
     return {record: count for record, count in totals.items() if count != 0}
+
+
+def accumulate_at(
+    updates: Iterable[tuple[Hashable, int, int]], times: Iterable[int]
+) -> dict[int, dict[Hashable, int]]:
+    """:func:`accumulate` at each of ``times`` in one sweep over the updates sorted by time."""
+    ordered = sorted(updates, key=lambda u: u[1])
+    totals: dict[Hashable, int] = {}
+    result: dict[int, dict[Hashable, int]] = {}
+    i = 0
+    for time in sorted(set(times)):
+        while i < len(ordered) and ordered[i][1] <= time:
+            record, _, diff = ordered[i]
+            totals[record] = totals.get(record, 0) + diff
+            i += 1
+        result[time] = {record: count for record, count in totals.items() if count != 0}
+    return result
 
 
 def is_complete(frontier: Sequence[int], time: int) -> bool:
