@@ -52,6 +52,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the broker child: ask Linux to SIGTERM it when its parent dies (it has its own session)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class EmbeddedBroker:
     """Start (or reuse via `KAFKA_BOOTSTRAP`) a Kafka-protocol broker; use as a context manager.
 
@@ -106,6 +117,8 @@ class EmbeddedBroker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C goes to our group; stop() ends the broker
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             raise BrokerError(f"starting the embedded broker {binary}: {exc}") from exc

@@ -65,8 +65,6 @@ def test_demo_with_max_updates_on_the_broker_from_kafka_bootstrap(kafka_broker: 
     assert "check: the result view equals a breadth-first search over the final window: OK" in result.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/broker.py starts tansu in the terminal's process group, so Ctrl-C "
-                   "kills the broker too (notes/REQUESTS.md); remove this mark with the one-line fix")
 def test_demo_ctrl_c_stops_sending_waits_for_the_output_and_checks_it() -> None:
     """Ctrl-C as a terminal sends it: SIGINT to the whole process group (the embedded broker too)."""
     import signal
