@@ -1,0 +1,327 @@
+"""Benchmark: sliding-window reachability at full resolution (the 2016 roadmap), against a stateless
+numpy recompute measured in the same run.
+
+Workload (as in shared/ENVIRONMENT.md): ``e = numpy.random.default_rng(42).integers(0, N, (M + C, 2))``;
+edges ``0..M-1`` form the initial graph (at time 0); change ``k`` removes edge ``k`` and adds edge
+``M + k`` at its own nanosecond time ``1 + k``; roots are ``0..R-1``; duplicate edges count as a
+multiset. ddflow runs ``ddflow.operators.library.reachability`` and closes the progress epoch every
+``E`` changes (``advance_to`` + ``run``), in a closed loop: the next epoch is fed when the previous
+one's output is complete. A change's latency is the wall time from feeding it to the end of the
+``run()`` that completes its epoch.
+
+The baseline recomputes the reachable ``(root, node)`` pairs from scratch with a vectorized numpy
+BFS. To give outputs at the same resolution (every change's own time) it must recompute after every
+change; that rate is the denominator of the printed ratios (once per epoch would give only the
+epochs' last times, and is printed for reference). ddflow's final output is checked against the
+baseline's BFS; a mismatch fails the benchmark.
+
+    .venv/bin/python tests/benchmarks/bench_reachability.py \
+        [--epochs 10,100,1000,10000 --changes 1000 --latency-e 100 --milestones 1000,10000]
+
+The roadmap's full latency figure is ``--milestones 1000,10000,100000,1000000`` (hours at E=100 with
+the current engine). The latency CDF is saved as a PNG (``--plot``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ddflow.operators import Dataflow
+from ddflow.operators.library import reachability
+
+HERE = Path(__file__).resolve().parent
+
+
+# -- workload and baseline ------------------------------------------------------------------------
+def workload(nodes: int, edges: int, changes: int, seed: int = 42) -> np.ndarray:
+    """The ``(edges + changes, 2)`` edge list of the sliding window."""
+    return np.random.default_rng(seed).integers(0, nodes, (edges + changes, 2))
+
+
+def numpy_reach(src: np.ndarray, dst: np.ndarray, nodes: int, roots: np.ndarray) -> np.ndarray:
+    """Level-synchronous BFS from every root at once over a CSR index of the edges.
+
+    Returns the ``(roots, nodes)`` bool matrix of reached nodes. A frontier is a vector of codes
+    ``root_row * nodes + node``; a node reached twice in one level is expanded twice (cheaper here
+    than sorting the frontier to remove duplicates)."""
+    order = np.argsort(src, kind="stable")
+    targets = dst[order]
+    offsets = np.searchsorted(src[order], np.arange(nodes + 1))
+    seen = np.zeros(len(roots) * nodes, dtype=bool)
+    front = np.arange(len(roots)) * nodes + roots
+    seen[front] = True
+    while len(front):
+        rows, at = np.divmod(front, nodes)
+        starts = offsets[at]
+        degree = offsets[at + 1] - starts
+        total = int(degree.sum())
+        if total == 0:
+            break
+        ends = np.cumsum(degree)
+        code = np.repeat(rows * nodes, degree) + targets[np.arange(total) + np.repeat(starts - ends + degree, degree)]
+        front = code[~seen[code]]
+        seen[front] = True
+    return seen.reshape(len(roots), nodes)
+
+
+def reach_pairs(seen: np.ndarray, roots: np.ndarray) -> set[tuple[int, int]]:
+    r, n = np.nonzero(seen)
+    return set(zip(roots[r].tolist(), n.tolist()))
+
+
+@dataclass
+class Baseline:
+    seconds_per_recompute: float
+    changes: int
+    initial_pairs: int
+
+    @property
+    def full_resolution_rate(self) -> float:
+        return 1.0 / self.seconds_per_recompute
+
+
+def measure_baseline(e: np.ndarray, nodes: int, edges: int, roots: int, *, budget: float,
+                     max_changes: int) -> Baseline:
+    """Slide the window one change at a time and recompute after each, for about ``budget`` seconds."""
+    src, dst = e[:edges, 0].copy(), e[:edges, 1].copy()
+    root_ids = np.arange(roots)
+    initial = int(numpy_reach(src, dst, nodes, root_ids).sum())
+    started = time.perf_counter()
+    k = 0
+    while k < max_changes and (k < 10 or time.perf_counter() - started < budget):
+        slot = k % edges  # the oldest edge, k, sits in slot k mod M
+        src[slot], dst[slot] = e[edges + k]
+        numpy_reach(src, dst, nodes, root_ids)
+        k += 1
+    return Baseline((time.perf_counter() - started) / k, k, initial)
+
+
+def window_at(e: np.ndarray, edges: int, changes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The window's edges after ``changes`` changes."""
+    w = e[changes : changes + edges]
+    return w[:, 0].copy(), w[:, 1].copy()
+
+
+# -- ddflow ---------------------------------------------------------------------------------------
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@dataclass
+class Phase:
+    """Changes ``first .. first + changes - 1`` fed with an epoch every ``epoch`` changes."""
+
+    epoch: int
+    first: int
+    changes: int
+    seconds: float
+    latencies: np.ndarray  # per change, seconds
+    rss: dict[int, float] = field(default_factory=dict)  # MB after a number of changes (absolute)
+
+    @property
+    def rate(self) -> float:
+        return self.changes / self.seconds
+
+
+class Reachability:
+    """One ddflow dataflow over the sliding window: ``load()`` the initial graph, then ``slide()``."""
+
+    def __init__(self, e: np.ndarray, nodes: int, edges: int, roots: int) -> None:
+        self.e, self.nodes, self.edges, self.roots = e, nodes, edges, roots
+        self.graph = list(map(tuple, e.tolist()))
+        self.df = Dataflow()
+        self.roots_in, self.edges_in = self.df.new_input("roots"), self.df.new_input("edges")
+        self.probe = reachability(self.roots_in.collection, self.edges_in.collection).capture(history=False)
+        self.current: dict = {}
+        self.done = 0  # changes applied so far
+
+    def _absorb(self) -> None:
+        current = self.current
+        for record, _time, diff in self.probe.drain():
+            c = current.get(record, 0) + diff
+            if c:
+                current[record] = c
+            else:
+                del current[record]
+
+    def load(self) -> float:
+        """The initial graph at time 0; returns the seconds to its complete output."""
+        started = time.perf_counter()
+        for r in range(self.roots):
+            self.roots_in.insert(r, 0)
+        self.roots_in.close()
+        for edge in self.graph[: self.edges]:
+            self.edges_in.insert(edge, 0)
+        self.edges_in.advance_to(1)
+        self.df.run()
+        seconds = time.perf_counter() - started
+        self._absorb()
+        return seconds
+
+    def slide(self, changes: int, epoch: int, marks: tuple[int, ...] = (), progress: bool = False) -> Phase:
+        """The next ``changes`` changes, change ``k`` at time ``1 + k``, an epoch every ``epoch``."""
+        graph, edges, update, clock = self.graph, self.edges, self.edges_in.update, time.perf_counter
+        first = self.done
+        stop = first + changes
+        latencies = np.empty(changes)
+        rss: dict[int, float] = {}
+        started = clock()
+        k = first
+        while k < stop:
+            end = min(k + epoch, stop)
+            fed = np.empty(end - k)
+            for j in range(k, end):
+                fed[j - k] = clock()
+                update(graph[j], 1 + j, -1)
+                update(graph[edges + j], 1 + j, 1)
+            self.edges_in.advance_to(1 + end)
+            self.df.run()
+            latencies[k - first : end - first] = clock() - fed
+            self._absorb()
+            k = end
+            if k in marks or k == stop:
+                rss[k] = rss_mb()
+                if progress:
+                    print(f"  .. E={epoch}: {k:,} changes, {(k - first) / (clock() - started):,.0f}/s, "
+                          f"RSS {rss[k]:,.0f} MB", file=sys.stderr, flush=True)
+        self.done = stop
+        return Phase(epoch, first, changes, clock() - started, latencies, rss)
+
+    def check(self) -> int:
+        """Compare the output now with a BFS of the window; exits on a mismatch. Returns the pair count."""
+        if any(c != 1 for c in self.current.values()):
+            bad = [kv for kv in self.current.items() if kv[1] != 1][:5]
+            raise SystemExit(f"after {self.done} changes: output multiplicities other than 1: {bad}")
+        src, dst = window_at(self.e, self.edges, self.done)
+        root_ids = np.arange(self.roots)
+        want = reach_pairs(numpy_reach(src, dst, self.nodes, root_ids), root_ids)
+        got = set(self.current)
+        if got != want:
+            raise SystemExit(f"after {self.done} changes: ddflow's output differs from BFS: "
+                             f"{len(got - want)} extra, {len(want - got)} missing")
+        return len(got)
+
+
+# -- reporting ------------------------------------------------------------------------------------
+def summary(latencies: np.ndarray) -> dict[str, float]:
+    ms = latencies * 1e3
+    p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+    return {"p50": p50, "p90": p90, "p99": p99, "max": ms.max()}
+
+
+def plot_cdf(windows: dict[int, np.ndarray], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for mark, lat in windows.items():
+        xs = np.sort(lat * 1e3)
+        ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=f"after {mark:,} changes")
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (ms): change fed -> its epoch's output complete")
+    ax.set_ylabel("fraction of changes")
+    ax.set_ylim(0, 1.01)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x.replace("_", "")) for x in text.split(",") if x)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--edges", type=int, default=2_000)
+    parser.add_argument("--roots", type=int, default=10)
+    parser.add_argument("--epochs", type=ints, default=(10, 100, 1_000, 10_000),
+                        help="progress epoch sizes E (changes per advance_to)")
+    parser.add_argument("--changes", type=int, default=1_000,
+                        help="changes per throughput run (at least one epoch of E)")
+    parser.add_argument("--latency-e", type=int, default=100, help="E of the latency run (0: none)")
+    parser.add_argument("--milestones", type=ints, default=(1_000, 10_000),
+                        help="latency distributions after these many changes")
+    parser.add_argument("--window", type=int, default=1_000, help="latencies per distribution")
+    parser.add_argument("--baseline-seconds", type=float, default=10.0)
+    parser.add_argument("--plot", type=Path, default=HERE / "reachability_latency_cdf.png")
+    args = parser.parse_args(argv)
+    n, m, r = args.nodes, args.edges, args.roots
+    longest = max([*args.milestones, *(max(args.changes, ep) for ep in args.epochs)])
+    e = workload(n, m, longest)
+    print(f"sliding-window reachability: {n:,} nodes, {m:,} edges, {r} roots, seed 42, "
+          f"each change its own time")
+
+    base = measure_baseline(e, n, m, r, budget=args.baseline_seconds, max_changes=longest)
+    print(f"baseline (numpy BFS recompute): {base.initial_pairs:,} reachable pairs initially; "
+          f"{base.seconds_per_recompute * 1e3:.2f} ms per recompute over {base.changes:,} changes -> "
+          f"{base.full_resolution_rate:,.0f} changes/s at full resolution")
+
+    phases: dict[int, Phase] = {}
+    latency: Phase | None = None
+    initial_seconds, initial_pairs = 0.0, 0
+    for ep in sorted({*args.epochs, *((args.latency_e,) if args.latency_e else ())}):
+        changes = max(args.changes, ep) if ep in args.epochs else 0
+        marks: tuple[int, ...] = ()
+        if ep == args.latency_e:
+            changes, marks = max(changes, *args.milestones), args.milestones
+        run = Reachability(e, n, m, r)  # a fresh dataflow per E
+        initial_seconds = run.load()
+        initial_pairs = run.check()
+        phase = run.slide(changes, ep, marks, progress=True)
+        run.check()
+        if ep in args.epochs:
+            phases[ep] = phase
+        if ep == args.latency_e:
+            latency = phase
+        del run
+
+    print(f"ddflow initial computation: {initial_seconds:.2f} s, {initial_pairs:,} pairs (checked by BFS)")
+    print(f"{'E':>7} {'changes':>9} {'ddflow changes/s':>17} {'x numpy full-res':>17} "
+          f"{'numpy once/epoch':>17}")
+    for ep, phase in phases.items():
+        coarse = ep / base.seconds_per_recompute
+        print(f"{ep:>7,} {phase.changes:>9,} {phase.rate:>17,.0f} "
+              f"{phase.rate / base.full_resolution_rate:>17.2f} {coarse:>17,.0f}")
+
+    if latency is not None:
+        lat = latency
+        print(f"latency at E={lat.epoch} (closed loop; last {args.window:,} changes before each mark):")
+        print(f"{'after':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8} {'RSS MB':>8}")
+        windows = {}
+        for mark in args.milestones:
+            window = lat.latencies[max(0, mark - args.window) : mark]
+            windows[mark] = window
+            s = summary(window)
+            print(f"{mark:>9,} {s['p50']:>8.1f} {s['p90']:>8.1f} {s['p99']:>8.1f} {s['max']:>8.1f} "
+                  f"{lat.rss.get(mark, float('nan')):>8.0f}")
+        if len(windows) > 1:
+            a, b = summary(windows[min(windows)]), summary(windows[max(windows)])
+            print(f"after {max(windows):,} vs after {min(windows):,}: p50 x{b['p50'] / a['p50']:.2f}, "
+                  f"p99 x{b['p99'] / a['p99']:.2f}")
+        plot_cdf(windows,
+                 f"reachability {n:,} nodes / {m:,} edges / {r} roots, E={lat.epoch}", args.plot)
+        print(f"latency CDF saved to {args.plot}")
+    print(f"peak RSS {peak_rss_mb():,.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
