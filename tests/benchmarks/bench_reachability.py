@@ -95,7 +95,7 @@ def measure_baseline(e: np.ndarray, nodes: int, edges: int, roots: int, *, budge
     initial = int(numpy_reach(src, dst, nodes, root_ids).sum())
     started = time.perf_counter()
     k = 0
-    while k < max_changes and (k < 10 or time.perf_counter() - started < budget):
+    while k < max_changes and (k < 3 or time.perf_counter() - started < budget):
         slot = k % edges  # the oldest edge, k, sits in slot k mod M
         src[slot], dst[slot] = e[edges + k]
         numpy_reach(src, dst, nodes, root_ids)
