@@ -56,6 +56,9 @@ class Dataflow:
                 node.step(frontier)
             if not self.root.complete_work(frontier):
                 break
+        for node in self._all_nodes():
+            for _, spine in node.arrangements():
+                spine.exert()
         self.epochs += 1
 
     def arrangement_stats(self) -> dict[str, dict[str, int]]:

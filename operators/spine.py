@@ -86,6 +86,7 @@ class Spine:
         self._since = Antichain([(T_MIN,) * depth])
         self._compacted = Antichain([(T_MIN,) * depth])  # join of every frontier a merge has advanced to
         self.merge_work = 0
+        self._inserted = 0
 
     # -- readers ---------------------------------------------------------------------------------
     def handle(self) -> TraceHandle:
@@ -112,6 +113,7 @@ class Spine:
         u = consolidate(updates)
         batch = TrieBatch.from_updates(u, Description(self.upper, upper, self._since))
         self.upper = upper
+        self._inserted += len(batch)
         if len(batch):
             self.items.append(batch)
         self._maintain(max(MIN_FUEL, FUEL_PER_UPDATE * len(batch)))
@@ -161,9 +163,32 @@ class Spine:
                 j -= 1
         return started
 
-    def exert(self, fuel: int) -> None:
-        """Spend extra effort on merges (e.g. when idle)."""
-        self._maintain(fuel)
+    def exert(self) -> None:
+        """Idle work after an epoch: re-merge recent batches whose times the frontier has since collapsed.
+
+        Batches sealed during an epoch hold its many distinct times; once the epoch is complete the
+        compaction frontier makes most of them indistinguishable. Merging the newest idle batches
+        then (within a budget proportional to what was inserted since the last call, so the work stays
+        amortized) keeps the trace close to its compacted size."""
+        budget, self._inserted = FUEL_PER_UPDATE * self._inserted, 0
+        frontier = self.logical_frontier()
+        physical = self.physical_frontier()
+        while budget > 0 and len(self.items) >= 2:
+            older, newer = self.items[-2], self.items[-1]
+            if not (isinstance(older, TrieBatch) and isinstance(newer, TrieBatch)):
+                break
+            size = len(older) + len(newer)
+            stale = older.desc.since != frontier or newer.desc.since != frontier
+            if size > budget or not stale or not (older.desc.upper.dominates(physical)
+                                                  and newer.desc.upper.dominates(physical)):
+                break
+            merge = Merge(older, newer, frontier)
+            merge.work(size + 1)
+            self.merge_work += merge.work_done
+            self.items[-2:] = [merge.result()]
+            if not len(self.items[-1]):
+                self.items.pop()
+            budget -= size
 
     # -- reading ---------------------------------------------------------------------------------
     def batches(self) -> Iterator[TrieBatch]:
