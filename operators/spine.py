@@ -84,7 +84,7 @@ class Spine:
         self._logical_holds = MutableAntichain()
         self._physical_holds = MutableAntichain()
         self._since = Antichain([(T_MIN,) * depth])
-        self._compacted = Antichain([(T_MIN,) * depth])  # join of every frontier a merge has advanced to
+        self._compacted = Antichain([(T_MIN,) * depth])  # the last logical frontier given out
         self.merge_work = 0
         self._inserted = 0
 
@@ -95,12 +95,15 @@ class Spine:
     def logical_frontier(self) -> Antichain:
         """How far merges may advance times: the meet of readers' holds.
 
-        With no reader, the upper joined with every frontier merges have already advanced to (a
-        dropped reader may have compacted past the upper), so a new handle starts where the trace is exact.
+        With no reader, the upper joined with the last frontier given out (a dropped reader may have
+        compacted past the upper), so a new handle starts where the trace is exact. Every merge takes
+        its frontier from here, and the answers never go backwards, so the last one bounds them all.
         """
         if self._logical_holds.is_empty():
-            return _frontier_join(self.upper, self._compacted)
-        return self._logical_holds.frontier()
+            self._compacted = _frontier_join(self.upper, self._compacted)
+        else:
+            self._compacted = self._logical_holds.frontier()
+        return self._compacted
 
     def physical_frontier(self) -> Antichain:
         if self._physical_holds.is_empty():
@@ -154,9 +157,7 @@ class Spine:
                 and older.desc.upper.dominates(physical)
                 and newer.desc.upper.dominates(physical)
             ):
-                frontier = self.logical_frontier()
-                self._compacted = _frontier_join(self._compacted, frontier)
-                self.items[j - 1 : j + 1] = [Merge(older, newer, frontier)]
+                self.items[j - 1 : j + 1] = [Merge(older, newer, self.logical_frontier())]
                 started = True
                 j -= 2
             else:
