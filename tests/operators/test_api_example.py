@@ -191,3 +191,27 @@ def test_update_after_close(session):
         edges.insert((1, 2), 5)
     with pytest.raises(DataflowError, match="clos"):
         edges.advance_to(7)
+
+
+def test_records_equal_in_python_are_one_record():
+    """1 == 1.0 == True: updates to any of them change one record (and one join key)."""
+    from ddflow.operators import Dataflow
+
+    df = Dataflow()
+    a, b = df.new_input("a"), df.new_input("b")
+    counts = a.collection.count().capture()
+    joined = a.collection.map(lambda r: (r, "a")).join(b.collection).capture()
+    a.insert(1, 10)
+    a.insert(1.0, 11)
+    a.update(True, 12, 2)
+    a.remove(1, 13)
+    b.insert((True, "b"), 10)
+    b.insert((1.0, "c"), 12)
+    for session in (a, b):
+        session.close()
+    df.run()
+    assert counts.at(10) == {(1, 1): 1}
+    assert counts.at(12) == {(1, 4): 1}
+    assert counts.at(13) == {(1, 3): 1}
+    assert joined.at(11) == {(1, ("a", "b")): 2}
+    assert joined.at(13) == {(1, ("a", "b")): 3, (1, ("a", "c")): 3}

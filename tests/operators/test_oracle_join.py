@@ -112,3 +112,14 @@ def test_shared_arrangement_keeps_one_index():
     separate_stats = separate_df.arrangement_stats()
     assert len(shared_stats) == len(separate_stats) - 1, (shared_stats, separate_stats)
     assert _arrangement_records(shared_df) == _arrangement_records(separate_df) - 200
+
+
+named_pairs = st.tuples(st.sampled_from(["ann", "bob", "cy"]), st.tuples(st.integers(0, 2), st.sampled_from("xy")))
+
+
+@given(sources(named_pairs, 2))
+def test_join_and_semijoin_with_string_keys_and_tuple_vals(srcs):
+    def pipeline(a, b):
+        return a.join(b), a.semijoin(b.map(lambda kv: kv[0]).filter(lambda k: k != "cy"))
+
+    check_pipeline(pipeline, srcs)

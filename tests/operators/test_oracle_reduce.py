@@ -132,3 +132,14 @@ def test_count_and_distinct_on_arranged_by_self(srcs):
 @given(sources(pairs))
 def test_distinct_then_count_keys(srcs):
     check_pipeline(lambda a: a.distinct().map(lambda kv: kv[0]).count(), srcs)
+
+
+named_pairs = st.tuples(st.sampled_from(["ann", "bob", "cy"]), st.tuples(st.integers(0, 2), st.sampled_from("xy")))
+
+
+@given(sources(named_pairs))
+def test_reductions_with_string_keys_and_tuple_vals(srcs):
+    def pipeline(a):
+        return a.min(), a.max(), a.top_k(2), a.reduce(lambda k, vals: [(vals[-1][0], len(vals))])
+
+    check_pipeline(pipeline, srcs)
