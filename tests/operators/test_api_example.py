@@ -215,3 +215,22 @@ def test_records_equal_in_python_are_one_record():
     assert counts.at(13) == {(1, 3): 1}
     assert joined.at(11) == {(1, ("a", "b")): 2}
     assert joined.at(13) == {(1, ("a", "b")): 3, (1, ("a", "c")): 3}
+
+
+def test_testing_helpers_drive_a_real_dataflow():
+    """``ReplaySource`` + ``lockstep`` + ``run_until`` from ``ddflow.operators.testing``."""
+    from ddflow.operators import Dataflow
+    from ddflow.operators.testing import ReplayError, ReplaySource, lockstep, run_until
+
+    df = Dataflow()
+    edges = df.new_input("edges")
+    probe = edges.collection.map(lambda e: e[0]).count().capture()
+    source = ReplaySource(
+        [((1, 2), 5, 1), ((1, 3), 15, 1), ((2, 3), 25, 1), ((1, 2), 35, -1)], [10, 20, 30], close=False
+    )
+    steps = lockstep([(edges, source)])
+    assert run_until(df, probe, 22, steps) == {(1, 2): 1}
+    assert probe.frontier == [30]  # it stopped as soon as 22 was complete
+    with pytest.raises(ReplayError, match="exhausted with time 40 still incomplete at frontier \\[30\\]"):
+        run_until(df, probe, 40, steps)  # the last epoch feeds time 35 but never advances past it
+    assert probe.at(29) == {(1, 2): 1, (2, 1): 1}
