@@ -11,6 +11,7 @@ times with positive count.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterable
 
@@ -18,6 +19,11 @@ import numpy as np
 
 from . import lattice
 from .lattice import Time, as_tuple
+
+
+def _le(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Product order on coordinate tuples of equal length."""
+    return all(map(operator.le, a, b))
 
 
 class Antichain:
@@ -32,10 +38,10 @@ class Antichain:
 
     def insert(self, time: Time) -> bool:
         """Insert ``time`` unless some element is ``<=`` it; drop elements it dominates."""
-        t = as_tuple(time)
-        if any(lattice.scalar_less_equal(e, t) for e in self._elements):
+        t = time if type(time) is tuple else as_tuple(time)
+        if any(_le(e, t) for e in self._elements):
             return False
-        self._elements = [e for e in self._elements if not lattice.scalar_less_equal(t, e)]
+        self._elements = [e for e in self._elements if not _le(t, e)]
         self._elements.append(t)
         return True
 
@@ -45,8 +51,8 @@ class Antichain:
 
     def less_equal(self, time: Time) -> bool:
         """True when ``time`` is beyond the frontier (``>=`` some element)."""
-        t = as_tuple(time)
-        return any(lattice.scalar_less_equal(e, t) for e in self._elements)
+        t = time if type(time) is tuple else as_tuple(time)
+        return any(_le(e, t) for e in self._elements)
 
     def dominates(self, other: Antichain) -> bool:
         """True when every element of ``other`` is beyond ``self`` (``self <= other`` as frontiers)."""
@@ -78,6 +84,8 @@ class Antichain:
         return len(self._elements)
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         return isinstance(other, Antichain) and set(self._elements) == set(other._elements)
 
     def __hash__(self) -> int:
@@ -109,9 +117,11 @@ class MutableAntichain:
 
     def __init__(self) -> None:
         self._counts: Counter[tuple[int, ...]] = Counter()
+        self._frontier: Antichain | None = None
 
     def update(self, time: Time, delta: int) -> None:
-        t = as_tuple(time)
+        self._frontier = None
+        t = time if type(time) is tuple else as_tuple(time)
         self._counts[t] += delta
         if self._counts[t] == 0:
             del self._counts[t]
@@ -126,7 +136,9 @@ class MutableAntichain:
             self.update(t, -1)
 
     def frontier(self) -> Antichain:
-        return Antichain(self._counts)
+        if self._frontier is None:
+            self._frontier = Antichain(self._counts)
+        return self._frontier
 
     def is_empty(self) -> bool:
         return not self._counts

@@ -40,12 +40,16 @@ class TraceHandle:
 
     def set_logical_compaction(self, frontier: Antichain) -> None:
         """Allow the trace to advance times to ``frontier`` (must not go backwards)."""
+        if frontier == self.logical:
+            return
         self._check(frontier, self.logical, "logical")
         self.trace._logical_holds.update_frontier(self.logical, frontier)
         self.logical = frontier
 
     def set_physical_compaction(self, frontier: Antichain) -> None:
         """Allow the trace to merge batches whose upper is at or behind ``frontier``."""
+        if frontier == self.physical:
+            return
         self._check(frontier, self.physical, "physical")
         self.trace._physical_holds.update_frontier(self.physical, frontier)
         self.physical = frontier
