@@ -65,6 +65,7 @@ __all__ = [
     "encode_table",
     "decode_records",
     "write_table_file",
+    "ShardFileWriter",
     "fsync_dir",
 ]
 
@@ -189,18 +190,67 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class _HashingFile:
+    """A binary file that hashes and counts what is written through it."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "wb")
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.sha256.update(view)
+        self.size += view.nbytes
+        return self.file.write(view)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def tell(self) -> int:
+        return self.size
+
+    def close(self) -> None:
+        if not self.closed:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            self.closed = True
+
+
+class ShardFileWriter:
+    """Streams record batches of one shard into ``root/relative`` as Parquet (zstd), hashing as it
+    goes; `close` fsyncs and returns the manifest entry. The daemon and the Spark executors both
+    write shard files with it, so the files are alike whoever writes them."""
+
+    def __init__(self, root: Path, relative: str, schema: pa.Schema, shard: int) -> None:
+        self.relative = relative
+        self.shard = shard
+        self.rows = 0
+        path = Path(root) / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = _HashingFile(path)
+        self._writer = pq.ParquetWriter(pa.PythonFile(self._file, mode="w"), schema, compression="zstd")
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        if isinstance(data, pa.RecordBatch):
+            self._writer.write_batch(data)
+        else:
+            self._writer.write_table(data)
+        self.rows += data.num_rows
+
+    def close(self) -> FileEntry:
+        self._writer.close()
+        self._file.close()
+        return FileEntry(self.relative, self.shard, self.rows, self._file.size, self._file.sha256.hexdigest())
+
+
 def write_table_file(root: Path, relative: str, table: pa.Table, shard: int) -> FileEntry:
     """Write ``table`` as Parquet at ``root/relative`` (fsynced) and describe it for the manifest."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd")
-    data = sink.getvalue().to_pybytes()
-    path = root / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return FileEntry(relative, shard, table.num_rows, len(data), hashlib.sha256(data).hexdigest())
+    writer = ShardFileWriter(root, relative, table.schema, shard)
+    writer.write(table)
+    return writer.close()
 
 
 # -- the manifest ------------------------------------------------------------------------------------
