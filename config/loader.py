@@ -249,10 +249,12 @@ def _epoch(t: _Table) -> EpochConfig:
 def _checkpoint(t: _Table, base: Path) -> CheckpointConfig:
     location = t.get("location", str, None, check=_nonempty)
     interval = t.duration("interval", 60_000_000_000)
+    keep = t.get("keep", int, 3, check=_positive)
+    shards = t.get("shards", int, 4, check=_positive)
     t.finish()
     if interval <= 0:
         t.problems.append(Problem(t.key("interval"), "must be greater than 0"))
-    return CheckpointConfig(None if location is None else (base / location).resolve(), interval)
+    return CheckpointConfig(None if location is None else (base / location).resolve(), interval, keep, shards)
 
 
 def _metrics(t: _Table) -> MetricsConfig:

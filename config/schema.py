@@ -140,10 +140,13 @@ class EpochConfig:
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    """Where snapshots are written (``None``: no checkpoints, state is rebuilt by replay)."""
+    """Where snapshots are written (``None``: no checkpoints, state is rebuilt by replay), how
+    often (wall time, at an epoch boundary), how many are kept, and into how many key shards."""
 
     location: Path | None = None
     interval_ns: int = 60_000_000_000
+    keep: int = 3
+    shards: int = 4
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,8 @@ class Config:
             "checkpoint": {
                 "location": None if self.checkpoint.location is None else str(self.checkpoint.location),
                 "interval_ns": self.checkpoint.interval_ns,
+                "keep": self.checkpoint.keep,
+                "shards": self.checkpoint.shards,
             },
             "metrics": {"address": self.metrics.address},
         }

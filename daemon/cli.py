@@ -6,6 +6,8 @@
     ddflow produce --topic T [FILE] send updates (JSON lines or msgpack) with progress markers
     ddflow tail --topic T           print a result topic's view at its frontier, then live changes
     ddflow demo                     broker + daemon + generator + live view, in one command
+    ddflow backfill --config FILE --input NAME=PATH --output DIR
+                                    build a snapshot from a Parquet history with Spark
 
 Every flag that has an environment variable falls back to it, and ``--help`` names it. Exit
 codes: 0 success, 1 runtime failure, 2 bad usage or invalid config.
@@ -87,6 +89,29 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                           "(development; production topics are usually created by their owners)")
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="stop (draining the epoch) after this long; default: run until signalled")
+    run.add_argument("--snapshot-from", default=None, metavar="DIR",
+                     help="load this snapshot (e.g. from 'ddflow backfill') when the checkpoint directory has no "
+                          "checkpoint yet; live input is consumed meanwhile and published after the snapshot's output")
+
+    backfill = commands.add_parser(
+        "backfill", help="build a snapshot from a Parquet history archive with Spark", formatter_class=_Formatter,
+        description="Read each input's history (Parquet files with one column per field, 'time' in ns and 'diff'), "
+                    "consolidate it at a frontier F (times below F advanced to F) on Spark, shard it by the "
+                    "daemon's key hash and write a snapshot for 'ddflow run --snapshot-from DIR'. The driver never "
+                    "collects the data; DIR must be a path the driver and the executors share.")
+    _env_flag(backfill, "--config", "config", environ, required=True, metavar="FILE",
+              help="the daemon's TOML config (input names, topics and field types)")
+    backfill.add_argument("--input", dest="archives", action="append", required=True, metavar="NAME=PATH[,PATH...]",
+                          help="an input's archive: Parquet files or directories (repeat for each input)")
+    backfill.add_argument("--output", required=True, metavar="DIR", help="the snapshot directory to create")
+    backfill.add_argument("--frontier", type=int, default=None, metavar="TIME_NS",
+                          help="F: updates before it are consolidated (default: one past the largest archive time)")
+    backfill.add_argument("--offsets", action="append", default=None, metavar="NAME:PARTITION=OFFSET[,...]",
+                          help="where the input's live tail starts on its topic (default: the daemon reads the "
+                               "topic from the beginning)")
+    backfill.add_argument("--shards", type=int, default=None, metavar="N",
+                          help="key shards (default: checkpoint.shards of the config)")
+    backfill.add_argument("--master", default="local[*]", help="the Spark master URL (local[*], spark://..., yarn)")
 
     check = commands.add_parser("check-config", help="validate a config file and build its dataflow once",
                                 formatter_class=_Formatter)
@@ -219,7 +244,7 @@ def _run(args: argparse.Namespace) -> int:
         created = ensure_topics(config.client_options(), dict.fromkeys(topics, args.create_topics))
         if created:
             log.info("created topics %s with %d partitions", created, args.create_topics)
-    return run_daemon(config, timeout=args.timeout)
+    return run_daemon(config, timeout=args.timeout, snapshot_from=args.snapshot_from)
 
 
 def _with_bootstrap(config: Config, bootstrap: str, *, source: str) -> Config:
@@ -245,12 +270,12 @@ def _with_metrics_address(config: Config, address: str) -> Config:
     return replace(config, metrics=MetricsConfig(host, port))
 
 
-def run_daemon(config: Config, *, timeout: float | None = None) -> int:
+def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: str | None = None) -> int:
     """``ddflow run``: log the effective config, serve the endpoints, run until SIGTERM/SIGINT."""
     log.info("effective configuration: %s", json.dumps(config.redacted(), sort_keys=True))
     from .service import Service
 
-    service = Service(config)
+    service = Service(config, snapshot_from=snapshot_from)
     with contextlib.ExitStack() as stack:
         stack.callback(service.close)
         server = service.serve()
@@ -379,6 +404,43 @@ def _text_line(event: dict[str, Any]) -> None:
         print(f"  {diff:+d} {data!r} @ {t}")
 
 
+def _backfill(args: argparse.Namespace) -> int:
+    from .backfill import BackfillInput, run_backfill
+
+    config = load_config(args.config)
+    specs = {i.name: i for i in config.inputs}
+    paths: dict[str, list[str]] = {}
+    for item in args.archives:
+        name, sep, listed = item.partition("=")
+        if not sep or not listed:
+            raise UsageError(f"--input {item!r}: expected NAME=PATH[,PATH...]")
+        if name not in specs:
+            raise UsageError(f"--input {item!r}: the config has no input {name!r} (inputs: {sorted(specs)})")
+        paths.setdefault(name, []).extend(p for p in listed.split(",") if p)
+    offsets: dict[str, dict[int, int]] = {}
+    for item in args.offsets or []:
+        name, sep, listed = item.partition(":")
+        try:
+            if not sep or name not in paths:
+                raise ValueError
+            offsets[name] = {int(p): int(o) for p, o in (pair.split("=") for pair in listed.split(","))}
+        except ValueError:
+            raise UsageError(f"--offsets {item!r}: expected NAME:PARTITION=OFFSET[,...] for an input given with "
+                             f"--input ({sorted(paths)})") from None
+    inputs = [BackfillInput(name, specs[name].topic, {f.name: f.type for f in specs[name].fields} or None, listed,
+                            offsets.get(name))
+              for name, listed in paths.items()]
+    shards = args.shards if args.shards is not None else config.checkpoint.shards
+    result = run_backfill(inputs, args.output, frontier=args.frontier, shards=shards, master=args.master,
+                          progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"snapshot {result.path}: frontier {result.frontier}, "
+          + ", ".join(f"{n}: {result.updates[n]} updates -> {result.base[n]} records + {result.pending[n]} pending"
+                      for n in result.updates)
+          + f"; {result.bytes} bytes in {result.seconds:.1f} s ({result.updates_per_second:,.0f} updates/s)")
+    print(f"next: ddflow run --config {args.config} --snapshot-from {result.path}")
+    return EXIT_OK
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -392,6 +454,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "produce": _produce,
     "tail": _tail,
     "demo": _demo,
+    "backfill": _backfill,
 }
 
 

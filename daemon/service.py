@@ -34,8 +34,10 @@ class Service:
     time below the last published frontier is final on the result topics.
     """
 
-    def __init__(self, config: Config, *, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, config: Config, *, registry: CollectorRegistry | None = None,
+                 snapshot_from: str | None = None) -> None:
         self.config = config
+        self.snapshot_from = snapshot_from
         self.registry = registry if registry is not None else CollectorRegistry()
         self.stats = Stats()
         self.metrics = DaemonMetrics(
@@ -95,7 +97,7 @@ class Service:
 
     def run(self, *, timeout: float | None = None) -> None:
         try:
-            self.worker = make_worker(self.config, self.stats)
+            self.worker = make_worker(self.config, self.stats, snapshot_from=self.snapshot_from)
             if self._stop.is_set():
                 return
             self._running.set()
@@ -117,8 +119,9 @@ class Service:
             self.endpoints = None
 
 
-def make_worker(config: Config, stats: Any) -> Any:
-    """The data path's worker for ``config`` (the one place that knows the worker's signature)."""
+def make_worker(config: Config, stats: Any, *, snapshot_from: str | None = None) -> Any:
+    """The data path's worker for ``config`` (the one place that knows the worker's signature);
+    ``snapshot_from``: a snapshot (e.g. a backfill) to load when there is no checkpoint yet."""
     from .progress import EpochPolicy
     from .sink import OutputSpec
     from .source import InputSpec
@@ -147,5 +150,9 @@ def make_worker(config: Config, stats: Any) -> Any:
         epoch=epoch,
         dead_letter_topic=config.dead_letter_topic,
         checkpoint_dir=None if config.checkpoint.location is None else str(config.checkpoint.location),
+        checkpoint_interval=config.checkpoint.interval_ns / 1e9,
+        checkpoint_keep=config.checkpoint.keep,
+        checkpoint_shards=config.checkpoint.shards,
+        snapshot_from=snapshot_from,
         stats=stats,
     )
