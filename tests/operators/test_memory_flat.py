@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections import deque
 
-import pytest
-
 from ddflow.operators.testing import sliding_window_graph
 
 NODES, EDGES, ROOTS, CHANGES, EPOCH = 1_000, 2_000, 10, 100_000, 1_000
@@ -37,7 +35,6 @@ def total_records(df) -> int:
     return sum(stats["records"] for stats in df.arrangement_stats().values())
 
 
-@pytest.mark.slow  # ~14 min wall (9 min CPU) on 2 shared cores with the first engine
 def test_sliding_window_reachability_memory_is_flat():
     from ddflow.operators import Dataflow
 
