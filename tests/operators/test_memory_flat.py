@@ -57,6 +57,9 @@ def test_sliding_window_reachability_memory_is_flat():
         source.feed(edges_in, index)
         df.run()
         sizes.append(total_records(df))
+    for name, stats in df.arrangement_stats().items():
+        assert {"records", "batches", "bytes", "merge_work"} <= set(stats), (name, stats)
+        assert all(isinstance(stats[k], int) and stats[k] >= 0 for k in stats), (name, stats)
     # sizes[0]: the initial 2,000 edges; sizes[1]: after the first 1,000 changes.
     print(f"arrangement records: after load {sizes[0]}, after {EPOCH} changes {sizes[1]}, "
           f"max {max(sizes[1:])}, final {sizes[-1]}")
