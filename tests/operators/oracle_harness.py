@@ -5,9 +5,10 @@ against the public ``Collection`` API; :func:`check_pipeline` builds it once in 
 ``Dataflow`` (one input per :class:`ReplaySource`) and replays the sources epoch by epoch. After
 every ``df.run()`` it checks, for every time that became complete (each update time, the epoch
 boundaries and the times just before them, and the time before every third update time), that
-``capture.at(t)`` equals the oracle's from-scratch answer at ``t``; that ``capture.updates`` is consolidated, accumulates to the same answer and only
-moves at input times; that the capture's frontier is the inputs' frontier; and that running again
-with nothing new changes nothing. Each epoch is fed in two halves with a ``df.run()`` between.
+``capture.at(t)`` equals the oracle's from-scratch answer at ``t``; that ``capture.updates`` is
+consolidated, accumulates to the same answer and only moves at input times; that the capture's
+frontier is the inputs' frontier; and that running again with nothing new changes nothing.
+Each epoch is fed in two halves with a ``df.run()`` between.
 
 Hypothesis strategies for the streams live here too, with the settings profiles
 (``HYPOTHESIS_PROFILE=ci|dev|thorough``; ``dev`` is the default).

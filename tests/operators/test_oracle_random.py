@@ -20,12 +20,14 @@ EDGES = [(s, d) for s in range(6) for d in range(6)]
 
 def _shared(a, b, c):
     arranged = a.arrange_by_key()
-    return arranged.join(b), c.join(arranged), arranged.min(), arranged.reduce(lambda k, v: [(len(v), 1)])
+    sizes = arranged.reduce(lambda k, v: [(len(v), 1)])
+    return arranged.join(b), c.join(arranged), arranged.min(), sizes
 
 
 def _by_self(a, b):
     keys = b.map(lambda r: r % 4).arrange_by_self()
-    return a.map(lambda r: (r % 4, r)).semijoin(keys), a.map(lambda r: (r % 4, r)).antijoin(keys), keys.distinct()
+    keyed = a.map(lambda r: (r % 4, r))
+    return keyed.semijoin(keys), keyed.antijoin(keys), keys.distinct()
 
 
 def _halving(a, b):
@@ -45,7 +47,7 @@ PIPELINES = {
     "join_map": (PAIRS, 2, lambda a, b: a.join_map(b, lambda k, x, y: (k + x) * 10 + y)),
     "semijoin": (PAIRS, 2, lambda a, b: a.semijoin(b.map(lambda kv: kv[0]))),
     "antijoin": (PAIRS, 2, lambda a, b: a.antijoin(b.map(lambda kv: kv[1]))),
-    "reduce": (WIDE, 1, lambda a: a.reduce(lambda k, vals: [(sum(v * c for v, c in vals), 1), (len(vals), -2)])),
+    "reduce": (WIDE, 1, lambda a: a.reduce(lambda k, vs: [(sum(v * c for v, c in vs), 1), (len(vs), -2)])),
     "min": (WIDE, 1, lambda a: a.min()),
     "max": (WIDE, 1, lambda a: a.max()),
     "sum": (WIDE, 1, lambda a: a.sum()),
@@ -64,11 +66,19 @@ PIPELINES = {
 
 GRAPHS = {
     "reachability": (EDGES, 2, lambda r, g: composites.reachability(r.map(lambda e: e[0]), g)),
-    "reachability_entered": (EDGES, 2, lambda r, g: composites.reachability_entered(r.map(lambda e: e[0]), g)),
+    "reachability_entered": (
+        EDGES,
+        2,
+        lambda r, g: composites.reachability_entered(r.map(lambda e: e[0]), g),
+    ),
     "connected_components": (EDGES, 1, composites.connected_components),
     "halving_loop": (INTS, 2, lambda a, b: _halving(a, b)),
     "two_core": (EDGES, 1, composites.two_core),
-    "nested_reachability": (EDGES, 2, lambda r, g: composites.nested_reachability(r.map(lambda e: e[0]), g)),
+    "nested_reachability": (
+        EDGES,
+        2,
+        lambda r, g: composites.nested_reachability(r.map(lambda e: e[0]), g),
+    ),
     "nested_reachability_entered": (
         EDGES,
         2,
@@ -82,7 +92,9 @@ SEEDS = [(0, 0), (1, 1_700_000_000_000_000_000), (2, 0)]
 
 def _sources(seed: int, base: int, records: list, count: int, epochs: int, per_epoch: int):
     return [
-        random_source(seed * 100 + i, records, epochs=epochs, per_epoch=per_epoch, width=1_000, base=base)
+        random_source(
+            seed * 100 + i, records, epochs=epochs, per_epoch=per_epoch, width=1_000, base=base
+        )
         for i in range(count)
     ]
 
