@@ -65,8 +65,6 @@ _ACCEPTED = {
 # the Spark type an ``any`` field (stored as msgpack) is read as
 _ANY = {"tinyint": "bigint", "smallint": "bigint", "int": "bigint", "bigint": "bigint", "float": "double",
         "double": "double", "string": "string", "binary": "binary", "boolean": "boolean"}
-_SPARK_OF_COLUMN = {"int64": "bigint", "float64": "double", "string": "string", "binary": "binary", "bool": "boolean",
-                    "msgpack": "binary"}
 
 
 def _stderr(line: str) -> None:
@@ -198,10 +196,7 @@ def run_backfill(
                 for i in inputs:
                     df, columns = archives[i.name].df, archives[i.name].columns
                     directory = writer.input_dir(i.name)
-                    base = _write_part(df.where(df.time < frontier), columns, shards, writer.staging, directory,
-                                       "base")
-                    pending = _write_part(df.where(df.time >= frontier), columns, shards, writer.staging, directory,
-                                          "pending")
+                    base, pending = _write_input(df, columns, shards, frontier, writer.staging, directory)
                     writer.add_files(i.name, i.topic, columns, i.offsets, base, pending)
                     result.updates[i.name] = stats[i.name]["rows"]
                     result.base[i.name] = sum(f.rows for f in base)
@@ -300,100 +295,114 @@ def _check(archive: _Archive, spec: BackfillInput, progress: Progress) -> dict[s
 # -- consolidating, sharding and writing -----------------------------------------------------------------
 
 
-def _write_part(df: Any, columns: Sequence[Column], shards: int, staging: Path, directory: str,
-                part: str) -> list[FileEntry]:
-    """Consolidate (per record, or per record and time for ``pending``), shard and write; returns
-    the files written (one per non-empty shard)."""
+def _write_input(df: Any, columns: Sequence[Column], shards: int, frontier: int, staging: Path,
+                 directory: str) -> tuple[list[FileEntry], list[FileEntry]]:
+    """Shard, consolidate and write one input; returns its (base, pending) files. One shuffle:
+    rows are partitioned by shard first, and grouping by (shard, record, time or null) then
+    needs no second exchange."""
     from pyspark.sql import functions as F
 
-    pending = part == "pending"
     values = [c for c in df.columns if c.startswith("v")]
-    keys = values + (["time"] if pending else [])
-    consolidated = df.groupBy(*keys).agg(F.sum("diff").alias("diff")).where(F.col("diff") != 0)
     whole = len(columns) == 1 and columns[0].type == "msgpack" and columns[0].name == "record"
-    encode = _Encoder(columns, values, whole, shards, pending)
-    sharded = consolidated.mapInArrow(encode, encode.ddl)
-    written = (
-        sharded.repartition(shards, "_shard")
+    sharder = _Sharder(values[0], shards)
+    at = F.when(F.col("time") >= frontier, F.col("time")).alias("time")  # null: below F, the base
+    consolidated = (
+        df.mapInArrow(sharder, sharder.ddl(df))
+        .repartition(shards, "_shard")
+        .groupBy("_shard", *values, at)
+        .agg(F.sum("diff").alias("diff"))
+        .where(F.col("diff") != 0)
         .sortWithinPartitions("_shard")
-        .mapInArrow(_ShardWriter(str(staging), directory, part, columns, pending),
-                    "path string, shard int, rows long, bytes long, sha256 string")
-        .collect()
     )
-    return [FileEntry(r["path"], r["shard"], r["rows"], r["bytes"], r["sha256"]) for r in written]
+    written = consolidated.mapInArrow(
+        _ShardWriter(str(staging), directory, columns, values, whole),
+        "path string, shard int, rows long, bytes long, sha256 string, pending boolean",
+    ).collect()
+    files = [(FileEntry(r["path"], r["shard"], r["rows"], r["bytes"], r["sha256"]), r["pending"]) for r in written]
+    return [f for f, pending in files if not pending], [f for f, pending in files if pending]
 
 
-class _Encoder:
-    """Arrow batches of consolidated rows -> snapshot columns f0..fN (msgpack where the column
-    type says so), time, diff and the shard id. Runs on the executors."""
+class _Sharder:
+    """Adds each row's shard to Arrow batches: `snapshot.shard_of` of its record, whose key is the
+    first field (``key_column``). Runs on the executors."""
 
-    def __init__(self, columns: Sequence[Column], values: Sequence[str], whole: bool, shards: int,
-                 pending: bool) -> None:
-        self.types = [c.type for c in columns]
-        self.values = list(values)
-        self.whole = whole
+    def __init__(self, key_column: str, shards: int) -> None:
+        self.key_column = key_column
         self.shards = shards
-        self.pending = pending
-        names = [f"f{i} {_SPARK_OF_COLUMN[t]}" for i, t in enumerate(self.types)]
-        self.ddl = ", ".join(names + (["time bigint"] if pending else []) + ["diff bigint", "_shard int"])
+
+    def ddl(self, df: Any) -> str:
+        return ", ".join([f"{name} {kind}" for name, kind in df.dtypes] + ["_shard int"])
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pack = msgpack.Packer(use_bin_type=True).pack
         for batch in batches:
-            table = pa.Table.from_batches([batch])
-            raw = [table.column(v).to_pylist() for v in self.values]
-            if self.whole:
-                records = list(zip(*raw, strict=True)) if raw else []
-                keys = [r[0] if r else r for r in records]
-                arrays = [pa.array([pack(r) for r in records], pa.binary())]
-            else:
-                keys = raw[0]
-                arrays = []
-                for kind, column_values, name in zip(self.types, raw, self.values, strict=True):
-                    if kind == "msgpack":
-                        arrays.append(pa.array([pack(v) for v in column_values], pa.binary()))
-                    else:
-                        arrays.append(table.column(name).combine_chunks().cast(ARROW_TYPES[kind]))
-            if self.pending:
-                arrays.append(table.column("time").combine_chunks())
-            arrays.append(table.column("diff").combine_chunks())
-            arrays.append(pa.array(shard_ids(keys, self.shards), pa.int32()))
-            names = [f"f{i}" for i in range(len(self.types))] + (["time"] if self.pending else []) + ["diff", "_shard"]
-            yield pa.RecordBatch.from_arrays(arrays, names=names)
+            keys = batch.column(batch.schema.get_field_index(self.key_column)).to_pylist()
+            shard = pa.array(shard_ids(keys, self.shards), pa.int32())
+            yield pa.RecordBatch.from_arrays(list(batch.columns) + [shard],
+                                             names=list(batch.schema.names) + ["_shard"])
 
 
 class _ShardWriter:
-    """Writes the rows of each shard in a Spark partition (sorted by shard) to its Parquet file
-    and yields one metadata row per file. Runs on the executors."""
+    """Writes the rows of each shard in a Spark partition (sorted by shard) to its base and
+    pending Parquet files, encoding msgpack columns, and yields one metadata row per file. Runs
+    on the executors."""
 
-    def __init__(self, staging: str, directory: str, part: str, columns: Sequence[Column], pending: bool) -> None:
+    def __init__(self, staging: str, directory: str, columns: Sequence[Column], values: Sequence[str],
+                 whole: bool) -> None:
         self.staging = staging
         self.directory = directory
-        self.part = part
-        self.schema = arrow_schema(columns, pending=pending)
+        self.types = [c.type for c in columns]
+        self.values = list(values)
+        self.whole = whole
+        self.schemas = {False: arrow_schema(columns, pending=False), True: arrow_schema(columns, pending=True)}
+
+    def _encode(self, table: pa.Table, pending: bool) -> pa.Table:
+        pack = msgpack.Packer(use_bin_type=True).pack
+        if self.whole:
+            raw = [table.column(v).to_pylist() for v in self.values]
+            arrays = [pa.array([pack(r) for r in zip(*raw, strict=True)] if raw else [], pa.binary())]
+        else:
+            arrays = []
+            for kind, name in zip(self.types, self.values, strict=True):
+                column = table.column(name)
+                if kind == "msgpack":
+                    arrays.append(pa.array([pack(v) for v in column.to_pylist()], pa.binary()))
+                else:
+                    arrays.append(column.cast(ARROW_TYPES[kind]))
+        if pending:
+            arrays.append(table.column("time"))
+        arrays.append(table.column("diff"))
+        return pa.Table.from_arrays(arrays, schema=self.schemas[pending])
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        writer: ShardFileWriter | None = None
-        entries: list[FileEntry] = []
+        import pyarrow.compute as pc
+
+        writers: dict[bool, ShardFileWriter] = {}
+        entries: list[tuple[FileEntry, bool]] = []
+        current = None
         for batch in batches:
-            shard_column = batch.column(batch.schema.get_field_index("_shard"))
-            data = pa.Table.from_batches([batch]).drop_columns(["_shard"]).cast(self.schema)
-            for start, stop, shard in _runs(shard_column.to_numpy(zero_copy_only=False)):
-                if writer is not None and writer.shard != shard:
-                    entries.append(writer.close())
-                    writer = None
-                if writer is None:
-                    writer = ShardFileWriter(Path(self.staging), f"{self.directory}/{self.part}-{shard:05d}.parquet",
-                                             self.schema, shard)
-                writer.write(data.slice(start, stop - start))
-        if writer is not None:
-            entries.append(writer.close())
+            table = pa.Table.from_batches([batch])
+            shards = table.column("_shard").to_numpy()
+            for start, stop, shard in _runs(shards):
+                if shard != current:
+                    entries.extend((w.close(), pending) for pending, w in writers.items())
+                    writers, current = {}, shard
+                rows = table.slice(start, stop - start)
+                is_pending = pc.is_valid(rows.column("time"))
+                for pending in (False, True):
+                    part = rows.filter(is_pending if pending else pc.invert(is_pending))
+                    if not part.num_rows:
+                        continue
+                    if pending not in writers:
+                        name = f"{self.directory}/{'pending' if pending else 'base'}-{shard:05d}.parquet"
+                        writers[pending] = ShardFileWriter(Path(self.staging), name, self.schemas[pending], shard)
+                    writers[pending].write(self._encode(part, pending))
+        entries.extend((w.close(), pending) for pending, w in writers.items())
         if entries:
             yield pa.RecordBatch.from_pylist(
-                [{"path": e.path, "shard": e.shard, "rows": e.rows, "bytes": e.bytes, "sha256": e.sha256}
-                 for e in entries],
+                [{"path": e.path, "shard": e.shard, "rows": e.rows, "bytes": e.bytes, "sha256": e.sha256,
+                  "pending": pending} for e, pending in entries],
                 schema=pa.schema([("path", pa.string()), ("shard", pa.int32()), ("rows", pa.int64()),
-                                  ("bytes", pa.int64()), ("sha256", pa.string())]),
+                                  ("bytes", pa.int64()), ("sha256", pa.string()), ("pending", pa.bool_())]),
             )
 
 
