@@ -79,8 +79,30 @@ def concat(parts: Sequence[Updates], width: int | None = None, depth: int | None
     )
 
 
+def packed_key(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray | None:
+    """One int64 per row ordering rows like (data columns, time coordinates), or ``None`` when the
+    columns' ranges do not fit together in 63 bits."""
+    columns = [*data, *(times[:, j] for j in range(times.shape[1]))]
+    lows, widths = [], []
+    for c in columns:
+        lo, hi = int(c.min()), int(c.max())
+        lows.append(lo)
+        widths.append((hi - lo).bit_length())
+    if sum(widths) > 63:
+        return None
+    key = np.zeros(len(times), dtype=np.int64)
+    for c, lo, w in zip(columns, lows, widths):
+        if w:
+            key <<= w
+            key |= c - lo
+    return key
+
+
 def sort_order(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
     """Indices sorting by data columns (first is most significant), then time coordinates."""
+    key = packed_key(data, times) if len(times) else None
+    if key is not None:
+        return np.argsort(key, kind="stable")
     keys = [times[:, j] for j in range(times.shape[1] - 1, -1, -1)]
     keys.extend(reversed(data))
     return np.lexsort(keys)
@@ -104,11 +126,20 @@ def consolidate(u: Updates) -> Updates:
     n = len(u)
     if n == 0:
         return u
-    order = sort_order(u.data, u.times)
+    key = packed_key(u.data, u.times)
+    if key is not None:
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        starts = np.empty(n, dtype=bool)
+        starts[0] = True
+        np.not_equal(key[1:], key[:-1], out=starts[1:])
+    else:
+        order = sort_order(u.data, u.times)
     data = tuple(c[order] for c in u.data)
     times = u.times[order]
     diffs = u.diffs[order]
-    starts = segment_starts(data, times)
+    if key is None:
+        starts = segment_starts(data, times)
     if starts.all():
         keep = diffs != 0
         if keep.all():
