@@ -109,10 +109,17 @@ def stable_hash(value: Hashable) -> int:
     return int.from_bytes(digest, "little") & ID_MASK
 
 
+_UNSALTED = frozenset((int, float, bool))
+
+
 def _unsalted(value: object) -> bool:
-    if type(value) is tuple:
-        return all(_unsalted(v) for v in value)
-    return type(value) in (int, float, bool)
+    kind = type(value)
+    if kind is tuple:
+        for v in value:
+            if type(v) not in _UNSALTED and not _unsalted(v):
+                return False
+        return True
+    return kind in _UNSALTED
 
 
 def _resolve(hasher: Callable[[tuple], int]) -> Callable:
