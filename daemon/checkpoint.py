@@ -137,9 +137,10 @@ class CheckpointStore:
                 writer.add_input(name, topic, columns, state.base, state.pending, offsets)
             path = writer.commit(extra)
         snapshot = Snapshot.open(path)
+        contents = ", ".join(f"{e.name}: {e.base_rows} records + {e.pending_rows} pending"
+                             for e in snapshot.inputs.values())
         log.info("checkpoint %s at frontier %d: %d bytes, %s, in %.3f s", path.name, frontier, snapshot.size_bytes,
-                 ", ".join(f"{e.name}: {e.base_rows} records + {e.pending_rows} pending" for e in snapshot.inputs.values()),
-                 time.perf_counter() - started)
+                 contents, time.perf_counter() - started)
         self.prune()
         return snapshot
 

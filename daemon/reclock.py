@@ -56,7 +56,8 @@ class ReclockBindings:
                     continue
                 self._add(int(obj["time"]), {int(p): int(o) for p, o in obj["upper"].items()})
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise SnapshotError(f"reclock bindings {self.path} line {number}: {line[:120]!r} is corrupt ({exc})") from exc
+                raise SnapshotError(f"reclock bindings {self.path} line {number}: {line[:120]!r} is corrupt "
+                                    f"({exc})") from exc
         self._unsaved = 0
         if tail:
             self._rewrite()  # drop the torn line so later appends start on a fresh line

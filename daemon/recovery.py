@@ -73,7 +73,8 @@ class SnapshotLoader:
         if self._thread.is_alive():
             raise RecoveryError(f"loading {self.snapshot}: not done after {timeout} s")
         if self._error is not None:
-            raise RecoveryError(f"loading {self.snapshot}: {type(self._error).__name__}: {self._error}") from self._error
+            error = self._error
+            raise RecoveryError(f"loading {self.snapshot}: {type(error).__name__}: {error}") from error
         assert self._result is not None
         return self._result
 
@@ -105,7 +106,8 @@ class Recovery:
         if self.store is not None:
             for spec in inputs:
                 if spec.policy == "reclock":
-                    self.bindings[spec.topic] = ReclockBindings(Path(directory or ".") / "reclock" / f"{spec.topic}.log")
+                    log_path = Path(directory or ".") / "reclock" / f"{spec.topic}.log"
+                    self.bindings[spec.topic] = ReclockBindings(log_path)
         self._monotonic = monotonic
         self._last = monotonic()
         self.restored: Snapshot | None = None
@@ -148,7 +150,8 @@ class Recovery:
             if entry.columns != expected:
                 got = ", ".join(f"{c.name}:{c.type}" for c in entry.columns)
                 want = ", ".join(f"{c.name}:{c.type}" for c in expected)
-                raise SnapshotError(f"{snapshot}: input {name!r} has columns ({got}), the worker's fields give ({want})")
+                raise SnapshotError(f"{snapshot}: input {name!r} has columns ({got}), the worker's fields give "
+                                    f"({want})")
         for name in specs.keys() - snapshot.inputs.keys():
             log.warning("%s has no input %r: it starts empty and is read from the beginning", snapshot, name)
 
@@ -203,7 +206,9 @@ class Recovery:
         if state is not None:
             state.feed(updates)
 
-    def epoch_published(self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False) -> Snapshot | None:
+    def epoch_published(
+        self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False
+    ) -> Snapshot | None:
         """Fold the epoch into the checkpoint state; write a checkpoint at ``upper`` if one is due
         (or ``force``). Returns the checkpoint written, if any."""
         if self.store is None:

@@ -82,7 +82,9 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "bool": pa.bool_(),
     "msgpack": pa.binary(),
 }
-FIELD_COLUMN_TYPES = {"int": "int64", "float": "float64", "str": "string", "bytes": "binary", "bool": "bool", "any": "msgpack"}
+FIELD_COLUMN_TYPES = {
+    "int": "int64", "float": "float64", "str": "string", "bytes": "binary", "bool": "bool", "any": "msgpack",
+}
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 
@@ -420,7 +422,8 @@ class SnapshotWriter:
         try:
             shards = shard_ids(keys, self.shards)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise SnapshotError(f"writing {directory}/{part}: a record key cannot be hashed as msgpack ({exc})") from exc
+            raise SnapshotError(f"writing {directory}/{part}: a record key cannot be hashed as msgpack "
+                                f"({exc})") from exc
         for u, s in zip(updates, shards, strict=True):
             by_shard[s].append(u)
         files = []
@@ -428,7 +431,8 @@ class SnapshotWriter:
             if not entries:
                 continue
             records, times, diffs = zip(*entries, strict=True)
-            table = encode_table(records, diffs, columns, times if part == "pending" else None)  # type: ignore[arg-type]
+            pending_times = times if part == "pending" else None
+            table = encode_table(records, diffs, columns, pending_times)  # type: ignore[arg-type]
             files.append(write_table_file(self.staging, f"{directory}/{part}-{shard:05d}.parquet", table, shard))
         return files
 
@@ -459,7 +463,8 @@ class SnapshotWriter:
             f.write(manifest.to_json())
             f.flush()
             os.fsync(f.fileno())
-        for directory in {self.staging / Path(e.path).parent for i in self._inputs.values() for e in i.base + i.pending}:
+        files = [e for i in self._inputs.values() for e in i.base + i.pending]
+        for directory in {self.staging / Path(e.path).parent for e in files}:
             fsync_dir(directory)
         fsync_dir(self.staging)
         os.rename(self.staging, self.path)

@@ -249,7 +249,8 @@ class Worker:
                     records, times, diffs = zip(*pending, strict=True)
                     session.update_many(records, times, diffs)
             except Exception as exc:
-                raise WorkerError(f"loading {loader.snapshot}: feeding input {name!r}: {type(exc).__name__}: {exc}") from exc
+                raise WorkerError(f"loading {loader.snapshot}: feeding input {name!r}: "
+                                  f"{type(exc).__name__}: {exc}") from exc
             self.recovery.adopt(name, base, pending)
             fed += len(base) + len(pending)
         log.info("loaded %s: %d updates in %.3f s; publishing the output at frontier %d", loader.snapshot, fed,

@@ -56,7 +56,7 @@ def oracle(updates: Mapping[str, Iterable[tuple[Any, int, int]]], flow: Any = jo
     return captures
 
 
-def random_stream(seed: int, steps: int, per_step: int, keys: int = 8, vals: int = 4) -> list[tuple[str, Any, int, int]]:
+def random_stream(seed: int, steps: int, per_step: int, keys: int = 8, vals: int = 4) -> list[tuple[Any, ...]]:
     """(input, record, time, diff) sorted by time; step s has times in [s*STEP, (s+1)*STEP)."""
     rng = random.Random(seed)
     out = []
@@ -137,7 +137,9 @@ def make_worker(spec: Mapping[str, Any]) -> Worker:
     )
 
 
-def views_at_every_frontier(kafka_options: Mapping[str, Any], topic: str, until: int, timeout: float = 60) -> tuple[list, Any]:
+def views_at_every_frontier(
+    kafka_options: Mapping[str, Any], topic: str, until: int, timeout: float = 60
+) -> tuple[list, Any]:
     """[(frontier, view)] at every frontier move of a result topic up to ``until``, and the
     client's protocol counters."""
     seen = []

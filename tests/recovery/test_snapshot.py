@@ -1,0 +1,122 @@
+"""The snapshot format without a broker: round trips of every column type, the shard of every
+record, atomic writes, checkpoint stores (keep N, newest valid first), and damage detection."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from ddflow.daemon.checkpoint import CheckpointStore, InputState
+from ddflow.daemon.exceptions import OptionsError, SnapshotError
+from ddflow.daemon.snapshot import MANIFEST, Snapshot, SnapshotWriter, columns_for_fields, shard_of
+
+TYPED = {"k": "str", "x": "float", "blob": "bytes", "flag": "bool", "n": "int", "anything": "any"}
+
+
+def typed_records(rng, count):
+    anything = [1, 2.5, "s", b"b", None, True, (1, (2, "x")), -(2**62)]
+    return [(f"k{rng.randrange(50)}", rng.choice([0.5, -1.0, 3.25]), bytes([rng.randrange(3)]), rng.random() < 0.5,
+             rng.randrange(-3, 3), rng.choice(anything)) for _ in range(count)]
+
+
+def test_every_column_type_round_trips_and_records_land_in_their_shard(tmp_path):
+    rng = random.Random(1)
+    typed = {r: rng.choice([1, -2, 3]) for r in typed_records(rng, 400)}
+    untyped = {(i, ("nested", i % 3), None): 1 for i in range(50)}
+    pending = [(r, 100 + rng.randrange(50), rng.choice([1, -1])) for r in list(typed)[:60]]
+    writer = SnapshotWriter(tmp_path / "s", 100, shards=7, origin="checkpoint")
+    writer.add_input("typed", "t1", columns_for_fields(TYPED), typed, pending, {0: 4, 2: 9})
+    writer.add_input("untyped", "t2", columns_for_fields(None), untyped)
+    snapshot = Snapshot.open(writer.commit())
+    snapshot.verify()
+    base, got_pending = snapshot.read_input("typed")
+    assert dict(base) == typed and len(base) == len(typed)
+    expected_pending = {}
+    for r, t, d in pending:
+        expected_pending[(r, t)] = expected_pending.get((r, t), 0) + d
+    assert {(r, t): d for r, t, d in got_pending} == {k: v for k, v in expected_pending.items() if v}
+    assert dict(snapshot.read_input("untyped")[0]) == untyped
+    assert snapshot.inputs["typed"].offsets == {0: 4, 2: 9} and snapshot.inputs["untyped"].pending == ()
+    for entry in snapshot.inputs.values():
+        for f in entry.base + entry.pending:
+            shard_base, shard_pending = snapshot.read_input(entry.name, shards=[f.shard])
+            assert {shard_of(r, 7) for r, _ in shard_base} | {shard_of(r, 7) for r, _, _ in shard_pending} == {f.shard}
+    assert shard_of((5, "x"), 7) == shard_of((5, "y"), 7)  # the key is the first field
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path):
+    with pytest.raises(SnapshotError, match="pending update at time 5 is below the frontier 10"):
+        with SnapshotWriter(tmp_path / "s", 10, shards=2, origin="checkpoint") as writer:
+            writer.add_input("a", "t", columns_for_fields(["k"]), {(1,): 1}, [((2,), 5, 1)])
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SnapshotError, match="encoding column 'k' as int64"):
+        with SnapshotWriter(tmp_path / "s", 10, shards=2, origin="checkpoint") as writer:
+            writer.add_input("a", "t", columns_for_fields({"k": "int"}), {("not an int",): 1})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_store_keeps_the_newest_and_cleans_interrupted_writes(tmp_path):
+    (tmp_path / ".checkpoint-0000000009.tmp-dead").mkdir()  # a write a crash interrupted
+    store = CheckpointStore(tmp_path, keep=2, shards=2)
+    assert not list(tmp_path.glob(".checkpoint-*"))
+    state = InputState()
+    for i in range(1, 5):
+        state.feed([((i,), i * 10, 1), ((i,), i * 10 + 100, 1)])
+        state.fold(i * 10 + 1)
+        store.write(i * 10 + 1, [("a", "t", columns_for_fields(["k"]), state, {0: i})])
+    assert [p.name for p in store.checkpoints()] == ["checkpoint-0000000003", "checkpoint-0000000004"]
+    latest = store.latest()
+    assert latest.frontier == 41 and dict(latest.read_input("a")[0]) == {(1,): 1, (2,): 1, (3,): 1, (4,): 1}
+    assert sorted(latest.read_input("a")[1]) == [((i,), i * 10 + 100, 1) for i in range(1, 5)]
+    assert store.oldest_offsets() == {"t": {0: 3}}
+    with pytest.raises(OptionsError, match="checkpoint keep: expected an int >= 1, got 0"):
+        CheckpointStore(tmp_path, keep=0)
+
+
+def test_input_state_folds_only_complete_times():
+    state = InputState()
+    state.feed([("a", 1, 1), ("b", 5, 2), ("a", 3, -1), ("c", 9, 1)])
+    state.fold(6)
+    assert state.base == {"b": 2} and state.pending == [("c", 9, 1)]
+    state.fold(10)
+    assert state.base == {"b": 2, "c": 1} and state.pending == []
+
+
+def damaged_snapshot(tmp_path, damage):
+    writer = SnapshotWriter(tmp_path / "s", 50, shards=2, origin="checkpoint")
+    writer.add_input("a", "t", columns_for_fields({"k": "int", "v": "str"}), {(i, "v"): 1 for i in range(100)})
+    path = writer.commit()
+    damage(path)
+    return path
+
+
+def flip(path):
+    f = sorted(path.glob("input-0/*.parquet"))[0]
+    data = bytearray(f.read_bytes())
+    data[40] ^= 1
+    f.write_bytes(bytes(data))
+
+
+def manifest_claims(path, key, value):
+    body = json.loads((path / MANIFEST).read_text())
+    body["inputs"]["a"]["base"][0][key] = value
+    (path / MANIFEST).write_text(json.dumps(body))
+
+
+@pytest.mark.parametrize("damage,message", [
+    (flip, r"input-0/base-0000\d.parquet: sha256 .* differs from the manifest's"),
+    (lambda p: sorted(p.glob("input-0/*.parquet"))[0].write_bytes(b"PAR1"), r"4 bytes, the manifest says \d+"),
+    (lambda p: sorted(p.glob("input-0/*.parquet"))[0].unlink(), "the file is missing"),
+    (lambda p: (p / MANIFEST).write_text((p / MANIFEST).read_text()[:-40]), "not valid JSON, the manifest is torn"),
+    (lambda p: manifest_claims(p, "rows", 3), "checksum .* does not match the content"),
+    (lambda p: (p / MANIFEST).unlink(), "no MANIFEST.json"),
+    (lambda p: (p / MANIFEST).write_text('{"format": "something/9"}'), "format 'something/9' is not"),
+])
+def test_damage_is_detected_with_a_message_that_says_what(tmp_path, damage, message):
+    path = damaged_snapshot(tmp_path, damage)
+    with pytest.raises(SnapshotError, match=message):
+        snapshot = Snapshot.open(path)
+        snapshot.verify()
+        snapshot.read_input("a")
