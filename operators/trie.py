@@ -123,7 +123,7 @@ class Merge:
         self.older, self.newer, self.frontier = older, newer, frontier  # may advance while merging
         self._pos = [0, 0]
         self._chunks: list[Updates] = []
-        self._w = [np.cumsum(older.key_weights()), np.cumsum(newer.key_weights())]
+        self._w: list[np.ndarray] | None = None  # cumulative weights per key, computed when chunking
         self.work_done = 0
 
     def __len__(self) -> int:
@@ -141,6 +141,14 @@ class Merge:
         if frontier is not None:
             self.frontier = frontier
         a, b = self.older, self.newer
+        if self._pos == [0, 0] and len(self) <= fuel:  # the whole merge fits: one pass, no key ranges
+            part = concat([a.flat(), b.flat()], 2, a.depth)
+            self._chunks.append(consolidate(part.advance_by(self.frontier)))
+            self._pos = [len(a.keys), len(b.keys)]
+            self.work_done += len(part)
+            return fuel - len(part)
+        if self._w is None:
+            self._w = [np.cumsum(a.key_weights()), np.cumsum(b.key_weights())]
         while fuel > 0 and not self.done:
             p0, p1 = self._pos
             base0 = self._w[0][p0 - 1] if p0 else 0
