@@ -42,13 +42,23 @@ class Negate(Linear):
         return u.negate()
 
 
-class Map(Linear):
-    """``f(record)`` for every record; ``f`` must be deterministic (it is called once per distinct record)."""
+class Memoized(Linear):
+    """A linear node applying a deterministic per-record function, computed once per distinct record."""
 
-    def __init__(self, scope: Scope, f: Callable) -> None:
-        super().__init__(scope, name="map")
+    def __init__(self, scope: Scope, f: Callable, name: str) -> None:
+        super().__init__(scope, name=name)
         self.f = f
         self.memo = Memo(self._compute)
+
+    def _compute(self, ids: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class Map(Memoized):
+    """``f(record)`` for every record."""
+
+    def __init__(self, scope: Scope, f: Callable) -> None:
+        super().__init__(scope, f, "map")
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
         f = self.f
@@ -58,16 +68,14 @@ class Map(Linear):
         return u.with_data(self.memo(u.data[0]))
 
 
-class Filter(Linear):
-    """Records for which ``p(record)`` is true; ``p`` must be deterministic."""
+class Filter(Memoized):
+    """Records for which ``p(record)`` is true."""
 
     def __init__(self, scope: Scope, p: Callable) -> None:
-        super().__init__(scope, name="filter")
-        self.p = p
-        self.memo = Memo(self._compute)
+        super().__init__(scope, p, "filter")
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
-        p = self.p
+        p = self.f
         vals = self.interner.values(ids).tolist()
         return np.fromiter((bool(p(v)) for v in vals), dtype=np.int64, count=len(vals))
 
