@@ -14,7 +14,7 @@ from .arrange import Arranged
 from .capture import Capture
 from .collection import Collection
 from .dataflow import Dataflow
-from .errors import DataflowError, DiffError, GraphError, IncompleteTimeError, ShapeError, TimeError
+from .errors import CompactionError, DataflowError, DiffError, GraphError, IncompleteTimeError, ShapeError, TimeError
 from .frontier import Antichain, MutableAntichain
 from .input import InputSession
 
@@ -22,6 +22,7 @@ __all__ = [
     "Antichain",
     "Arranged",
     "Capture",
+    "CompactionError",
     "Collection",
     "Dataflow",
     "DataflowError",

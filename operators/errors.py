@@ -5,7 +5,8 @@
     ├── DiffError               a diff that is not a non-zero int
     ├── ShapeError              a record of the wrong shape for a keyed operator, or unhashable
     ├── IncompleteTimeError     capture.at(t) for a time that is not complete yet
-    └── GraphError              misuse of the dataflow graph (closed input, collection from another scope)
+    ├── GraphError              misuse of the dataflow graph (closed input, collection from another scope)
+    └── CompactionError         a trace handle's frontier moved backwards, or a dropped handle used
 """
 
 from __future__ import annotations
@@ -33,3 +34,7 @@ class IncompleteTimeError(DataflowError):
 
 class GraphError(DataflowError):
     """Misuse of the dataflow graph."""
+
+
+class CompactionError(DataflowError, ValueError):
+    """A reader's compaction frontier that would go backwards, or a dropped handle in use."""

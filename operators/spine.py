@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from .batch import Updates, concat, consolidate
+from .errors import CompactionError
 from .frontier import Antichain, MutableAntichain
 from .lattice import T_MIN
 from .trie import Description, Merge, TrieBatch
@@ -56,9 +57,9 @@ class TraceHandle:
 
     def _check(self, new: Antichain, old: Antichain, what: str) -> None:
         if self._dropped:
-            raise ValueError("trace handle already dropped")
+            raise CompactionError("trace handle already dropped")
         if not old.dominates(new):
-            raise ValueError(f"{what} compaction frontier moved backwards: {old} -> {new}")
+            raise CompactionError(f"{what} compaction frontier moved backwards: {old} -> {new}")
 
     def lookup(self, keys: np.ndarray) -> Updates:
         return self.trace.lookup(keys)
