@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -127,9 +128,10 @@ def shard_of(record: Any, shards: int) -> int:
     return zlib.crc32(_pack(record_key(record))) % shards
 
 
-def shard_ids(keys: Iterable[Any], shards: int) -> list[int]:
-    """`shard_of` for many keys (already extracted with `record_key`)."""
-    return [h % shards for h in map(zlib.crc32, map(_pack, keys))]
+def shard_ids(keys: Iterable[Any], shards: int) -> np.ndarray:
+    """`shard_of` for many keys (already extracted with `record_key`), as an int64 array."""
+    hashes = np.fromiter(map(zlib.crc32, map(_pack, keys)), dtype=np.int64)
+    return hashes % shards
 
 
 # -- tables ----------------------------------------------------------------------------------------
@@ -152,7 +154,14 @@ def encode_table(
     if _whole(columns):
         values: list[Sequence[Any]] = [records]
     elif records:
-        values = list(zip(*records, strict=True))
+        try:
+            values = list(zip(*records, strict=True))
+        except (TypeError, ValueError) as exc:
+            raise SnapshotError(f"encoding records as {len(columns)} columns ({', '.join(c.name for c in columns)}): "
+                                f"a record does not have that many fields ({exc})") from exc
+        if len(values) != len(columns):
+            raise SnapshotError(f"encoding records as {len(columns)} columns: they have {len(values)} fields, "
+                                f"e.g. {records[0]!r:.120}")
     else:
         values = [() for _ in columns]
     arrays = []
@@ -398,42 +407,62 @@ class SnapshotWriter:
         pending: Iterable[tuple[Any, int, int]] = (),
         offsets: Mapping[int, int] | None = None,
     ) -> InputEntry:
-        """Add an input from its accumulated ``base`` (record -> diff, or (record, diff) pairs,
-        consolidated here) and its ``pending`` updates at times ``>= frontier``."""
-        acc: dict[Any, int] = {}
-        for record, diff in base.items() if isinstance(base, Mapping) else base:
-            acc[record] = acc.get(record, 0) + diff
+        """Add an input from its accumulated ``base`` and its ``pending`` updates at times
+        ``>= frontier``. ``base``: a mapping record -> count (taken as consolidated: each record
+        once; zero counts are skipped) or (record, diff) pairs (consolidated here)."""
+        if isinstance(base, Mapping):
+            records = list(base)
+            diffs = np.fromiter(base.values(), dtype=np.int64, count=len(records))
+            if not diffs.all():
+                keep = np.flatnonzero(diffs)
+                records, diffs = [records[i] for i in keep.tolist()], diffs[keep]
+        else:
+            acc: dict[Any, int] = {}
+            for record, diff in base:
+                acc[record] = acc.get(record, 0) + diff
+            records = [r for r, d in acc.items() if d]
+            diffs = np.fromiter((d for d in acc.values() if d), dtype=np.int64, count=len(records))
         at: dict[tuple[Any, int], int] = {}
         for record, t, diff in pending:
             if t < self.frontier:
                 raise SnapshotError(f"snapshot input {name!r}: pending update at time {t} is below the frontier "
                                     f"{self.frontier}: {record!r:.120}")
             at[(record, t)] = at.get((record, t), 0) + diff
+        later = [(r, t, d) for (r, t), d in at.items() if d]
         directory = self.input_dir(name)
-        base_files = self._write_part(directory, "base", columns, [(r, None, d) for r, d in acc.items() if d])
-        pending_files = self._write_part(directory, "pending", columns, [(r, t, d) for (r, t), d in at.items() if d])
+        base_files = self._write_part(directory, "base", columns, records, diffs, None)
+        pending_files = self._write_part(directory, "pending", columns, [u[0] for u in later],
+                                         [u[2] for u in later], [u[1] for u in later])
         return self.add_files(name, topic, columns, offsets, base_files, pending_files)
 
     def _write_part(
-        self, directory: str, part: str, columns: Sequence[Column], updates: list[tuple[Any, int | None, int]]
+        self,
+        directory: str,
+        part: str,
+        columns: Sequence[Column],
+        records: Sequence[Any],
+        diffs: Sequence[int] | np.ndarray,
+        times: Sequence[int] | None,
     ) -> list[FileEntry]:
-        by_shard: list[list[tuple[Any, int | None, int]]] = [[] for _ in range(self.shards)]
-        keys = [record_key(u[0]) for u in updates]
+        """Encode all updates once, order them by shard, and write one file per non-empty shard."""
+        if not len(records):
+            return []
         try:
-            shards = shard_ids(keys, self.shards)
+            shards = shard_ids(map(record_key, records), self.shards)
         except (TypeError, ValueError, OverflowError) as exc:
             raise SnapshotError(f"writing {directory}/{part}: a record key cannot be hashed as msgpack "
                                 f"({exc})") from exc
-        for u, s in zip(updates, shards, strict=True):
-            by_shard[s].append(u)
+        table = encode_table(records, diffs, columns, times)
+        order = np.argsort(shards, kind="stable")
+        table = table.take(pa.array(order))
+        counts = np.bincount(shards, minlength=self.shards)
         files = []
-        for shard, entries in enumerate(by_shard):
-            if not entries:
-                continue
-            records, times, diffs = zip(*entries, strict=True)
-            pending_times = times if part == "pending" else None
-            table = encode_table(records, diffs, columns, pending_times)  # type: ignore[arg-type]
-            files.append(write_table_file(self.staging, f"{directory}/{part}-{shard:05d}.parquet", table, shard))
+        start = 0
+        for shard, count in enumerate(counts.tolist()):
+            if count:
+                relative = f"{directory}/{part}-{shard:05d}.parquet"
+                files.append(write_table_file(self.staging, relative, table.slice(start, count), shard))
+            start += count
         return files
 
     def add_files(
