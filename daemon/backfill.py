@@ -38,16 +38,16 @@ import msgpack
 import pyarrow as pa
 
 from .exceptions import BackfillError
-from .snapshot import (
+from .shards import (
     ARROW_TYPES,
     Column,
     FileEntry,
     ShardFileWriter,
-    SnapshotWriter,
     arrow_schema,
     columns_for_fields,
     shard_ids,
 )
+from .snapshot import SnapshotWriter
 from .wire import MAX_TIME, MIN_TIME
 
 __all__ = ["BackfillInput", "BackfillResult", "run_backfill", "spark_session"]

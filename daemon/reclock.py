@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .exceptions import RecoveryError, SnapshotError
-from .snapshot import fsync_dir
+from .shards import fsync_dir
 
 __all__ = ["ReclockBindings"]
 

@@ -77,8 +77,9 @@ def main() -> int:
                             .where(F.col("d") != 0).count())
             baseline = time.perf_counter() - started
             assert consolidated == len(set(map(tuple, window.tolist())))
+            ratio = results[1].seconds / baseline
             print(f"baseline: Spark's own group-by-sum of the archive takes {baseline:.1f} s "
-                  f"({rows / baseline:,.0f} updates/s); the warm backfill takes {results[1].seconds / baseline:.1f}x that")
+                  f"({rows / baseline:,.0f} updates/s); the warm backfill takes {ratio:.1f}x that")
         finally:
             spark.stop()
     return 0

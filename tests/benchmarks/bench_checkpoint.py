@@ -2,9 +2,9 @@
 
 A worker on an embedded tansu broker reads a graph of M edges (``numpy.random.default_rng(42)
 .integers(0, N, (M, 2))``, as the seeds' workloads; the initial graph, all at time 0) from its
-input topic and computes the out-degree distribution; stopped, it writes a checkpoint of its input. The baseline, measured in
-the same run, is what a worker without checkpoints does after a restart: replay the topic from
-the beginning. A second worker then restores the checkpoint; the benchmark prints the
+input topic and computes the out-degree distribution, then writes a checkpoint of its input.
+The baseline, measured in the same run, is what a worker without checkpoints does after a
+restart: replay the topic from the beginning. A second worker then restores the checkpoint; the benchmark prints the
 checkpoint's size and write time, the restore time (open -> output at the checkpoint's frontier
 published, and its parts: reading the snapshot, feeding the engine) and the ratio to the replay.
 Both workers' result views must equal the degree distribution computed with numpy. With
