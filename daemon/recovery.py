@@ -16,8 +16,10 @@ output accumulated at ``F``: the sink drops it when the result topic already hol
 checkpoint) and publishes it otherwise (a backfill); the live diffs follow.
 
 `Recovery` also keeps what the next checkpoint needs (`checkpoint.InputState` per input), writes
-checkpoints every ``interval`` seconds at an epoch boundary, and keeps the reclock bindings of
-reclocked inputs (`reclock`) under ``<directory>/reclock/<topic>.log``.
+a checkpoint every ``interval`` seconds at an epoch boundary - in a background thread, from a
+copy of the state, so epochs go on meanwhile - and keeps the reclock bindings of reclocked
+inputs (`reclock`) under ``<directory>/reclock/<topic>.log``, dropping those no kept checkpoint
+needs once a checkpoint is written.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,10 @@ class Recovery:
         self._last = monotonic()
         self.restored: Snapshot | None = None
         self.written: list[Snapshot] = []
+        self._listeners: list[Callable[[Snapshot], None]] = []
+        self._writer: threading.Thread | None = None
+        self._result: Snapshot | None = None
+        self._error: BaseException | None = None
 
     @property
     def enabled(self) -> bool:
@@ -206,35 +212,82 @@ class Recovery:
         if state is not None:
             state.feed(updates)
 
+    def on_checkpoint(self, listener: Callable[[Snapshot], None]) -> None:
+        """Call ``listener(snapshot)`` (in the worker's thread) after each checkpoint is written."""
+        self._listeners.append(listener)
+
     def epoch_published(
         self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False
-    ) -> Snapshot | None:
-        """Fold the epoch into the checkpoint state; write a checkpoint at ``upper`` if one is due
-        (or ``force``). Returns the checkpoint written, if any."""
+    ) -> None:
+        """Fold the epoch into the checkpoint state; start writing a checkpoint at ``upper`` in the
+        background if one is due and none is being written (``force``: write it now and wait)."""
         if self.store is None:
-            return None
+            return
         for state in self.states.values():
             state.fold(upper)
-        if not force and self._monotonic() - self._last < self.interval:
-            return None
-        return self.checkpoint(upper, next_offsets)
+        self.collect()
+        if force:
+            self.checkpoint(upper, next_offsets)
+        elif self._writer is None and self._monotonic() - self._last >= self.interval:
+            self.checkpoint(upper, next_offsets, wait=False)
 
-    def checkpoint(self, frontier: int, next_offsets: Mapping[tuple[str, int], int]) -> Snapshot:
+    def checkpoint(self, frontier: int, next_offsets: Mapping[tuple[str, int], int], *,
+                   wait: bool = True) -> Snapshot | None:
+        """Write a checkpoint at ``frontier`` of the state folded so far: now (``wait``; returns it)
+        or in a background thread from a copy of the state (`finish` collects it)."""
         if self.store is None:
             raise OptionsError("writing a checkpoint: no checkpoint directory is configured")
+        self.finish()
         self._last = self._monotonic()
         inputs = []
         for spec in self.inputs:
+            state = self.states[spec.name]
             offsets = {p: o for (topic, p), o in next_offsets.items() if topic == spec.topic}
-            inputs.append((spec.name, spec.topic, columns_for_fields(spec.fields), self.states[spec.name], offsets))
-        snapshot = self.store.write(frontier, inputs)
+            copy = InputState(state.base, state.pending)  # the worker goes on folding into the original
+            inputs.append((spec.name, spec.topic, columns_for_fields(spec.fields), copy, offsets))
+        store = self.store
+        if wait:
+            snapshot = store.write(frontier, inputs)
+            self._written(snapshot)
+            return snapshot
+
+        def write() -> None:
+            try:
+                self._result = store.write(frontier, inputs)
+            except BaseException as exc:  # re-raised by finish() in the worker's thread
+                self._error = exc
+
+        self._writer = threading.Thread(target=write, name="ddflow-checkpoint-writer", daemon=True)
+        self._writer.start()
+        return None
+
+    def collect(self) -> None:
+        """Collect a background checkpoint write that has finished (cheap when there is none)."""
+        if self._writer is not None and not self._writer.is_alive():
+            self.finish()
+
+    def finish(self) -> None:
+        """Wait for a checkpoint being written in the background; raise its failure."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        writer.join()
+        error, self._error = self._error, None
+        result, self._result = self._result, None
+        if error is not None:
+            raise RecoveryError(f"writing a checkpoint: {type(error).__name__}: {error}") from error
+        if result is not None:
+            self._written(result)
+
+    def _written(self, snapshot: Snapshot) -> None:
         self.written.append(snapshot)
-        if self.bindings:
+        if self.bindings and self.store is not None:
             floors = self.store.oldest_offsets()
             if floors is not None:
                 for topic, bindings in self.bindings.items():
                     bindings.compact(floors.get(topic, {}))
-        return snapshot
+        for listener in self._listeners:
+            listener(snapshot)
 
 
 def check_offsets(kafka_options: Mapping[str, Any], offsets: Mapping[tuple[str, int], int], *,

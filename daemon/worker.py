@@ -182,7 +182,11 @@ class Worker:
         try:
             self.source.close()
         finally:
-            self.sink.close()
+            try:
+                self.sink.close()
+            finally:
+                if self.recovery is not None:
+                    self.recovery.finish()  # a checkpoint being written completes
 
     def __enter__(self) -> Worker:
         return self.open()
@@ -222,6 +226,8 @@ class Worker:
         self._waiting.extend(polled.batches)
         if self.sink.staged_for() > self.dead_letter_commit_s:
             self.sink.commit_dead_letters()
+        if self.recovery is not None:
+            self.recovery.collect()
         if self._loading is not None:  # the frontier is held at the snapshot's until it is loaded
             return self._finish_loading() if self._loading.done() else None
         return self._maybe_close(force=False)
@@ -352,9 +358,10 @@ class Worker:
                     if self._maybe_close(force=True) is not None:
                         epochs += 1
                     recovery = self.recovery
-                    if recovery is not None and recovery.enabled and recovery.last_frontier != self.frontier \
-                            and self.frontier > MIN_TIME:
-                        self._checkpoint(self.frontier, force=True)
+                    if recovery is not None and recovery.enabled:
+                        recovery.finish()
+                        if recovery.last_frontier != self.frontier and self.frontier > MIN_TIME:
+                            self._checkpoint(self.frontier, force=True)
                     log.info("worker stopping at frontier %s after %d epochs", self.frontier, epochs)
                     break
                 if deadline is not None and time.monotonic() >= deadline:

@@ -78,14 +78,7 @@ def main() -> None:
     worker.stats.on_epoch(lambda report: print(f"frontier {report.upper}", flush=True))
     recovery = worker.recovery
     if recovery is not None:
-        checkpoint = recovery.checkpoint
-
-        def checkpoint_and_report(frontier, offsets):  # type: ignore[no-untyped-def]
-            written = checkpoint(frontier, offsets)
-            print(f"checkpoint {written.frontier}", flush=True)
-            return written
-
-        recovery.checkpoint = checkpoint_and_report  # type: ignore[method-assign]
+        recovery.on_checkpoint(lambda snapshot: print(f"checkpoint {snapshot.frontier}", flush=True))
     if spec.get("die"):
         die_at(worker, *spec["die"])
     stop_on_signals(worker)

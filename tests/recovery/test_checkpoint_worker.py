@@ -55,13 +55,17 @@ def assert_views_equal_engine(kafka_options, topics, stream, until, *, after=Non
 
 
 def run_first_half(kafka_options, topics, tmp_path, stream, steps):
-    """Half of the steps, the worker catching up with each (a checkpoint after every epoch)."""
+    """Half of the steps, the worker catching up with each and writing a checkpoint there (and in
+    the background after every epoch when none is being written)."""
     producer = StepProducer(kafka_options, topics, stream, steps)
     first = make_worker(spec_with(kafka_options, topics, tmp_path, checkpoint_interval=1e-9, checkpoint_keep=3))
     first.open()
     for step in range(1, steps // 2 + 1):
         producer.send_step()
         first.run(until=step * STEP, timeout=120)
+        first.recovery.finish()  # the one being written in the background, if any
+        if first.recovery.last_frontier != first.frontier:
+            first.recovery.checkpoint(first.frontier, first.source.next_offsets())
     first.close()
     return producer, first
 
