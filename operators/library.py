@@ -41,7 +41,7 @@ def reachability(roots: Collection, edges: Collection) -> Collection:
 
     The roadmap's program, with the loop variable keyed by node (``(node, root)``) so that it joins
     the edges ``(src, dst)`` by source without re-keying each round:
-    ``reach = distinct(roots' (root, root) ∪ {(dst, root) : (node, root) ∈ reach, (node, dst) ∈ edges})``.
+    ``reach = distinct({(root, root)} ∪ {(dst, root) : (node, root) ∈ reach, (node, dst) ∈ edges})``.
     """
     start = roots.map(lambda root: (root, root))
 

@@ -128,9 +128,9 @@ class Components:
                 raise SystemExit(f"after {self.done} changes: node {node} has label {lab} with count {c}")
             got[node] = lab
         if got != want:
-            bad = [n for n in want if got.get(n) != want[n]][:5]
+            bad = [(n, got.get(n), want[n]) for n in want if got.get(n) != want[n]][:5]
             raise SystemExit(f"after {self.done} changes: labels differ from the baseline's "
-                             f"({len(got)} vs {len(want)} nodes), e.g. {[(n, got.get(n), want[n]) for n in bad]}")
+                             f"({len(got)} vs {len(want)} nodes), e.g. (node, got, want) {bad}")
         return len(set(want.values()))
 
 

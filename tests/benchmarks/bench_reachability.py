@@ -65,7 +65,8 @@ def numpy_reach(src: np.ndarray, dst: np.ndarray, nodes: int, roots: np.ndarray)
         if total == 0:
             break
         ends = np.cumsum(degree)
-        code = np.repeat(rows * nodes, degree) + targets[np.arange(total) + np.repeat(starts - ends + degree, degree)]
+        edge = np.arange(total) + np.repeat(starts - ends + degree, degree)
+        code = np.repeat(rows * nodes, degree) + targets[edge]
         front = code[~seen[code]]
         seen[front] = True
     return seen.reshape(len(roots), nodes)
