@@ -9,8 +9,8 @@ round ``j``. For all keys at once:
 1. the input accumulated at every point ``(k, a)``: a segmented prefix sum of the key's history sorted
    by outer time, read with one ``searchsorted``;
 2. the logic's desired output at each point;
-3. minus the output history accumulated at the point; the first difference of that residual along ``a``
-   is the diff to emit at ``(a, r)``.
+3. minus the output history accumulated at the point; the first difference of that (sparse) residual
+   along ``a`` is the diff to emit at ``(a, r)``.
 """
 
 from __future__ import annotations
@@ -101,27 +101,28 @@ def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, 
     dp, dout, dc = logic.evaluate(pk, offs, iv, ic)
     op, oout, oc = accumulate_at(pk, pa, out.data[0], out.data[1], out.times[:, 0], out.diffs)
 
-    # residual (desired minus output so far) per column (key, out), dense over the key's points
+    # residual = desired minus output so far, sparse over (point, out); its first difference along the
+    # key's points is what to emit: +r at a point, -r at the key's next point
     rp = np.concatenate([dp, op])
     ro = np.concatenate([dout, oout])
     rv = np.concatenate([dc, -oc])
     if len(rp) == 0:
         return Updates.empty(2, depth), pend_k, pend_t
-    code = pk[rp] * (1 << 32) + ro
-    cols, col_of = np.unique(code, return_inverse=True)
-    ckey, cout = cols >> 32, cols & ((1 << 32) - 1)
-    plo = np.searchsorted(pk, ckey, "left")
-    phi = np.searchsorted(pk, ckey, "right")
-    cell_start = np.cumsum(phi - plo) - (phi - plo)
-    cell_c = np.repeat(np.arange(len(cols), dtype=np.int64), phi - plo)
-    cell_p = ranges_to_index(plo, phi)
-    residual = np.zeros(len(cell_c), dtype=np.int64)
-    np.add.at(residual, cell_start[col_of] + (rp - plo[col_of]), rv)
-    emit = residual.copy()
-    emit[1:] -= residual[:-1]
-    emit[cell_start] = residual[cell_start]
-    nz = np.flatnonzero(emit)
-    times = pa[cell_p[nz]].reshape(-1, 1)
+    nxt = rp + 1
+    has_next = nxt < n_points
+    has_next[has_next] = pk[nxt[has_next]] == pk[rp[has_next]]
+    ep = np.concatenate([rp, nxt[has_next]])
+    eo = np.concatenate([ro, ro[has_next]])
+    ev = np.concatenate([rv, -rv[has_next]])
+    order = np.lexsort((eo, ep))
+    ep, eo, ev = ep[order], eo[order], ev[order]
+    starts = np.ones(len(ep), dtype=bool)
+    starts[1:] = (ep[1:] != ep[:-1]) | (eo[1:] != eo[:-1])
+    idx = np.flatnonzero(starts)
+    sums = np.add.reduceat(ev, idx)
+    nz = sums != 0
+    ep, eo, emit = ep[idx[nz]], eo[idx[nz]], sums[nz]
+    times = pa[ep].reshape(-1, 1)
     if r is not None:
-        times = np.concatenate([times, np.full((len(nz), 1), r, dtype=np.int64)], axis=1)
-    return Updates((ckey[cell_c[nz]], cout[cell_c[nz]]), times, emit[nz]), pend_k, pend_t
+        times = np.concatenate([times, np.full((len(ep), 1), r, dtype=np.int64)], axis=1)
+    return Updates((pk[ep], eo), times, emit), pend_k, pend_t
