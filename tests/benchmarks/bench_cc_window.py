@@ -134,7 +134,7 @@ class Components:
         return len(set(want.values()))
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=None, help="default: as many as edges")
     parser.add_argument("--edges", type=int, default=100_000)
@@ -143,7 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=ints, default=(100,), help="changes per progress epoch")
     parser.add_argument("--changes", type=int, default=200, help="changes absorbed per E")
     parser.add_argument("--baseline-seconds", type=float, default=10.0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     n, m, rate = args.nodes or args.edges, args.edges, args.rate
     per_second = int(rate)
     per_e = {ep: max(args.changes, ep) for ep in args.epochs}

@@ -253,7 +253,7 @@ def ints(text: str) -> tuple[int, ...]:
     return tuple(int(x.replace("_", "")) for x in text.split(",") if x)
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1_000)
     parser.add_argument("--edges", type=int, default=2_000)
@@ -268,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=1_000, help="latencies per distribution")
     parser.add_argument("--baseline-seconds", type=float, default=10.0)
     parser.add_argument("--plot", type=Path, default=HERE / "reachability_latency_cdf.png")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     n, m, r = args.nodes, args.edges, args.roots
     longest = max([*args.milestones, *(max(args.changes, ep) for ep in args.epochs)])
     e = workload(n, m, longest)

@@ -23,7 +23,7 @@ import numpy as np
 from bench_reachability import Reachability, ints, measure_baseline, numpy_reach, peak_rss_mb, rss_mb, workload
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--edges", type=int, default=2_000_000)
@@ -32,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="progress epoch sizes E, run one after the other")
     parser.add_argument("--changes", type=int, default=10_000, help="changes per E (at least one epoch)")
     parser.add_argument("--baseline-seconds", type=float, default=20.0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     n, m, r = args.nodes, args.edges, args.roots
     per_e = {ep: max(args.changes, ep) for ep in args.epochs}
     e = workload(n, m, sum(per_e.values()))

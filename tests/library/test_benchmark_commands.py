@@ -1,0 +1,58 @@
+"""The benchmark commands in the README's library performance section name real scripts and parse."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "tests" / "benchmarks"
+SCRIPTS = ("bench_reachability", "bench_reachability_1m", "bench_intern", "bench_cc_window")
+
+
+def subsection() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("### Dataflow library: the seeds' benchmarks")
+    end = text.find("\n#", start + 1)
+    return text[start : end if end >= 0 else None]
+
+
+def load(name: str):
+    sys.path.insert(0, str(BENCHMARKS))  # bench_reachability_1m imports bench_reachability
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def commands() -> list[list[str]]:
+    blocks = re.findall(r"```bash\n(.*?)```", subsection(), flags=re.S)
+    return [shlex.split(line) for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_section_lists_every_benchmark():
+    named = {Path(cmd[1]).stem for cmd in commands()}
+    assert named == set(SCRIPTS)
+
+
+@pytest.mark.parametrize("argv", commands(), ids=lambda argv: " ".join(argv[1:]))
+def test_command_parses(argv):
+    assert argv[0] == ".venv/bin/python"
+    script = ROOT / argv[1]
+    assert script.parent == BENCHMARKS and script.exists(), argv[1]
+    load(script.stem).arguments().parse_args(argv[2:])
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_bad_option_is_refused(name, capsys):
+    with pytest.raises(SystemExit):
+        load(name).arguments().parse_args(["--no-such-option"])
+    assert "--no-such-option" in capsys.readouterr().err
