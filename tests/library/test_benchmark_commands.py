@@ -27,6 +27,7 @@ def load(name: str):
     try:
         spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up
         spec.loader.exec_module(module)
         return module
     finally:
