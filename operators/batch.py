@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .frontier import Antichain, advance_by
+from .sorting import order, pack, starts, take
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,8 @@ class Updates:
         return self.times.shape[1]
 
     def take(self, index: np.ndarray) -> Updates:
-        return Updates(tuple(c[index] for c in self.data), self.times[index], self.diffs[index])
+        """The updates at ``index``: a boolean mask or an integer index array."""
+        return Updates(tuple(take(c, index) for c in self.data), take(self.times, index), take(self.diffs, index))
 
     def with_times(self, times: np.ndarray) -> Updates:
         return Updates(self.data, times, self.diffs)
@@ -82,43 +84,18 @@ def concat(parts: Sequence[Updates], width: int | None = None, depth: int | None
 def packed_key(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray | None:
     """One int64 per row ordering rows like (data columns, time coordinates), or ``None`` when the
     columns' ranges do not fit together in 63 bits."""
-    columns = [*data, *(times[:, j] for j in range(times.shape[1]))]
-    lows, widths = [], []
-    for c in columns:
-        lo, hi = int(c.min()), int(c.max())
-        lows.append(lo)
-        widths.append((hi - lo).bit_length())
-    if sum(widths) > 63:
-        return None
-    key = np.zeros(len(times), dtype=np.int64)
-    for c, lo, w in zip(columns, lows, widths):
-        if w:
-            key <<= w
-            key |= c - lo
-    return key
+    return pack([*data, *(times[:, j] for j in range(times.shape[1]))])
 
 
 def sort_order(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
-    """Indices sorting by data columns (first is most significant), then time coordinates."""
-    key = packed_key(data, times) if len(times) else None
-    if key is not None:
-        return np.argsort(key, kind="stable")
-    keys = [times[:, j] for j in range(times.shape[1] - 1, -1, -1)]
-    keys.extend(reversed(data))
-    return np.lexsort(keys)
+    """Indices sorting by data columns (first is most significant), then time coordinates (rows with
+    equal columns in any order)."""
+    return order([*data, *(times[:, j] for j in range(times.shape[1]))])
 
 
 def segment_starts(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
     """Boolean mask of rows (already sorted) that start a new (data, time) group."""
-    n = len(times)
-    change = np.zeros(n, dtype=bool)
-    if n == 0:
-        return change
-    change[0] = True
-    for c in data:
-        change[1:] |= c[1:] != c[:-1]
-    change[1:] |= np.any(times[1:] != times[:-1], axis=1)
-    return change
+    return starts([*data, *(times[:, j] for j in range(times.shape[1]))])
 
 
 def consolidate(u: Updates) -> Updates:
@@ -128,28 +105,25 @@ def consolidate(u: Updates) -> Updates:
         return u
     key = packed_key(u.data, u.times)
     if key is not None:
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        starts = np.empty(n, dtype=bool)
-        starts[0] = True
-        np.not_equal(key[1:], key[:-1], out=starts[1:])
+        perm = np.argsort(key)
+        first = starts((key[perm],))
     else:
-        order = sort_order(u.data, u.times)
-    data = tuple(c[order] for c in u.data)
-    times = u.times[order]
-    diffs = u.diffs[order]
+        perm = sort_order(u.data, u.times)
+    data = tuple(c.take(perm) for c in u.data)
+    times = u.times.take(perm, axis=0)
+    diffs = u.diffs.take(perm)
     if key is None:
-        starts = segment_starts(data, times)
-    if starts.all():
+        first = segment_starts(data, times)
+    if first.all():
         keep = diffs != 0
         if keep.all():
             return Updates(data, times, diffs)
-        return Updates(tuple(c[keep] for c in data), times[keep], diffs[keep])
-    idx = np.flatnonzero(starts)
+        return Updates(tuple(c.compress(keep) for c in data), times.compress(keep, axis=0), diffs.compress(keep))
+    idx = np.flatnonzero(first)
     sums = np.add.reduceat(diffs, idx)
     keep = sums != 0
-    idx = idx[keep]
-    return Updates(tuple(c[idx] for c in data), times[idx], sums[keep])
+    idx = idx.compress(keep)
+    return Updates(tuple(c.take(idx) for c in data), times.take(idx, axis=0), sums.compress(keep))
 
 
 def beyond_split(u: Updates, frontier: Antichain) -> tuple[Updates, Updates]:

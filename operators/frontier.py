@@ -67,8 +67,12 @@ class Antichain:
         if not self._elements:
             return np.zeros(len(times), dtype=bool)
         mask = np.zeros(len(times), dtype=bool)
+        columns = [times[:, j] for j in range(times.shape[1])]
         for e in self._elements:
-            mask |= np.all(times >= np.asarray(e, dtype=np.int64), axis=1)
+            inside = columns[0] >= e[0]
+            for c, x in zip(columns[1:], e[1:]):
+                inside &= c >= x
+            mask |= inside
         return mask
 
     def array(self, depth: int) -> np.ndarray:

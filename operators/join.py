@@ -23,13 +23,13 @@ def match(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray]:
     if len(left) == 0 or len(right) == 0:
         e = np.empty(0, dtype=np.int64)
         return e, e
-    order = np.argsort(right.data[0], kind="stable")
-    rk = right.data[0][order]
+    order = np.argsort(right.data[0])
+    rk = right.data[0].take(order)
     lk = left.data[0]
     lo = np.searchsorted(rk, lk, "left")
     hi = np.searchsorted(rk, lk, "right")
     li = np.repeat(np.arange(len(lk), dtype=np.int64), hi - lo)
-    rj = order[ranges_to_index(lo, hi)]
+    rj = order.take(ranges_to_index(lo, hi))
     return li, rj
 
 
@@ -37,11 +37,11 @@ def product(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray, np.n
     """``(key, left val, right val, time, diff)`` columns of every matched pair."""
     li, rj = match(left, right)
     return (
-        left.data[0][li],
-        left.data[1][li],
-        right.data[1][rj],
-        np.maximum(left.times[li], right.times[rj]),
-        left.diffs[li] * right.diffs[rj],
+        left.data[0].take(li),
+        left.data[1].take(li),
+        right.data[1].take(rj),
+        np.maximum(left.times.take(li, axis=0), right.times.take(rj, axis=0)),
+        left.diffs.take(li) * right.diffs.take(rj),
     )
 
 

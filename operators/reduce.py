@@ -23,6 +23,7 @@ from .graph import Node, Scope
 from .lattice import lex_order
 from .reduce_kernel import reduce_points
 from .reductions import Logic
+from .sorting import unique_rows as distinct_rows
 from .spine import Spine
 
 
@@ -198,6 +199,5 @@ class Reduce(Node):
 
     def _dedupe_pending(self) -> None:
         if len(self.pending_keys) > 1:
-            rows = np.concatenate([self.pending_keys[:, None], self.pending_at], axis=1)
-            rows = np.unique(rows, axis=0)
-            self.pending_keys, self.pending_at = rows[:, 0].copy(), rows[:, 1:].copy()
+            cols = distinct_rows((self.pending_keys, *self.pending_at.T))
+            self.pending_keys, self.pending_at = cols[0], np.stack(cols[1:], axis=1)

@@ -19,6 +19,7 @@ import numpy as np
 
 from .batch import Updates
 from .reductions import Logic
+from .sorting import EMPTY, order, ranks, starts, unique_rows
 from .trie import ranges_to_index
 
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -27,31 +28,44 @@ Triples = tuple[np.ndarray, np.ndarray, np.ndarray]
 def accumulate_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray, rs: np.ndarray,
                   rd: np.ndarray) -> Triples:
     """Non-zero ``(point, val, count)``: per point ``(pk, pa)`` the rows of key ``pk`` with ``rs <= pa``
-    summed per val; sorted by point, then val id."""
-    e = np.empty(0, dtype=np.int64)
+    summed per val; sorted by point, then val id.
+
+    Points are sorted by ``(pk, pa)``; keys are small dense indices. Rows are sorted by (key, val,
+    time) and summed cumulatively; each (point, val group of its key) pair then reads the group's sum
+    up to the point's time with one ``searchsorted`` over ``group * width + time`` codes."""
     if len(rk) == 0 or len(pk) == 0:
-        return e, e, e
-    order = np.lexsort((rs, rv, rk))
-    rk, rv, rs, rd = rk[order], rv[order], rs[order], rd[order]
-    new_group = np.ones(len(rk), dtype=bool)
-    new_group[1:] = (rk[1:] != rk[:-1]) | (rv[1:] != rv[:-1])
+        return EMPTY, EMPTY, EMPTY
+    o = order((rk, rv, rs))
+    rk, rv, rs, rd = rk.take(o), rv.take(o), rs.take(o), rd.take(o)
+    new_group = starts((rk, rv))
     gstart = np.flatnonzero(new_group)
     gid = np.cumsum(new_group) - 1
-    gkey, gval = rk[gstart], rv[gstart]
+    gkey, gval = rk.take(gstart), rv.take(gstart)
     cums = np.cumsum(rd)
     before = cums[gstart] - rd[gstart]
-    uniq, inv = np.unique(np.concatenate([rs, pa]), return_inverse=True)
-    width = len(uniq)
-    code = gid * width + inv[: len(rs)]
+    lo = min(int(rs.min()), int(pa.min()))
+    width = max(int(rs.max()), int(pa.max())) - lo + 1
+    if len(gstart) * width < 1 << 62:
+        ts, tp = rs - lo, pa - lo
+    else:  # times too spread to code directly: code their ranks
+        uniq, inv = ranks(np.concatenate([rs, pa]))
+        width = len(uniq)
+        ts, tp = inv[: len(rs)], inv[len(rs):]
+    code = gid * width + ts
     glo = np.searchsorted(gkey, pk, "left")
     ghi = np.searchsorted(gkey, pk, "right")
-    pair_p = np.repeat(np.arange(len(pk), dtype=np.int64), ghi - glo)
-    pair_g = ranges_to_index(glo, ghi)
-    idx = np.searchsorted(code, pair_g * width + inv[len(rs):][pair_p], "right") - 1
-    valid = idx >= gstart[pair_g]
-    acc = np.where(valid, cums[np.maximum(idx, 0)] - before[pair_g], 0)
+    counts = ghi - glo
+    if (counts <= 1).all():  # one val per key (distinct, count): no pair expansion
+        pair_p = np.flatnonzero(counts)
+        pair_g = glo[pair_p]
+    else:
+        pair_p = np.repeat(np.arange(len(pk), dtype=np.int64), counts)
+        pair_g = ranges_to_index(glo, ghi)
+    idx = np.searchsorted(code, pair_g * width + tp.take(pair_p), "right") - 1
+    acc = cums.take(np.maximum(idx, 0)) - before.take(pair_g)
+    acc[idx < gstart.take(pair_g)] = 0
     nz = acc != 0
-    return pair_p[nz], gval[pair_g[nz]], acc[nz]
+    return pair_p.compress(nz), gval.take(pair_g.compress(nz)), acc.compress(nz)
 
 
 def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, inp: Updates, out: Updates,
@@ -62,67 +76,61 @@ def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, 
     ``r`` is the round's iteration at depth 2, ``None`` at depth 1.
     """
     depth = 1 if r is None else 2
-    order = np.argsort(cand_keys, kind="stable")
-    ck, co = cand_keys[order], cand_outer[order]
-    starts = np.flatnonzero(np.concatenate([[True], ck[1:] != ck[:-1]]))
-    keys = ck[starts]
-    first = np.minimum.reduceat(co, starts)
+    o = np.argsort(cand_keys)
+    ck, co = cand_keys.take(o), cand_outer.take(o)
+    kstart = np.flatnonzero(starts((ck,)))
+    keys = ck[kstart]
+    first = np.minimum.reduceat(co, kstart)
 
-    pend_k = pend_t = None
+    pend_k, pend_t = EMPTY, np.empty((0, depth), dtype=np.int64)
     if r is not None:
-        later = np.concatenate([inp.times[:, 1] > r, out.times[:, 1] > r])
-        if later.any():
-            lk = np.concatenate([inp.data[0], out.data[0]])[later]
-            lj = np.concatenate([inp.times[:, 1], out.times[:, 1]])[later]
-            pairs = np.unique(np.stack([lk, lj], axis=1), axis=0)
-            pend_k = pairs[:, 0]
-            pend_t = np.stack([first[np.searchsorted(keys, pend_k)], pairs[:, 1]], axis=1)
-            n_in = len(inp)
-            inp = inp.take(~later[:n_in])
-            out = out.take(~later[n_in:])
-    if pend_k is None:
-        pend_k = np.empty(0, dtype=np.int64)
-        pend_t = np.empty((0, depth), dtype=np.int64)
+        in_later, out_later = inp.times[:, 1] > r, out.times[:, 1] > r
+        if in_later.any() or out_later.any():
+            lk = np.concatenate([inp.data[0][in_later], out.data[0][out_later]])
+            lj = np.concatenate([inp.times[in_later, 1], out.times[out_later, 1]])
+            pend_k, lj = unique_rows((lk, lj))
+            pend_t = np.stack([first[np.searchsorted(keys, pend_k)], lj], axis=1)
+            inp = inp.take(~in_later)
+            out = out.take(~out_later)
 
-    # the points (key, outer time) at which the output may change
-    pk = np.concatenate([inp.data[0], out.data[0], ck])
-    pa = np.concatenate([inp.times[:, 0], out.times[:, 0], co])
-    keep = pa >= first[np.searchsorted(keys, pk)]
-    pk, pa = pk[keep], pa[keep]
-    o = np.lexsort((pa, pk))
-    pk, pa = pk[o], pa[o]
-    fresh = np.ones(len(pk), dtype=bool)
-    fresh[1:] = (pk[1:] != pk[:-1]) | (pa[1:] != pa[:-1])
-    pk, pa = pk[fresh], pa[fresh]
+    # keys as dense indices into ``keys`` from here on
+    ik = np.searchsorted(keys, inp.data[0])
+    ok = np.searchsorted(keys, out.data[0])
+    it, ot = inp.times[:, 0], out.times[:, 0]
+    cidx = np.repeat(np.arange(len(keys), dtype=np.int64), np.diff(np.append(kstart, len(ck))))
+
+    # the points (key, outer time) at which the output may change: the key's times from its first new one
+    pk = np.concatenate([ik, ok, cidx])
+    pa = np.concatenate([it, ot, co])
+    keep = pa >= first[pk]
+    pk, pa = unique_rows((pk.compress(keep), pa.compress(keep)))
     n_points = len(pk)
 
-    ip, iv, ic = accumulate_at(pk, pa, inp.data[0], inp.data[1], inp.times[:, 0], inp.diffs)
+    ip, iv, ic = accumulate_at(pk, pa, ik, inp.data[1], it, inp.diffs)
     offs = np.searchsorted(ip, np.arange(n_points + 1))
-    dp, dout, dc = logic.evaluate(pk, offs, iv, ic)
-    op, oout, oc = accumulate_at(pk, pa, out.data[0], out.data[1], out.times[:, 0], out.diffs)
+    dp, dout, dc = logic.evaluate(keys[pk], offs, iv, ic)
+    op, oout, oc = accumulate_at(pk, pa, ok, out.data[1], ot, out.diffs)
 
     # residual = desired minus output so far, sparse over (point, out); its first difference along the
     # key's points is what to emit: +r at a point, -r at the key's next point
     rp = np.concatenate([dp, op])
-    ro = np.concatenate([dout, oout])
-    rv = np.concatenate([dc, -oc])
     if len(rp) == 0:
         return Updates.empty(2, depth), pend_k, pend_t
+    ro = np.concatenate([dout, oout])
+    rv = np.concatenate([dc, -oc])
     nxt = rp + 1
     has_next = nxt < n_points
     has_next[has_next] = pk[nxt[has_next]] == pk[rp[has_next]]
     ep = np.concatenate([rp, nxt[has_next]])
     eo = np.concatenate([ro, ro[has_next]])
     ev = np.concatenate([rv, -rv[has_next]])
-    order = np.lexsort((eo, ep))
-    ep, eo, ev = ep[order], eo[order], ev[order]
-    starts = np.ones(len(ep), dtype=bool)
-    starts[1:] = (ep[1:] != ep[:-1]) | (eo[1:] != eo[:-1])
-    idx = np.flatnonzero(starts)
+    o = order((ep, eo))
+    ep, eo, ev = ep.take(o), eo.take(o), ev.take(o)
+    idx = np.flatnonzero(starts((ep, eo)))
     sums = np.add.reduceat(ev, idx)
     nz = sums != 0
     ep, eo, emit = ep[idx[nz]], eo[idx[nz]], sums[nz]
     times = pa[ep].reshape(-1, 1)
     if r is not None:
         times = np.concatenate([times, np.full((len(ep), 1), r, dtype=np.int64)], axis=1)
-    return Updates((pk[ep], eo), times, emit), pend_k, pend_t
+    return Updates((keys[pk[ep]], eo), times, emit), pend_k, pend_t

@@ -207,7 +207,9 @@ class Spine:
 
     def lookup(self, keys: np.ndarray) -> Updates:
         """Every update (unconsolidated across batches) whose key is in ``keys``."""
-        query = np.unique(np.asarray(keys, dtype=np.int64))
+        query = np.asarray(keys, dtype=np.int64)
+        if len(query) > 1 and not (query[1:] > query[:-1]).all():
+            query = np.unique(query)
         parts = [b.lookup(query) for b in self.batches()]
         return concat(parts, 2, self.depth)
 

@@ -108,12 +108,13 @@ class TrieBatch:
         ki = idx_c[found]
         if len(ki) == 0:
             return Updates.empty(2, self.depth)
-        h0 = self.val_offs[self.key_offs[ki]]
-        h1 = self.val_offs[self.key_offs[ki + 1]]
+        v0, v1 = self.key_offs.take(ki), self.key_offs.take(ki + 1)
+        h0, h1 = self.val_offs.take(v0), self.val_offs.take(v1)
         rows = ranges_to_index(h0, h1)
-        keys = np.repeat(query[found], h1 - h0)
-        val_index = np.searchsorted(self.val_offs, rows, side="right") - 1
-        return Updates((keys, self.vals[val_index]), self.times[rows], self.diffs[rows])
+        keys = np.repeat(query.compress(found), h1 - h0)
+        vi = ranges_to_index(v0, v1)
+        vals = np.repeat(self.vals.take(vi), self.val_offs.take(vi + 1) - self.val_offs.take(vi))
+        return Updates((keys, vals), self.times.take(rows, axis=0), self.diffs.take(rows))
 
 
 class Merge:

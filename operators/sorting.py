@@ -1,0 +1,118 @@
+"""Ordering rows of integer columns: the one primitive every kernel of the engine leans on.
+
+Rows of several int64 columns are ordered lexicographically (first column most significant). When the
+columns' ranges fit together in 63 bits, each row packs into one int64 (``(c0 - lo0) << w1+… | …``)
+whose numeric order is the lexicographic order, and one argsort of it runs numpy's SIMD sort, about
+ten times faster than ``numpy.lexsort`` of the columns; otherwise ``lexsort`` is the fallback. The
+orders are not stable: rows with equal columns come in any order, which every caller sums or
+deduplicates anyway. Rows are gathered with ``take``/``compress`` rather than fancy indexing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+EMPTY = np.empty(0, dtype=np.int64)
+
+
+def take(a: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Rows of ``a`` at ``index`` (a boolean mask or integer indices): ``a[index]`` by ``compress`` or
+    ``take``, which numpy runs several times faster than fancy indexing (two-dimensional above all)."""
+    if index.dtype == bool:
+        return a.compress(index, axis=0)
+    return a.take(index, axis=0)
+
+
+def _layout(columns: Sequence[np.ndarray]) -> tuple[list[int], list[int]] | None:
+    """Per column its least value and bit width, or ``None`` when the widths exceed 63 bits."""
+    lows, widths = [], []
+    for c in columns:
+        lo, hi = int(c.min()), int(c.max())
+        lows.append(lo)
+        widths.append((hi - lo).bit_length())
+    return (lows, widths) if sum(widths) <= 63 else None
+
+
+def _pack(columns: Sequence[np.ndarray], lows: list[int], widths: list[int]) -> np.ndarray:
+    key = None
+    for c, lo, w in zip(columns, lows, widths):
+        if not w:
+            continue
+        part = c - lo if lo else c
+        if key is None:
+            key = part.astype(np.int64, copy=True)
+        else:
+            key <<= w
+            key |= part
+    return np.zeros(len(columns[0]), dtype=np.int64) if key is None else key
+
+
+def pack(columns: Sequence[np.ndarray]) -> np.ndarray | None:
+    """One int64 per row ordering rows like ``columns`` (first most significant), or ``None`` when the
+    columns' ranges do not fit together in 63 bits."""
+    if not columns or len(columns[0]) == 0:
+        return EMPTY
+    layout = _layout(columns)
+    return None if layout is None else _pack(columns, *layout)
+
+
+def order(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Indices sorting the rows of ``columns`` lexicographically (not stable)."""
+    key = pack(columns)
+    if key is not None:
+        return np.argsort(key)
+    return np.lexsort(tuple(reversed(columns)))
+
+
+def starts(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Boolean mask of the rows (sorted by ``columns``) that differ from the previous row."""
+    n = len(columns[0])
+    mask = np.empty(n, dtype=bool)
+    if n == 0:
+        return mask
+    mask[0] = True
+    first = True
+    for c in columns:
+        if first:
+            np.not_equal(c[1:], c[:-1], out=mask[1:])
+            first = False
+        else:
+            mask[1:] |= c[1:] != c[:-1]
+    return mask
+
+
+def unique_rows(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The distinct rows of ``columns``, sorted."""
+    if len(columns[0]) <= 1:
+        return tuple(columns)
+    layout = _layout(columns)
+    if layout is not None:  # sort the packed values themselves and unpack the distinct ones
+        lows, widths = layout
+        key = np.sort(_pack(columns, lows, widths))
+        key = key.compress(starts((key,)))
+        out = []
+        shift = sum(widths)
+        for lo, w in zip(lows, widths):
+            shift -= w
+            part = (key >> shift) & ((1 << w) - 1) if w else np.zeros(len(key), dtype=np.int64)
+            out.append(part + lo if lo else part)
+        return tuple(out)
+    o = order(columns)
+    cols = [c.take(o) for c in columns]
+    keep = starts(cols)
+    return tuple(c.compress(keep) for c in cols)
+
+
+def ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(uniq, inverse)``: the sorted distinct values and each value's index among them
+    (``numpy.unique(values, return_inverse=True)`` by one sort and one search)."""
+    if len(values) == 0:
+        return EMPTY, EMPTY
+    s = np.sort(values)
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    uniq = s.compress(keep)
+    return uniq, np.searchsorted(uniq, values)
