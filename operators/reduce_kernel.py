@@ -11,6 +11,11 @@ round ``j``. For all keys at once:
 2. the logic's desired output at each point;
 3. minus the output history accumulated at the point; the first difference of that (sparse) residual
    along ``a`` is the diff to emit at ``(a, r)``.
+
+``min`` and ``max`` skip step 1's full accumulation: a point's output is its key's first val, in value
+order, with a positive count there, so each point probes its key's vals in that order and stops at
+the first positive one (a few probes per point instead of one per distinct val, which made a hub with
+thousands of labels cost points x labels).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from .batch import Updates
-from .reductions import Logic
+from .interner import sort_values
+from .reductions import Extremum, Logic
 from .sorting import EMPTY, order, ranks, starts, unique_rows
 from .trie import ranges_to_index
 
@@ -68,6 +74,88 @@ def accumulate_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray
     return pair_p.compress(nz), gval.take(pair_g.compress(nz)), acc.compress(nz)
 
 
+PROBES = 8  # extremum probes per point before the point's vals are accumulated in full
+
+
+def value_ranks(logic: Extremum, vals: np.ndarray) -> np.ndarray:
+    """Per val id, its rank in the order the extremum reads them (ascending for min, descending for max)."""
+    uniq, inv = ranks(vals)
+    order_ = np.asarray(sort_values(logic.interner.values(uniq).tolist()), dtype=np.int64)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[order_] = np.arange(len(uniq)) if not logic.largest else np.arange(len(uniq))[::-1]
+    return rank.take(inv)
+
+
+def extremum_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray, rs: np.ndarray,
+                rd: np.ndarray, logic: Extremum) -> tuple[Triples, np.ndarray]:
+    """``((point, val, 1), unresolved points)``: per point the first val in the extremum's order whose
+    count of rows with ``rs <= pa`` is positive, probing at most ``PROBES`` vals per point; points
+    whose first ``PROBES`` vals are all non-positive are returned to be evaluated in full."""
+    if len(rk) == 0 or len(pk) == 0:
+        return (EMPTY, EMPTY, EMPTY), EMPTY
+    rr = value_ranks(logic, rv)
+    o = order((rk, rr, rs))
+    rk, rr, rv, rs, rd = rk.take(o), rr.take(o), rv.take(o), rs.take(o), rd.take(o)
+    new_group = starts((rk, rr))
+    gstart = np.flatnonzero(new_group)
+    gid = np.cumsum(new_group) - 1
+    gkey, gval = rk.take(gstart), rv.take(gstart)
+    cums = np.cumsum(rd)
+    before = cums.take(gstart) - rd.take(gstart)
+    lo = min(int(rs.min()), int(pa.min()))
+    width = max(int(rs.max()), int(pa.max())) - lo + 1
+    if len(gstart) * width < 1 << 62:
+        ts, tp = rs - lo, pa - lo
+    else:
+        uniq, inv = ranks(np.concatenate([rs, pa]))
+        width = len(uniq)
+        ts, tp = inv[: len(rs)], inv[len(rs):]
+    code = gid * width + ts
+    glo = np.searchsorted(gkey, pk, "left")
+    ghi = np.searchsorted(gkey, pk, "right")
+    live = np.flatnonzero(ghi > glo)
+    cur = glo.take(live)
+    found_p, found_g = [], []
+    for _ in range(PROBES):
+        if len(live) == 0:
+            break
+        idx = np.searchsorted(code, cur * width + tp.take(live), "right") - 1
+        acc = cums.take(np.maximum(idx, 0)) - before.take(cur)
+        positive = (acc > 0) & (idx >= gstart.take(cur))
+        found_p.append(live.compress(positive))
+        found_g.append(cur.compress(positive))
+        rest = ~positive
+        cur = cur.compress(rest) + 1
+        live = live.compress(rest)
+        more = cur < ghi.take(live)
+        cur, live = cur.compress(more), live.compress(more)
+    p = np.concatenate(found_p) if found_p else EMPTY
+    g = np.concatenate(found_g) if found_g else EMPTY
+    return (p, gval.take(g), np.ones(len(p), dtype=np.int64)), live
+
+
+def evaluate_points(pk: np.ndarray, pa: np.ndarray, keys: np.ndarray, inp: Updates, ik: np.ndarray,
+                    it: np.ndarray, logic: Logic) -> Triples:
+    """The logic's desired output ``(point, out, count)`` at the points ``(pk, pa)``."""
+    if isinstance(logic, Extremum):
+        (dp, dout, dc), rest = extremum_at(pk, pa, ik, inp.data[1], it, inp.diffs, logic)
+        if len(rest) == 0:
+            return dp, dout, dc
+        mask = np.isin(ik, pk.take(rest))
+        sub = Updates((inp.data[0].compress(mask), inp.data[1].compress(mask)), inp.times.compress(mask, axis=0),
+                      inp.diffs.compress(mask))
+        rp, rout, rc = _evaluate_all(pk.take(rest), pa.take(rest), keys, sub, ik.compress(mask),
+                                     it.compress(mask), logic)
+        return np.concatenate([dp, rest.take(rp)]), np.concatenate([dout, rout]), np.concatenate([dc, rc])
+    return _evaluate_all(pk, pa, keys, inp, ik, it, logic)
+
+
+def _evaluate_all(pk, pa, keys, inp, ik, it, logic) -> Triples:
+    ip, iv, ic = accumulate_at(pk, pa, ik, inp.data[1], it, inp.diffs)
+    offs = np.searchsorted(ip, np.arange(len(pk) + 1))
+    return logic.evaluate(keys.take(pk), offs, iv, ic)
+
+
 def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, inp: Updates, out: Updates,
                   logic: Logic) -> tuple[Updates, np.ndarray, np.ndarray]:
     """Output diffs for the candidates of one round, and ``(keys, times)`` to revisit in later rounds.
@@ -106,9 +194,7 @@ def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, 
     pk, pa = unique_rows((pk.compress(keep), pa.compress(keep)))
     n_points = len(pk)
 
-    ip, iv, ic = accumulate_at(pk, pa, ik, inp.data[1], it, inp.diffs)
-    offs = np.searchsorted(ip, np.arange(n_points + 1))
-    dp, dout, dc = logic.evaluate(keys[pk], offs, iv, ic)
+    dp, dout, dc = evaluate_points(pk, pa, keys, inp, ik, it, logic)
     op, oout, oc = accumulate_at(pk, pa, ok, out.data[1], ot, out.diffs)
 
     # residual = desired minus output so far, sparse over (point, out); its first difference along the
