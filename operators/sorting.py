@@ -3,7 +3,8 @@
 Rows of several int64 columns are ordered lexicographically (first column most significant). When the
 columns' ranges fit together in 63 bits, each row packs into one int64 (``(c0 - lo0) << w1+… | …``)
 whose numeric order is the lexicographic order, and one argsort of it runs numpy's SIMD sort, about
-ten times faster than ``numpy.lexsort`` of the columns; otherwise ``lexsort`` is the fallback. The
+ten times faster than ``numpy.lexsort`` of the columns. Columns too wide to fit are first replaced by
+their dense ranks (one sort each); ``lexsort`` remains the fallback when even ranks do not fit. The
 orders are not stable: rows with equal columns come in any order, which every caller sums or
 deduplicates anyway. Rows are gathered with ``take``/``compress`` rather than fancy indexing.
 """
@@ -51,11 +52,26 @@ def _pack(columns: Sequence[np.ndarray], lows: list[int], widths: list[int]) -> 
 
 def pack(columns: Sequence[np.ndarray]) -> np.ndarray | None:
     """One int64 per row ordering rows like ``columns`` (first most significant), or ``None`` when the
-    columns' ranges do not fit together in 63 bits."""
+    columns do not fit together in 63 bits even with the widest ones replaced by their dense ranks
+    (order-preserving, so equal rows still get equal keys)."""
     if not columns or len(columns[0]) == 0:
         return EMPTY
-    layout = _layout(columns)
-    return None if layout is None else _pack(columns, *layout)
+    columns = list(columns)
+    ranked = [False] * len(columns)
+    while True:
+        layout = _layout(columns)
+        if layout is not None:
+            return _pack(columns, *layout)
+        widths = [-1 if r else w for w, r in zip(_widths(columns), ranked)]
+        widest = int(np.argmax(widths))
+        if widths[widest] < 0:
+            return None
+        columns[widest] = ranks(columns[widest])[1]
+        ranked[widest] = True
+
+
+def _widths(columns: Sequence[np.ndarray]) -> list[int]:
+    return [(int(c.max()) - int(c.min())).bit_length() for c in columns]
 
 
 def order(columns: Sequence[np.ndarray]) -> np.ndarray:
