@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .frontier import Antichain, advance_by
-from .sorting import order, pack, starts, take
+from .sorting import argsort, order, pack, starts, take
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +98,19 @@ def segment_starts(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
     return starts([*data, *(times[:, j] for j in range(times.shape[1]))])
 
 
-def consolidate(u: Updates) -> Updates:
-    """Sort by (data, time), sum diffs of equal (data, time), drop zero diffs."""
+def consolidate(u: Updates, runs: bool = False) -> Updates:
+    """Sort by (data, time), sum diffs of equal (data, time), drop zero diffs. ``runs``: the updates
+    are a concatenation of a few sorted runs (see :func:`ddflow.operators.sorting.order`)."""
     n = len(u)
     if n == 0:
         return u
     key = packed_key(u.data, u.times)
+    if key is not None and (n == 1 or (key[1:] > key[:-1]).all()):  # already consolidated but for zeros
+        keep = u.diffs != 0
+        return u if keep.all() else u.take(keep)
     if key is not None:
-        perm = np.argsort(key)
-        first = starts((key[perm],))
+        perm = argsort(key, runs)
+        first = starts((key.take(perm),))
     else:
         perm = sort_order(u.data, u.times)
     data = tuple(c.take(perm) for c in u.data)

@@ -23,7 +23,7 @@ def match(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray]:
     if len(left) == 0 or len(right) == 0:
         e = np.empty(0, dtype=np.int64)
         return e, e
-    order = np.argsort(right.data[0])
+    order = np.argsort(right.data[0], kind="stable")  # often trace lookups: sorted runs
     rk = right.data[0].take(order)
     lk = left.data[0]
     lo = np.searchsorted(rk, lk, "left")

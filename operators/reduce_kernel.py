@@ -43,7 +43,7 @@ def accumulate_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray
     up to the point's time with one ``searchsorted`` over ``group * width + time`` codes."""
     if len(rk) == 0 or len(pk) == 0:
         return EMPTY, EMPTY, EMPTY
-    o = order((rk, rv, rs))
+    o = order((rk, rv, rs), runs=True)  # trace lookups: one sorted run per batch
     rk, rv, rs, rd = rk.take(o), rv.take(o), rs.take(o), rd.take(o)
     new_group = starts((rk, rv))
     gstart = np.flatnonzero(new_group)

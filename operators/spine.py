@@ -215,7 +215,7 @@ class Spine:
 
     def contents(self) -> Updates:
         """All updates, consolidated across batches."""
-        return consolidate(concat([b.flat() for b in self.batches()], 2, self.depth))
+        return consolidate(concat([b.flat() for b in self.batches()], 2, self.depth), runs=True)
 
     def cursor(self) -> TraceCursor:
         return TraceCursor(self.contents())

@@ -144,7 +144,7 @@ class Merge:
         a, b = self.older, self.newer
         if self._pos == [0, 0] and len(self) <= fuel:  # the whole merge fits: one pass, no key ranges
             part = concat([a.flat(), b.flat()], 2, a.depth)
-            self._chunks.append(consolidate(part.advance_by(self.frontier)))
+            self._chunks.append(consolidate(part.advance_by(self.frontier), runs=True))
             self._pos = [len(a.keys), len(b.keys)]
             self.work_done += len(part)
             return fuel - len(part)
@@ -168,7 +168,7 @@ class Merge:
             part = concat([a.flat(p0, j0), b.flat(p1, j1)], 2, a.depth)
             self._pos = [j0, j1]
             if len(part):
-                self._chunks.append(consolidate(part.advance_by(self.frontier)))
+                self._chunks.append(consolidate(part.advance_by(self.frontier), runs=True))
             fuel -= len(part)
             self.work_done += len(part)
         return max(fuel, 0)
