@@ -19,7 +19,10 @@ checkpoint) and publishes it otherwise (a backfill); the live diffs follow.
 a checkpoint every ``interval`` seconds at an epoch boundary - in a background thread, from a
 copy of the state, so epochs go on meanwhile - and keeps the reclock bindings of reclocked
 inputs (`reclock`) under ``<directory>/reclock/<topic>.log``, dropping those no kept checkpoint
-needs once a checkpoint is written.
+needs once a checkpoint is written. A checkpoint a crash interrupts is lost (the one before is
+restored), so the snapshot writer's one-time start-up (about a second: pyarrow imports pandas) is
+paid when the worker is built, not inside its first background write - which a worker crashing
+soon after each start would otherwise never finish, replaying its inputs from the beginning.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from .checkpoint import CheckpointStore, InputState
 from .exceptions import KafkaError, OptionsError, RecoveryError, SnapshotError
 from .kafka import client_config, topic_partitions
 from .reclock import ReclockBindings
-from .snapshot import Snapshot, columns_for_fields
+from .snapshot import Snapshot, columns_for_fields, prepare_writes
 from .source import InputSpec
 
 __all__ = ["Recovery", "SnapshotLoader", "check_offsets"]
@@ -103,6 +106,8 @@ class Recovery:
         self.snapshot_from = snapshot_from
         self.interval = float(interval)
         self.store = None if directory is None else CheckpointStore(directory, keep=keep, shards=shards)
+        if self.store is not None:
+            prepare_writes()  # not in the first background write, which a crash soon after start would lose
         self.states: dict[str, InputState] = {spec.name: InputState() for spec in inputs} if self.store else {}
         self.bindings: dict[str, ReclockBindings] = {}
         if self.store is not None:

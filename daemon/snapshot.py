@@ -67,6 +67,7 @@ __all__ = [
     "Manifest",
     "Snapshot",
     "SnapshotWriter",
+    "prepare_writes",
     # re-exported from `shards`, the format of the files
     "Column",
     "FileEntry",
@@ -182,6 +183,14 @@ def _checksum(body: Mapping[str, Any]) -> str:
 
 
 # -- writing -----------------------------------------------------------------------------------------
+
+
+def prepare_writes() -> None:
+    """Pay the one-time start-up of a snapshot write now: pyarrow's first conversion of Python
+    values imports pandas (0.5-1 s on 2 shared cores, more while other threads hold the GIL). A
+    worker calls this when it is built, so its first checkpoint written in the background takes
+    milliseconds rather than outliving a worker that crashes soon after starting."""
+    pa.array([], pa.int64())
 
 
 class SnapshotWriter:
