@@ -10,8 +10,9 @@ epoch, so every published output depends only on durable bindings; a replay look
 bound time until the bound offsets are read again. Offsets beyond the last binding get fresh
 times (no output depended on them).
 
-The log is one JSON object per line: ``{"floor": {p: offset}}`` first (bindings below these
-offsets were dropped when old checkpoints were pruned), then ``{"time": t, "upper": {p: o}}``.
+The log is one JSON object per line: ``{"floor": {p: offset}}`` first (the oldest kept
+checkpoint's offsets: no restore resumes below them, and bindings entirely below them were
+dropped), then ``{"time": t, "upper": {p: o}}``.
 A torn last line (a crash while appending) is ignored: nothing was published from it.
 """
 
@@ -99,25 +100,26 @@ class ReclockBindings:
         self._unsaved = 0
 
     def compact(self, floor: Mapping[int, int]) -> int:
-        """Drop bindings no restore can need: those entirely below ``floor`` (the oldest kept
-        checkpoint's offsets). Returns how many were dropped."""
+        """Raise the floor to ``floor`` (the oldest kept checkpoint's offsets: no restore resumes
+        below them) and drop the bindings entirely below it. Returns how many were dropped."""
         self.persist()
-        keep = []
-        for time, upper in self.entries:
-            if any(o > floor.get(p, 0) for p, o in upper.items()):
-                keep.append((time, upper))
+        raised = {**self.floor, **{p: max(o, self.floor.get(p, 0)) for p, o in floor.items()}}
+        keep = [(time, upper) for time, upper in self.entries
+                if any(o > raised.get(p, 0) for p, o in upper.items())]
         dropped = len(self.entries) - len(keep)
-        if not dropped:
+        if raised == self.floor and not dropped:
             return 0
-        self.floor = {p: max(o, self.floor.get(p, 0)) for p, o in floor.items()}
-        self.entries, self._uppers, self._times, self.last_time = [], {}, {}, None
-        for time, upper in keep:
-            self._add(time, upper)
+        self.floor = raised  # recorded even when nothing was dropped: the log says where it holds
+        if dropped:
+            self.entries, self._uppers, self._times, self.last_time = [], {}, {}, None
+            for time, upper in keep:
+                self._add(time, upper)
         self._rewrite()
         return dropped
 
     def _rewrite(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # a floor may come before any binding
         with open(tmp, "w") as f:
             f.write(json.dumps({"floor": {str(p): o for p, o in self.floor.items()}}) + "\n")
             for time, upper in self.entries:
