@@ -211,6 +211,14 @@ class WorkerProcess:
             assert time.monotonic() < deadline, f"worker frontier {self.frontier} did not reach {target}"
             time.sleep(0.01)
 
+    def wait_checkpoint(self, count: int = 1, timeout: float = 60.0) -> None:
+        """Until the worker reported ``count`` checkpoints written (renamed into place)."""
+        deadline = time.monotonic() + timeout
+        while len(self.checkpoints) < count:
+            self._alive()
+            assert time.monotonic() < deadline, f"worker wrote {len(self.checkpoints)} checkpoints, not {count}"
+            time.sleep(0.01)
+
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
