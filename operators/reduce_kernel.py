@@ -33,47 +33,68 @@ from .trie import ranges_to_index
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
+class Histories:
+    """Rows ``(key, group, time, diff)`` sorted by key, group and time and summed cumulatively, read at
+    points: ``sum_at(group, point)`` is the group's sum over rows with ``time <= pa[point]``, by one
+    ``searchsorted`` over ``group * width + time`` codes. Groups are a key's vals (or val ranks) in order;
+    keys are small dense indices and the points' keys ``pk`` the same kind."""
+
+    def __init__(self, pa: np.ndarray, rk: np.ndarray, rg: np.ndarray, rs: np.ndarray, rd: np.ndarray,
+                 *also: np.ndarray, runs: bool = False) -> None:
+        o = order((rk, rg, rs), runs=runs)
+        rk, rg, rs, rd = rk.take(o), rg.take(o), rs.take(o), rd.take(o)
+        self.also = tuple(c.take(o) for c in also)  # more row columns, in the same order
+        new_group = starts((rk, rg))
+        self.gstart = np.flatnonzero(new_group)
+        gid = np.cumsum(new_group) - 1
+        self.gkey = rk.take(self.gstart)
+        self.cums = np.cumsum(rd)
+        self.before = self.cums.take(self.gstart) - rd.take(self.gstart)
+        lo = min(int(rs.min()), int(pa.min()))
+        width = max(int(rs.max()), int(pa.max())) - lo + 1
+        if len(self.gstart) * width < 1 << 62:
+            ts, self.tp = rs - lo, pa - lo
+        else:  # times too spread to code directly: code their ranks
+            uniq, inv = ranks(np.concatenate([rs, pa]))
+            width = len(uniq)
+            ts, self.tp = inv[: len(rs)], inv[len(rs):]
+        self.width = width
+        self.code = gid * width + ts
+
+    def groups(self, pk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per point, the range ``[lo, hi)`` of its key's groups."""
+        return np.searchsorted(self.gkey, pk, "left"), np.searchsorted(self.gkey, pk, "right")
+
+    def sum_at(self, groups: np.ndarray, points: np.ndarray) -> np.ndarray:
+        idx = np.searchsorted(self.code, groups * self.width + self.tp.take(points), "right") - 1
+        acc = self.cums.take(np.maximum(idx, 0)) - self.before.take(groups)
+        acc[idx < self.gstart.take(groups)] = 0
+        return acc
+
+    def first_row(self, column: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """``column`` (one of ``also``) at each group's first row."""
+        return column.take(self.gstart.take(groups))
+
+
 def accumulate_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray, rs: np.ndarray,
                   rd: np.ndarray) -> Triples:
     """Non-zero ``(point, val, count)``: per point ``(pk, pa)`` the rows of key ``pk`` with ``rs <= pa``
-    summed per val; sorted by point, then val id.
-
-    Points are sorted by ``(pk, pa)``; keys are small dense indices. Rows are sorted by (key, val,
-    time) and summed cumulatively; each (point, val group of its key) pair then reads the group's sum
-    up to the point's time with one ``searchsorted`` over ``group * width + time`` codes."""
+    summed per val; sorted by point, then val id. Rows come from trace lookups (one sorted run per
+    batch)."""
     if len(rk) == 0 or len(pk) == 0:
         return EMPTY, EMPTY, EMPTY
-    o = order((rk, rv, rs), runs=True)  # trace lookups: one sorted run per batch
-    rk, rv, rs, rd = rk.take(o), rv.take(o), rs.take(o), rd.take(o)
-    new_group = starts((rk, rv))
-    gstart = np.flatnonzero(new_group)
-    gid = np.cumsum(new_group) - 1
-    gkey, gval = rk.take(gstart), rv.take(gstart)
-    cums = np.cumsum(rd)
-    before = cums[gstart] - rd[gstart]
-    lo = min(int(rs.min()), int(pa.min()))
-    width = max(int(rs.max()), int(pa.max())) - lo + 1
-    if len(gstart) * width < 1 << 62:
-        ts, tp = rs - lo, pa - lo
-    else:  # times too spread to code directly: code their ranks
-        uniq, inv = ranks(np.concatenate([rs, pa]))
-        width = len(uniq)
-        ts, tp = inv[: len(rs)], inv[len(rs):]
-    code = gid * width + ts
-    glo = np.searchsorted(gkey, pk, "left")
-    ghi = np.searchsorted(gkey, pk, "right")
+    h = Histories(pa, rk, rv, rs, rd, rv, runs=True)
+    glo, ghi = h.groups(pk)
     counts = ghi - glo
     if (counts <= 1).all():  # one val per key (distinct, count): no pair expansion
         pair_p = np.flatnonzero(counts)
-        pair_g = glo[pair_p]
+        pair_g = glo.take(pair_p)
     else:
         pair_p = np.repeat(np.arange(len(pk), dtype=np.int64), counts)
         pair_g = ranges_to_index(glo, ghi)
-    idx = np.searchsorted(code, pair_g * width + tp.take(pair_p), "right") - 1
-    acc = cums.take(np.maximum(idx, 0)) - before.take(pair_g)
-    acc[idx < gstart.take(pair_g)] = 0
+    acc = h.sum_at(pair_g, pair_p)
     nz = acc != 0
-    return pair_p.compress(nz), gval.take(pair_g.compress(nz)), acc.compress(nz)
+    return pair_p.compress(nz), h.first_row(h.also[0], pair_g.compress(nz)), acc.compress(nz)
 
 
 PROBES = 8  # extremum probes per point before the point's vals are accumulated in full
@@ -125,35 +146,15 @@ def extremum_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray, 
     whose first ``PROBES`` vals are all non-positive are returned to be evaluated in full."""
     if len(rk) == 0 or len(pk) == 0:
         return (EMPTY, EMPTY, EMPTY), EMPTY
-    rr = value_ranks(logic, rv)
-    o = order((rk, rr, rs))
-    rk, rr, rv, rs, rd = rk.take(o), rr.take(o), rv.take(o), rs.take(o), rd.take(o)
-    new_group = starts((rk, rr))
-    gstart = np.flatnonzero(new_group)
-    gid = np.cumsum(new_group) - 1
-    gkey, gval = rk.take(gstart), rv.take(gstart)
-    cums = np.cumsum(rd)
-    before = cums.take(gstart) - rd.take(gstart)
-    lo = min(int(rs.min()), int(pa.min()))
-    width = max(int(rs.max()), int(pa.max())) - lo + 1
-    if len(gstart) * width < 1 << 62:
-        ts, tp = rs - lo, pa - lo
-    else:
-        uniq, inv = ranks(np.concatenate([rs, pa]))
-        width = len(uniq)
-        ts, tp = inv[: len(rs)], inv[len(rs):]
-    code = gid * width + ts
-    glo = np.searchsorted(gkey, pk, "left")
-    ghi = np.searchsorted(gkey, pk, "right")
+    h = Histories(pa, rk, value_ranks(logic, rv), rs, rd, rv)
+    glo, ghi = h.groups(pk)
     live = np.flatnonzero(ghi > glo)
     cur = glo.take(live)
     found_p, found_g = [], []
     for _ in range(PROBES):
         if len(live) == 0:
             break
-        idx = np.searchsorted(code, cur * width + tp.take(live), "right") - 1
-        acc = cums.take(np.maximum(idx, 0)) - before.take(cur)
-        positive = (acc > 0) & (idx >= gstart.take(cur))
+        positive = h.sum_at(cur, live) > 0
         found_p.append(live.compress(positive))
         found_g.append(cur.compress(positive))
         rest = ~positive
@@ -163,7 +164,7 @@ def extremum_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray, 
         cur, live = cur.compress(more), live.compress(more)
     p = np.concatenate(found_p) if found_p else EMPTY
     g = np.concatenate(found_g) if found_g else EMPTY
-    return (p, gval.take(g), np.ones(len(p), dtype=np.int64)), live
+    return (p, h.first_row(h.also[0], g), np.ones(len(p), dtype=np.int64)), live
 
 
 def evaluate_points(pk: np.ndarray, pa: np.ndarray, keys: np.ndarray, inp: Updates, ik: np.ndarray,
