@@ -41,7 +41,7 @@ class InputNode(Node):
         self.records: list[object] = []
         self.times: list[int] = []
         self.diffs: list[int] = []
-        self.chunks: list[tuple[list, np.ndarray, np.ndarray]] = []  # from update_many
+        self.chunks: list[tuple[list | np.ndarray, np.ndarray, np.ndarray]] = []  # from update_many
 
     def _flush(self) -> None:
         if self.records:
@@ -52,11 +52,16 @@ class InputNode(Node):
     def step(self, frontier: Antichain) -> None:
         self._flush()
         if self.chunks:
-            records = [r for c in self.chunks for r in c[0]]
+            ids = np.concatenate([self._ids(c[0]) for c in self.chunks])
             times = np.concatenate([c[1] for c in self.chunks]).reshape(-1, 1)
             diffs = np.concatenate([c[2] for c in self.chunks])
             self.chunks = []
-            self.emit(Updates((self.interner.ids(records),), times, diffs))
+            self.emit(Updates((ids,), times, diffs))
+
+    def _ids(self, records: list | np.ndarray) -> np.ndarray:
+        if isinstance(records, np.ndarray):
+            return self.interner.int_ids(records)
+        return self.interner.ids(records)
 
     def pending_times(self) -> np.ndarray:
         self._flush()
@@ -79,6 +84,10 @@ def _int_column(values, what: str, error: type[Exception]) -> np.ndarray:
     raise error(f"{what}s must be a flat sequence of ints")
 
 
+def _record(records: list | np.ndarray, i: int) -> object:
+    return records[i].item() if isinstance(records, np.ndarray) else records[i]
+
+
 class InputSession:
     """The handle users feed: ``insert``, ``remove``, ``update``, ``advance_to``, ``close``."""
 
@@ -98,7 +107,14 @@ class InputSession:
         return self._frontier
 
     def insert(self, record: object, time: int) -> None:
-        self.update(record, time, 1)
+        # the common case checked inline (an int time at or after the open frontier), the rest by update
+        if type(time) is int and self._frontier is not None and self._frontier <= time <= T_MAX:
+            node = self._node
+            node.records.append(record)
+            node.times.append(time)
+            node.diffs.append(1)
+        else:
+            self.update(record, time, 1)
 
     def remove(self, record: object, time: int) -> None:
         self.update(record, time, -1)
@@ -116,8 +132,14 @@ class InputSession:
         node.diffs.append(d)
 
     def update_many(self, records, times, diffs) -> None:
-        """Many updates at once, validated as whole columns; all are rejected if any is invalid."""
-        records = list(records)
+        """Many updates at once, validated as whole columns; all are rejected if any is invalid.
+
+        ``records`` may be a one-dimensional integer numpy array: its records are Python ints
+        (interned as a column, without a Python object per record)."""
+        if isinstance(records, np.ndarray) and records.ndim == 1 and records.dtype.kind in "iu":
+            records = records.copy()
+        else:
+            records = list(records)
         t = _int_column(times, "time", TimeError)
         d = _int_column(diffs, "diff", DiffError)
         if not len(records) == len(t) == len(d):
@@ -128,10 +150,10 @@ class InputSession:
             return
         if (d == 0).any():
             i = int(np.flatnonzero(d == 0)[0])
-            raise DiffError(f"diff must be non-zero, got 0 for record {records[i]!r}")
+            raise DiffError(f"diff must be non-zero, got 0 for record {_record(records, i)!r}")
         if t.min() < self._frontier:
             i = int(np.argmin(t))
-            raise TimeError(f"input {self.name!r}: time {int(t[i])} of record {records[i]!r} is behind "
+            raise TimeError(f"input {self.name!r}: time {int(t[i])} of record {_record(records, i)!r} is behind "
                             f"the input frontier {self._frontier}")
         self._node._flush()
         self._node.chunks.append((records, t, d))

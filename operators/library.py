@@ -103,7 +103,15 @@ def scc(edges: Collection) -> Collection:
 def stable_hash(value: Hashable) -> int:
     """A 63-bit hash that is the same in every process: Python's ``hash`` for values it does not salt
     (ints, floats, bools and tuples of them), blake2b of the ``repr`` otherwise."""
-    if _unsalted(value):
+    kind = type(value)
+    if kind is tuple:
+        if len(value) == 2:  # the (round, record) pairs of ``intern``: checked without a loop
+            first, second = value
+            if (type(first) in _UNSALTED or _unsalted(first)) and (type(second) in _UNSALTED or _unsalted(second)):
+                return hash(value) & ID_MASK
+        elif _unsalted(value):
+            return hash(value) & ID_MASK
+    elif kind in _UNSALTED:
         return hash(value) & ID_MASK
     digest = hashlib.blake2b(repr(value).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & ID_MASK
@@ -113,29 +121,36 @@ _UNSALTED = frozenset((int, float, bool))
 
 
 def _unsalted(value: object) -> bool:
-    kind = type(value)
-    if kind is tuple:
-        for v in value:
-            if type(v) not in _UNSALTED and not _unsalted(v):
-                return False
-        return True
-    return kind in _UNSALTED
+    """Whether ``value`` is a tuple of unsalted values (nested tuples included)."""
+    if type(value) is not tuple:
+        return False
+    for v in value:
+        if type(v) not in _UNSALTED and not _unsalted(v):
+            return False
+    return True
 
 
 def _resolve(hasher: Callable[[tuple], int]) -> Callable:
     """Reduce logic on a hash group of ``(round, record)`` pairs (accumulated: round zero plus the
     changes found so far): the least pair keeps its hash, every other one moves to the next round.
-    Returns changes relative to round zero: ``-(0, record)`` and ``+(round, record)``."""
+    Returns changes relative to round zero as hashed pairs ``(hash, (round, record))``:
+    ``-(hash, (0, record))`` and ``+(hash, (round, record))``."""
 
-    def resolve(_hash: int, group: list) -> list:
+    def hashed(round_: int, record: Hashable) -> tuple:
+        pair = (round_, record)
+        return hasher(pair), pair
+
+    def resolve(hash_: int, group: list) -> list | tuple:
+        if len(group) == 1 and group[0][0][0] == 0:
+            return ()  # a lone pair at round zero: no change (the common case)
         out = []
         (round_, record), count = group[0]
         if round_ > 0:
-            out.append(((0, record), -count))
-            out.append(((round_, record), count))
+            out.append((hashed(0, record), -count))
+            out.append(((hash_, (round_, record)), count))
         for (round_, record), count in group[1:]:
-            out.append(((0, record), -count))
-            out.append(((round_ + 1, record), count))
+            out.append((hashed(0, record), -count))
+            out.append((hashed(round_ + 1, record), count))
         return out
 
     return resolve
@@ -148,18 +163,37 @@ def intern(collection: Collection, *, hasher: Callable[[tuple], int] = stable_ha
     ``id = hasher((round, record))``: every record starts at round zero; among records whose pairs
     collide, the least pair wins and the others move to the next round, until no two collide. The
     loop starts empty and develops only the changes to the round-zero pairs (the 2018 post's final
-    version), so a collision-free record costs one reduce evaluation and is never fed back.
+    version), so a collision-free record costs one reduce evaluation and is never fed back. Pairs
+    travel with their hash, ``(hash, (round, record))``, so each is hashed once: the reduce groups
+    them by it and the ids are read off them.
     ``hasher`` must be deterministic and its range larger than the number of distinct records."""
-    init = collection.map(lambda record: (0, record))
+
+    def round_zero(record: Hashable) -> tuple:
+        pair = (0, record)
+        return hasher(pair), pair
+
+    init = collection.map(round_zero)
     resolve = _resolve(hasher)
 
     def rounds(changes: Collection) -> Collection:
-        pairs = init.concat(changes)
-        return pairs.map(lambda pair: (hasher(pair), pair)).reduce(resolve).map(lambda hp: hp[1])
+        return init.concat(changes).reduce(resolve).map(_second)
 
     return (
-        init.filter(lambda _: False)
+        collection.filter(_never)
         .iterate(rounds)
         .concat(init)
-        .map(lambda pair: (pair[1], hasher(pair)))
+        .map(_record_and_id)
     )
+
+
+def _second(pair: tuple) -> object:
+    return pair[1]
+
+
+def _never(_record: object) -> bool:
+    return False
+
+
+def _record_and_id(hashed: tuple) -> tuple:
+    hash_, (_round, record) = hashed
+    return record, hash_

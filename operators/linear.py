@@ -14,6 +14,7 @@ import numpy as np
 from .batch import Updates, concat, consolidate
 from .frontier import Antichain
 from .graph import Node, Scope
+from .interner import bulk
 from .lattice import to_scalar
 from .memo import Memo
 
@@ -42,15 +43,27 @@ class Negate(Linear):
         return u.negate()
 
 
+CHUNK = 1 << 18  # records per call of user code in bulk (bounds the Python objects alive at once)
+
+
 class Memoized(Linear):
     """A linear node applying a deterministic per-record function, computed once per distinct record."""
+
+    dtype: type = np.int64
 
     def __init__(self, scope: Scope, f: Callable, name: str) -> None:
         super().__init__(scope, name=name)
         self.f = f
-        self.memo = Memo(self._compute)
+        self.memo = Memo(self._compute, self.dtype)
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
+        out = np.empty(len(ids), dtype=self.dtype)
+        with bulk():
+            for lo in range(0, len(ids), CHUNK):
+                out[lo : lo + CHUNK] = self._chunk(ids[lo : lo + CHUNK])
+        return out
+
+    def _chunk(self, ids: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
 
@@ -61,8 +74,15 @@ class Map(Memoized):
         super().__init__(scope, f, "map")
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
-        f = self.f
-        return self.interner.ids(f(v) for v in self.interner.values(ids).tolist())
+        interner, f = self.interner, self.f
+
+        def chunks():
+            for lo in range(0, len(ids), CHUNK):
+                known: list = []  # the input values (and their parts): outputs reusing them skip lookups
+                values = interner.value_list(ids[lo : lo + CHUNK], known)
+                yield list(map(f, values)), known
+
+        return interner.ids_of_chunks(chunks())
 
     def apply(self, u: Updates) -> Updates:
         return u.with_data(self.memo(u.data[0]))
@@ -71,13 +91,14 @@ class Map(Memoized):
 class Filter(Memoized):
     """Records for which ``p(record)`` is true."""
 
+    dtype = np.int8
+
     def __init__(self, scope: Scope, p: Callable) -> None:
         super().__init__(scope, p, "filter")
 
-    def _compute(self, ids: np.ndarray) -> np.ndarray:
-        p = self.f
-        vals = self.interner.values(ids).tolist()
-        return np.fromiter((bool(p(v)) for v in vals), dtype=np.int64, count=len(vals))
+    def _chunk(self, ids: np.ndarray) -> np.ndarray:
+        values = self.interner.value_list(ids)
+        return np.fromiter(map(bool, map(self.f, values)), dtype=np.int8, count=len(values))
 
     def apply(self, u: Updates) -> Updates:
         return u.take(self.memo(u.data[0]).astype(bool))
@@ -92,10 +113,11 @@ class FlatMap(Linear):
         f = self.f
         outs: list[object] = []
         counts = []
-        for v in self.interner.values(u.data[0]).tolist():
-            before = len(outs)
-            outs.extend(f(v))
-            counts.append(len(outs) - before)
+        with bulk():
+            for v in self.interner.value_list(u.data[0]):
+                before = len(outs)
+                outs.extend(f(v))
+                counts.append(len(outs) - before)
         rep = np.asarray(counts, dtype=np.int64)
         return Updates((self.interner.ids(outs),), np.repeat(u.times, rep, axis=0), np.repeat(u.diffs, rep))
 
@@ -106,7 +128,7 @@ class Inspect(Linear):
         self.f = f
 
     def apply(self, u: Updates) -> Updates:
-        for v, t, d in zip(self.interner.values(u.data[0]).tolist(), u.times.tolist(), u.diffs.tolist()):
+        for v, t, d in zip(self.interner.value_list(u.data[0]), u.times.tolist(), u.diffs.tolist()):
             self.f((v, to_scalar(t), d))
         return u
 

@@ -1,9 +1,16 @@
-"""Vectorized memos: the result of a pure per-record function, remembered per record id.
+"""Vectorized hash tables and memos: int64 codes mapped to dense indexes and to remembered results.
+
+A ``KeyTable`` numbers distinct int64 keys ``0, 1, 2, …`` in an open-addressing hash set (linear probing,
+one int32 slot per bucket, at most 70% full) whose lookups and inserts run for a whole array of keys at
+once: every probe round is a few numpy operations over the keys still probing. Duplicate new keys in
+one call get one index: they probe in lockstep, race for the same empty bucket, and the losers find
+the winner's key there in the next round. The interner keeps its ints and pairs in such tables.
 
 User functions of ``map``/``filter`` and the record builders of joins are deterministic functions of
 their inputs (as differential dataflow requires), and the same records recur at many times and in many
-iterations. A memo maps int64 codes (a record id, or two ids packed into one int64) to int64 results
-with sorted arrays and ``searchsorted``, so a batch costs Python work only for codes never seen before.
+iterations. A ``Memo`` maps int64 codes (a record id, or two ids packed into one int64) to results, so
+a batch costs Python work only for codes never seen before. Codes that are dense ids are remembered in
+a direct array over their range; sparse or packed codes in a ``KeyTable``.
 """
 
 from __future__ import annotations
@@ -15,58 +22,354 @@ import numpy as np
 SHIFT = 32
 MAX_ID = (1 << 31) - 1
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN_INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 1 << 64))
+_EMPTY = -1
+_SMALL = 8  # calls with at most this many keys probe in plain Python
+_BLOCK = 1 << 20  # keys per pass of the large operations (bounds their temporaries)
+
 
 def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One int64 code per pair of ids (each below 2**31)."""
     return (a.astype(np.int64) << SHIFT) | b.astype(np.int64)
 
 
-class Memo:
-    """``codes -> results`` for a function computed on the codes it has not seen yet."""
+class KeyTable:
+    """Dense indexes for distinct int64 keys, in order of first insertion; ``keys[i]`` is key ``i``."""
 
-    def __init__(self, compute: Callable[[np.ndarray], np.ndarray]) -> None:
-        self.compute = compute
-        self._keys = np.empty(0, dtype=np.int64)
-        self._vals = np.empty(0, dtype=np.int64)
-        self._recent_keys = np.empty(0, dtype=np.int64)
-        self._recent_vals = np.empty(0, dtype=np.int64)
+    def __init__(self) -> None:
+        self._keys = np.empty(16, dtype=np.int64)
+        self.n = 0
+        self._slots = np.full(32, _EMPTY, dtype=np.int32)
+        self._bits = 5
 
     def __len__(self) -> int:
-        return len(self._keys) + len(self._recent_keys)
+        return self.n
 
-    @staticmethod
-    def _find(keys: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if len(keys) == 0:
-            return np.zeros(len(codes), dtype=bool), np.zeros(len(codes), dtype=np.int64)
-        idx = np.minimum(np.searchsorted(keys, codes), len(keys) - 1)
-        return keys[idx] == codes, idx
+    @property
+    def keys(self) -> np.ndarray:
+        return self._keys[: self.n]
 
-    def __call__(self, codes: np.ndarray) -> np.ndarray:
-        out = np.empty(len(codes), dtype=np.int64)
-        found, idx = self._find(self._keys, codes)
-        out[found] = self._vals[idx[found]]
-        rest = ~found
-        if rest.any():
-            found2, idx2 = self._find(self._recent_keys, codes[rest])
-            sub = np.flatnonzero(rest)
-            out[sub[found2]] = self._recent_vals[idx2[found2]]
-            missing = sub[~found2]
-            if len(missing):
-                new, inv = np.unique(codes[missing], return_inverse=True)
-                vals = np.asarray(self.compute(new), dtype=np.int64)
-                out[missing] = vals[inv]
-                self._add(new, vals)
+    def nbytes(self) -> int:
+        return self._keys.nbytes + self._slots.nbytes
+
+    def _home(self, keys: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            h = keys.view(np.uint64) * _GOLDEN
+        return (h >> np.uint64(64 - self._bits)).view(np.int64)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The index of each key, ``-1`` for keys not in the table."""
+        if len(keys) <= _SMALL:
+            return np.array([self._find1(k) for k in keys.tolist()], dtype=np.int64)
+        if self.n == 0:
+            return np.full(len(keys), -1, dtype=np.int64)
+        if len(keys) <= _BLOCK:
+            return self._find(keys)
+        out = np.empty(len(keys), dtype=np.int64)
+        for lo in range(0, len(keys), _BLOCK):  # blocks bound the temporaries
+            out[lo : lo + _BLOCK] = self._find(keys[lo : lo + _BLOCK])
         return out
 
-    def _add(self, keys: np.ndarray, vals: np.ndarray) -> None:
-        k = np.concatenate([self._recent_keys, keys])
-        v = np.concatenate([self._recent_vals, vals])
-        if len(k) * 4 > len(self._keys):
-            k = np.concatenate([self._keys, k])
-            v = np.concatenate([self._vals, v])
-            order = np.argsort(k, kind="stable")
-            self._keys, self._vals = k[order], v[order]
-            self._recent_keys = self._recent_vals = np.empty(0, dtype=np.int64)
+    def _find(self, keys: np.ndarray) -> np.ndarray:
+        slots, stored, mask = self._slots, self._keys, (1 << self._bits) - 1
+        # the first probe of every key in full-array passes (an empty slot reads some stored key: masked)
+        pos = self._home(keys)
+        s = slots.take(pos)
+        full = s != _EMPTY
+        hit = stored.take(s) == keys
+        hit &= full
+        out = np.where(hit, s, -1).astype(np.int64)
+        todo = np.flatnonzero(full & ~hit)
+        pos, probe = (pos[todo] + 1) & mask, keys[todo]
+        while len(todo):
+            s = slots[pos]
+            full = s != _EMPTY
+            hit = full.copy()
+            hit[full] = stored[s[full]] == probe[full]
+            out[todo[hit]] = s[hit]
+            go = full & ~hit
+            todo, pos, probe = todo[go], (pos[go] + 1) & mask, probe[go]
+        return out
+
+    def index(self, keys: np.ndarray) -> np.ndarray:
+        """The index of each key, numbering the keys not seen before ``n, n + 1, …``."""
+        if len(keys) <= _SMALL:
+            return np.array([self._index1(k) for k in keys.tolist()], dtype=np.int64)
+        out = self.find(keys)
+        missing = np.flatnonzero(out < 0)
+        if len(missing):
+            out[missing] = self.add_missing(keys[missing])
+        return out
+
+    def add_missing(self, keys: np.ndarray) -> np.ndarray:
+        """Indexes for keys known not to be in the table (possibly repeated), numbered from ``n``."""
+        if len(keys) <= _SMALL:
+            return np.array([self._index1(k) for k in keys.tolist()], dtype=np.int64)
+        if len(keys) >= max(1 << 16, self.n // 4):
+            return self._add_bulk(keys)
+        self._reserve(self.n + len(keys))
+        out = np.empty(len(keys), dtype=np.int64)
+        slots, mask = self._slots, (1 << self._bits) - 1
+        todo = np.arange(len(keys))
+        pos = self._home(keys)
+        probe = keys
+        while len(todo):
+            s = slots[pos]
+            free = s == _EMPTY
+            if free.any():
+                # every key at a free bucket writes a claim there; the last write of a bucket wins it
+                fp, ft = pos[free], todo[free]
+                slots[fp] = -2 - ft
+                won = slots[fp] == -2 - ft
+                wp, wt = fp[won], ft[won]
+                new = np.arange(self.n, self.n + len(wt), dtype=np.int64)
+                slots[wp] = new
+                self._keys[new] = keys[wt]
+                self.n += len(wt)
+                s = slots[pos]  # the losers now see their bucket's winner
+            hit = self._keys[s] == probe
+            out[todo[hit]] = s[hit]
+            go = ~hit
+            todo, pos, probe = todo[go], (pos[go] + 1) & mask, probe[go]
+        return out
+
+    def _add_bulk(self, keys: np.ndarray) -> np.ndarray:
+        """Many new keys: deduplicated by one sort of their hashes (a bijection of the keys, so equal
+        hashes are equal keys), appended, and the whole table rebuilt in one placement pass."""
+        with np.errstate(over="ignore"):
+            h = keys.view(np.uint64) * _GOLDEN
+        h.sort()
+        distinct = bool((h[1:] != h[:-1]).all())
+        start = self.n
+        if distinct:  # numbered in their order
+            m = len(keys)
+            self._grow_keys(start + m)
+            self._keys[start : start + m] = keys
         else:
-            order = np.argsort(k, kind="stable")
-            self._recent_keys, self._recent_vals = k[order], v[order]
+            first = np.ones(len(h), dtype=bool)
+            first[1:] = h[1:] != h[:-1]
+            h = h[first]
+            m = len(h)
+            self._grow_keys(start + m)
+            with np.errstate(over="ignore"):
+                self._keys[start : start + m] = (h * _GOLDEN_INVERSE).view(np.int64)
+        del h
+        self.n += m
+        self._rehash(self._bits_for(self.n))
+        return np.arange(start, start + m, dtype=np.int64) if distinct else self.find(keys)
+
+    @staticmethod
+    def _bits_for(n: int) -> int:
+        bits = 5
+        while n * 10 > 7 << bits:
+            bits += 1
+        return bits
+
+    def _grow_keys(self, n: int) -> None:
+        if n > len(self._keys):
+            grown = np.empty(max(n, 2 * len(self._keys)), dtype=np.int64)
+            grown[: self.n] = self._keys[: self.n]
+            self._keys = grown
+
+    def _reserve(self, n: int) -> None:
+        self._grow_keys(n)
+        if n * 10 > 7 << self._bits:
+            self._rehash(self._bits_for(n))
+
+    def _rehash(self, bits: int) -> None:
+        """Slots for every key, as if inserted in the order of their home buckets: then a key goes to
+        ``max(home, previous key's bucket + 1)``, a running maximum (keys running off the end wrap
+        around into the first empty buckets, as linear probing does)."""
+        self._bits = bits
+        cap = 1 << bits
+        self._slots = slots = np.full(cap, _EMPTY, dtype=np.int32)
+        n = self.n
+        if n == 0:
+            return
+        order = np.empty(n, dtype=np.int64)  # (home << 32 | row), sorted
+        for lo in range(0, n, _BLOCK):
+            hi = min(lo + _BLOCK, n)
+            order[lo:hi] = (self._home(self._keys[lo:hi]) << 32) | np.arange(lo, hi, dtype=np.int64)
+        order.sort()
+        overflow, reach = [], -1  # reach: the bucket of the previous key
+        for lo in range(0, n, _BLOCK):
+            part = order[lo : lo + _BLOCK]
+            step = np.arange(lo, lo + len(part), dtype=np.int64)
+            place = np.maximum.accumulate(np.maximum((part >> 32) - step, reach - lo + 1)) + step
+            reach = int(place[-1])
+            rows = (part & 0xFFFFFFFF).astype(np.int32)
+            inside = int(np.searchsorted(place, cap))
+            slots[place[:inside]] = rows[:inside]
+            overflow.append(rows[inside:])
+        if reach >= cap:
+            rows = np.concatenate(overflow)
+            slots[np.flatnonzero(slots == _EMPTY)[: len(rows)]] = rows
+
+    # -- one key at a time (small calls: a few Python operations instead of dozens of numpy calls) ----
+    def _home1(self, key: int) -> int:
+        return ((key * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> (64 - self._bits)
+
+    def _find1(self, key: int) -> int:
+        slots, stored, mask = self._slots, self._keys, (1 << self._bits) - 1
+        pos = self._home1(key)
+        while True:
+            s = int(slots[pos])
+            if s == _EMPTY:
+                return -1
+            if stored[s] == key:
+                return s
+            pos = (pos + 1) & mask
+
+    def _index1(self, key: int) -> int:
+        i = self._find1(key)
+        if i >= 0:
+            return i
+        self._reserve(self.n + 1)
+        slots, mask = self._slots, (1 << self._bits) - 1
+        pos = self._home1(key)
+        while slots[pos] != _EMPTY:
+            pos = (pos + 1) & mask
+        i = self.n
+        slots[pos] = i
+        self._keys[i] = key
+        self.n += 1
+        return i
+
+
+class Memo:
+    """``codes -> results`` for a function computed on the codes it has not seen yet.
+
+    ``compute(codes)`` gets distinct new codes and returns one result per code; results must fit
+    ``dtype`` and not be its least value (the mark of an unknown code)."""
+
+    def __init__(self, compute: Callable[[np.ndarray], np.ndarray], dtype: type = np.int64) -> None:
+        self.compute = compute
+        self.dtype = np.dtype(dtype)
+        self._missing = np.iinfo(self.dtype).min
+        self._count = 0
+        self._lo = 0
+        self._dense: np.ndarray | None = np.empty(0, dtype=self.dtype)  # results of codes lo, lo + 1, …
+        self._table: KeyTable | None = None  # once codes are sparse: their table, and results by index
+        self._results = np.empty(0, dtype=self.dtype)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def nbytes(self) -> int:
+        if self._dense is not None:
+            return self._dense.nbytes
+        return self._table.nbytes() + self._results.nbytes
+
+    def __call__(self, codes: np.ndarray) -> np.ndarray:
+        if len(codes) == 0:
+            return np.empty(0, dtype=np.int64)
+        if self._dense is not None and self._fits_dense(codes):
+            return self._call_dense(codes)
+        if self._dense is not None:
+            self._to_table()
+        return self._call_table(codes)
+
+    def _fits_dense(self, codes: np.ndarray) -> bool:
+        lo, hi = int(codes.min()), int(codes.max())
+        if lo < 0 or hi > MAX_ID:
+            return False
+        if len(self._dense):
+            lo, hi = min(lo, self._lo), max(hi, self._lo + len(self._dense) - 1)
+        return hi - lo + 1 <= 4 * (self._count + len(codes)) + 4096
+
+    def _call_dense(self, codes: np.ndarray) -> np.ndarray:
+        self._cover(int(codes.min()), int(codes.max()))
+        at = codes - self._lo if self._lo else codes
+        out = self._dense[at]
+        missing = np.flatnonzero(out == self._missing)
+        if len(missing):
+            at_m = at[missing]
+            dense = self._dense
+            # one representative per new code: mark each code's cell with a position, keep the last
+            marks = np.arange(len(missing), dtype=np.int64)
+            scratch = np.full(len(dense), -1, dtype=np.int64) if len(at_m) > len(dense) // 8 else None
+            if scratch is not None:
+                scratch[at_m] = marks
+                first = scratch[at_m] == marks
+            else:
+                first = _last_of_each(at_m)
+            new_at = at_m[first]
+            results = self._checked(self.compute(codes[missing][first]), len(new_at))
+            dense[new_at] = results
+            self._count += len(new_at)
+            out[missing] = dense[at_m]
+        return out.astype(np.int64, copy=False)
+
+    def _cover(self, lo: int, hi: int) -> None:
+        """Grow the dense array to cover codes ``lo..hi`` (with slack on the growing side)."""
+        dense = self._dense
+        if len(dense) == 0:
+            self._lo = lo
+            self._dense = np.full(max(hi - lo + 1, 1024), self._missing, dtype=self.dtype)
+            return
+        cur_lo, cur_hi = self._lo, self._lo + len(dense) - 1
+        if lo >= cur_lo and hi <= cur_hi:
+            return
+        span = cur_hi - cur_lo + 1
+        new_lo = min(lo, cur_lo)
+        if lo < cur_lo:
+            new_lo = max(0, min(lo, cur_lo - span // 2))
+        new_hi = max(hi, cur_hi)
+        if hi > cur_hi:
+            new_hi = max(hi, cur_hi + span // 2)
+        grown = np.full(new_hi - new_lo + 1, self._missing, dtype=self.dtype)
+        grown[cur_lo - new_lo : cur_lo - new_lo + span] = dense
+        self._lo, self._dense = new_lo, grown
+
+    def _to_table(self) -> None:
+        known = np.flatnonzero(self._dense != self._missing)
+        self._table = KeyTable()
+        self._results = np.empty(max(len(known), 16), dtype=self.dtype)
+        if len(known):
+            idx = self._table.index(known + self._lo)
+            self._results[idx] = self._dense[known]
+        self._dense = None
+
+    def _call_table(self, codes: np.ndarray) -> np.ndarray:
+        table = self._table
+        before = table.n
+        idx = table.index(codes)
+        if table.n > before:
+            new_codes = table.keys[before:]
+            try:
+                results = self._checked(self.compute(new_codes), len(new_codes))
+            except BaseException:
+                self._forget(before)
+                raise
+            if table.n > len(self._results):
+                grown = np.empty(max(table.n, 2 * len(self._results)), dtype=self.dtype)
+                grown[:before] = self._results[:before]
+                self._results = grown
+            self._results[before : table.n] = results
+            self._count = table.n
+        return self._results[idx].astype(np.int64, copy=False)
+
+    def _forget(self, n: int) -> None:
+        """Drop the codes numbered from ``n`` on (their results could not be computed)."""
+        keys = self._table.keys[:n].copy()
+        self._table = KeyTable()
+        if len(keys):
+            self._table.index(keys)
+
+    def _checked(self, results, n: int) -> np.ndarray:
+        results = np.asarray(results)
+        if len(results) != n:
+            raise ValueError(f"memo: compute returned {len(results)} results for {n} codes")
+        return results.astype(self.dtype, copy=False)
+
+
+def _last_of_each(values: np.ndarray) -> np.ndarray:
+    """Mask of the last occurrence of each distinct value."""
+    order = np.argsort(values, kind="stable")
+    s = values[order]
+    last = np.ones(len(s), dtype=bool)
+    last[:-1] = s[1:] != s[:-1]
+    mask = np.zeros(len(values), dtype=bool)
+    mask[order[last]] = True
+    return mask

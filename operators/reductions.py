@@ -8,11 +8,12 @@ whose input is empty has no entries and is never shown to user code (the 2015 po
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import compress
 
 import numpy as np
 
-from .interner import Interner, sort_values
+from .interner import Interner, bulk, sort_values
 
 Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -20,6 +21,10 @@ Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]
 def _empty() -> Sparse:
     e = np.empty(0, dtype=np.int64)
     return e, e, e
+
+
+CHUNK = 1 << 18  # points per call of user code in bulk (bounds the Python objects alive at once)
+_SEQUENCES = frozenset((list, tuple))
 
 
 class Logic:
@@ -31,23 +36,61 @@ class Logic:
         self.interner = interner
 
     def evaluate(self, keys: np.ndarray, offs: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Sparse:
-        """Per point, in Python: ``row(key, [val values], [counts]) -> {out id: count}``."""
+        """Per point, in Python: ``row(key value, [val values], [counts]) -> [(out value, count)]``,
+        in chunks of points whose outputs are interned together."""
+        with bulk():
+            parts = [self._chunk(keys, offs, vals, counts, lo, min(lo + CHUNK, len(keys)))
+                     for lo in range(0, len(keys), CHUNK)]
+        parts = [p for p in parts if len(p[0])]
+        if not parts:
+            return _empty()
+        return tuple(np.concatenate(cols) for cols in zip(*parts))
+
+    def _chunk(self, keys, offs, vals, counts, lo: int, hi: int) -> Sparse:
+        a, b = int(offs[lo]), int(offs[hi])
+        key_values = self.interner.value_list(keys[lo:hi])
+        values = self.interner.value_list(vals[a:b])
+        counts_l = counts[a:b].tolist()
+        bounds = (offs[lo : hi + 1] - a).tolist()
+        results = []
+        points = []
+        for p, key in enumerate(key_values):
+            i, j = bounds[p], bounds[p + 1]
+            if i < j:
+                results.append(self.row(key, values[i:j], counts_l[i:j]))
+                points.append(p)
+        return self._collect(results, points, lo)
+
+    def _collect(self, results: list, points: list, base: int) -> Sparse:
+        """Sparse ``(point, out id, count)`` from the rows' ``[(out value, count)]`` results."""
+        if set(map(type, results)) <= _SEQUENCES:  # lists and tuples: skip the empty ones in one pass
+            keep = list(compress(range(len(results)), results))
+            points, results = [points[i] for i in keep], [results[i] for i in keep]
         pts, outs, cnts = [], [], []
-        values = self.interner.values(vals).tolist()
-        counts_l = counts.tolist()
-        for p, (key, lo, hi) in enumerate(zip(keys.tolist(), offs[:-1].tolist(), offs[1:].tolist())):
-            if hi == lo:
-                continue
-            for o, c in self.row(key, values[lo:hi], counts_l[lo:hi]).items():
+        for p, result in zip(points, results):
+            for o, c in result:
+                if not isinstance(c, (int, np.integer)) or isinstance(c, bool):
+                    raise TypeError(f"reduce logic returned a non-int count {c!r} for output {o!r}")
                 if c:
                     pts.append(p)
                     outs.append(o)
-                    cnts.append(c)
+                    cnts.append(int(c))
         if not pts:
             return _empty()
-        return (np.asarray(pts, dtype=np.int64), np.asarray(outs, dtype=np.int64), np.asarray(cnts, dtype=np.int64))
+        pts_a = np.asarray(pts, dtype=np.int64) + base
+        out_ids = self.interner.ids(outs)
+        cnt_a = np.asarray(cnts, dtype=np.int64)
+        # one entry per (point, output): counts of equal outputs of a point add up, zeros go
+        order = np.lexsort((out_ids, pts_a))
+        pts_a, out_ids, cnt_a = pts_a[order], out_ids[order], cnt_a[order]
+        first = np.ones(len(pts_a), dtype=bool)
+        first[1:] = (pts_a[1:] != pts_a[:-1]) | (out_ids[1:] != out_ids[:-1])
+        idx = np.flatnonzero(first)
+        sums = np.add.reduceat(cnt_a, idx)
+        keep = sums != 0
+        return pts_a[idx[keep]], out_ids[idx[keep]], sums[keep]
 
-    def row(self, key: int, vals: list, counts: list[int]) -> dict[int, int]:
+    def row(self, key: object, vals: list, counts: list[int]) -> Iterable[tuple[object, int]]:
         raise NotImplementedError
 
 
@@ -63,17 +106,22 @@ class UserReduce(Logic):
         super().__init__(interner)
         self.f = f
 
+    def _chunk(self, keys, offs, vals, counts, lo: int, hi: int) -> Sparse:
+        sizes = offs[lo + 1 : hi + 1] - offs[lo:hi]
+        points = np.flatnonzero(sizes).tolist()
+        if not points:
+            return _empty()
+        if len(points) != hi - lo or (sizes != 1).any():
+            return super()._chunk(keys, offs, vals, counts, lo, hi)
+        # every group holds one val: the groups are built in one pass and f is mapped over them
+        a, b = int(offs[lo]), int(offs[hi])
+        key_values = self.interner.value_list(keys[lo:hi])
+        groups = list(map(list, zip(zip(self.interner.value_list(vals[a:b]), counts[a:b].tolist()))))
+        return self._collect(list(map(self.f, key_values, groups)), points, lo)
+
     def row(self, key, vals, counts):
         order = sort_values(vals)
-        result = self.f(self.interner.value(key), [(vals[i], counts[i]) for i in order])
-        out: dict[int, int] = {}
-        for o, c in result:
-            if not isinstance(c, (int, np.integer)) or isinstance(c, bool):
-                raise TypeError(f"reduce logic returned a non-int count {c!r} for output {o!r}")
-            if c:
-                i = self.interner.id(o)
-                out[i] = out.get(i, 0) + int(c)
-        return out
+        return self.f(key, [(vals[i], counts[i]) for i in order])
 
 
 class Count(Logic):
@@ -82,9 +130,7 @@ class Count(Logic):
     def evaluate(self, keys, offs, vals, counts):
         nonempty = np.flatnonzero(offs[1:] > offs[:-1])
         total = _totals(offs, counts)[nonempty]
-        uniq, inv = np.unique(total, return_inverse=True)
-        out_ids = self.interner.ids(int(s) for s in uniq.tolist())
-        return nonempty, out_ids[inv], np.ones(len(nonempty), dtype=np.int64)
+        return nonempty, self.interner.int_ids(total), np.ones(len(nonempty), dtype=np.int64)
 
 
 class Threshold(Logic):
@@ -102,7 +148,7 @@ class Threshold(Logic):
         if self.f is None:
             mult = (total > 0).astype(np.int64)
         else:
-            values = self.interner.values(keys).tolist()
+            values = self.interner.value_list(keys)
             mult = np.array([int(self.f(v, int(c))) if c else 0 for v, c in zip(values, total.tolist())],
                             dtype=np.int64)
         pts = np.flatnonzero(mult)
@@ -120,7 +166,7 @@ class Extremum(Logic):
         if len(vals) == 0:
             return _empty()
         uniq, inv = np.unique(vals, return_inverse=True)
-        order = np.asarray(sort_values(self.interner.values(uniq).tolist()), dtype=np.int64)
+        order = np.asarray(sort_values(self.interner.value_list(uniq)), dtype=np.int64)
         rank = np.empty(len(uniq), dtype=np.int64)
         rank[order] = np.arange(len(uniq)) if not self.largest else np.arange(len(uniq))[::-1]
         big = np.iinfo(np.int64).max
@@ -137,7 +183,7 @@ class Sum(Logic):
     """``sum(val * count)`` with multiplicity 1."""
 
     def row(self, key, vals, counts):
-        return {self.interner.id(sum(v * c for v, c in zip(vals, counts))): 1}
+        return [(sum(v * c for v, c in zip(vals, counts)), 1)]
 
 
 class TopK(Logic):
@@ -148,13 +194,13 @@ class TopK(Logic):
         self.k = k
 
     def row(self, key, vals, counts):
-        out: dict[int, int] = {}
+        out = []
         left = self.k
         for i in reversed(sort_values(vals)):
             if left <= 0:
                 break
             if counts[i] > 0:
                 take = min(counts[i], left)
-                out[self.interner.id(vals[i])] = take
+                out.append((vals[i], take))
                 left -= take
         return out
