@@ -35,7 +35,8 @@ def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class KeyTable:
-    """Dense indexes for distinct int64 keys, in order of first insertion; ``keys[i]`` is key ``i``."""
+    """Dense indexes ``0..n-1`` for distinct int64 keys (each call numbers its new keys after the
+    existing ones, in an order of its own); ``keys[i]`` is key ``i``."""
 
     def __init__(self) -> None:
         self._keys = np.empty(16, dtype=np.int64)

@@ -1,0 +1,219 @@
+"""The interner against a dict (Python equality), the key table against a dict, memos against direct calls.
+
+Values are interned by kind (ints and plain pairs in hash tables, the rest in a dict with aliases for
+objects equal to ints or pairs): whatever the kind, equal values must get one id, unequal values
+distinct ids, and every id must give back a value equal to the ones interned under it.
+"""
+
+from __future__ import annotations
+
+import collections
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddflow.operators import Dataflow, ShapeError, memo
+from ddflow.operators.interner import Interner
+from ddflow.operators.memo import KeyTable, Memo
+
+Point = collections.namedtuple("Point", "x y")
+
+leaves = st.one_of(
+    st.integers(-3, 3),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([True, False, 1.0, 0.0, -0.0, 2.5, 2.0**63, None, "a", "b", b"a", (), 1 + 0j,
+                     Decimal(1), Decimal("2.5"), Fraction(5, 2), Point(1, 2), Point(0, 0), (1, 2, 3)]),
+)
+values = st.recursive(leaves, lambda inner: st.tuples(inner, inner), max_leaves=6)
+
+
+def same(a: object, b: object) -> bool:
+    """Python's equality as a dict sees it (identity first)."""
+    return a is b or a == b
+
+
+def check_against_dict(batches: list[list], one_at_a_time: bool = False) -> Interner:
+    interner = Interner()
+    by_value: dict = {}
+    for batch in batches:
+        got = [interner.id(v) for v in batch] if one_at_a_time else interner.ids(batch).tolist()
+        for v, i in zip(batch, got):
+            if v in by_value:
+                assert by_value[v] == i, (v, by_value[v], i)
+            else:
+                assert i not in by_value.values(), (v, i)
+                by_value[v] = i
+            assert same(interner.value(i), v)
+    ids = list(by_value.values())
+    assert all(0 <= i < len(interner) for i in ids)  # (tuples' components have ids of their own)
+    for v, back in zip(by_value, interner.value_list(np.array(ids, dtype=np.int64))):
+        assert same(back, v)
+    return interner
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(values, max_size=30), max_size=6), st.booleans())
+def test_ids_follow_python_equality(batches, one_at_a_time):
+    check_against_dict(batches, one_at_a_time)
+
+
+def test_equal_values_of_other_kinds_share_the_first_ones_id():
+    interner = Interner()
+    one, true, one_f = interner.ids([1, True, 1.0]).tolist()
+    assert one == true == one_f and type(interner.value(one)) is int
+    t, i = interner.ids([True, 7]).tolist()[0], interner.id(1)
+    assert t == i
+    # an object first: the int aliases it
+    other = Interner()
+    first = other.id(Decimal(5))
+    assert other.ids([5, 5.0]).tolist() == [first, first]
+    assert isinstance(other.value(first), Decimal)
+    # a named tuple first keeps its type; the plain tuple equal to it takes its id
+    p = other.id(Point(3, 4))
+    assert other.id((3, 4)) == p and type(other.value(p)) is Point
+    assert other.split(np.array([p]), "step")[0].tolist() == [other.id(3)]
+    # out of int64: a dict like any object
+    big = other.id(2**64)
+    assert other.id(float(2**64)) == big and other.value(big) == 2**64
+
+
+def test_tuples_nest_and_split():
+    interner = Interner()
+    recs = [(1, "a"), ("k", (2, 3)), ((1, 2), (1, 2)), (None, ())]
+    ids = interner.ids(recs)
+    keys, vals = interner.split(ids, "arrange")
+    assert interner.value_list(keys) == [1, "k", (1, 2), None]
+    assert interner.value_list(vals) == ["a", (2, 3), (1, 2), ()]
+    assert interner.pair(keys, vals).tolist() == ids.tolist()
+    deep = 0
+    for i in range(200):
+        deep = (i, deep)
+    d = interner.id(deep)
+    assert interner.value(d) == deep and interner.ids([deep, deep]).tolist() == [d, d]
+
+
+def test_bad_records_name_themselves():
+    interner = Interner()
+    with pytest.raises(ShapeError, match=r"record \(1, \[2\]\) is not hashable"):
+        interner.ids([(1, 2), (1, [2])])
+    with pytest.raises(ShapeError, match=r"record \{'a': 1\} is not hashable"):
+        interner.ids(["x", {"a": 1}])
+    with pytest.raises(ShapeError, match="arrange needs \\(key, val\\) records, got 5"):
+        interner.split(interner.ids([(1, 2), 5]), "arrange")
+    with pytest.raises(ShapeError, match="got \\(1, 2, 3\\)"):
+        interner.split(interner.ids([(1, 2, 3)]), "arrange")
+
+
+def test_known_lists_skip_lookups_and_keep_ids():
+    interner = Interner()
+    ids = interner.ids([(0, r) for r in range(1000)])
+    known: list = []
+    values = interner.value_list(ids, known)
+    before = len(interner)
+    out = interner.ids([(v[1], v) for v in values], known)
+    assert len(interner) == before + 1000
+    assert interner.value_list(out) == [(r, (0, r)) for r in range(1000)]
+    assert interner.ids([v[1] for v in values], known).tolist() == interner.ids(list(range(1000))).tolist()
+
+
+def test_chunks_of_one_shape_are_merged_and_of_other_shapes_kept_in_order():
+    interner = Interner()
+    chunks = [([(i, str(i)) for i in range(10, 60)], []), ([(i, str(i)) for i in range(60, 110)], []),
+              ([True, 2, "x"], []), ([1.0, 1, 2.5], []), ([(i, str(i)) for i in range(10, 110)], [])]
+    ids = interner.ids_of_chunks(iter(chunks)).tolist()
+    flat = [v for chunk, _ in chunks for v in chunk]
+    assert len(ids) == len(flat)
+    for v, i in zip(flat, ids):
+        assert same(interner.value(i), v)
+    assert ids[100] == ids[103] == ids[104]  # True, then 1.0 and 1: True holds the id
+    assert interner.value(ids[100]) is True
+    assert ids[:100] == ids[-100:]
+
+
+def test_large_batches_match_small_ones():
+    rng = np.random.default_rng(7)
+    keys = rng.integers(-(2**63), 2**63 - 1, 300_000, dtype=np.int64)
+    keys[::3] = keys[1::3]  # repeats inside the batch
+    big, small = Interner(), Interner()
+    a = big.int_ids(keys)
+    b = np.concatenate([small.int_ids(keys[i : i + 1000]) for i in range(0, len(keys), 1000)])
+    assert len(big) == len(small) == len(np.unique(keys))
+    first = {}
+    for x, i, j in zip(keys.tolist(), a.tolist(), b.tolist()):
+        assert first.setdefault(x, (i, j)) == (i, j)
+    assert big.value_list(a) == keys.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(-40, 40) | st.integers(-(2**63), 2**63 - 1), max_size=50), max_size=8))
+def test_key_table_numbers_distinct_keys_densely(batches):
+    table, ref = KeyTable(), {}
+    for batch in batches:
+        keys = np.array(batch, dtype=np.int64)
+        assert table.find(keys).tolist() == [ref.get(k, -1) for k in batch]
+        before = len(ref)
+        for k, i in zip(batch, table.index(keys).tolist()):
+            assert ref.setdefault(k, i) == i
+        assert sorted(ref.values()) == list(range(len(ref))) and min(list(ref.values())[before:], default=before) >= before
+    assert table.keys.tolist() == sorted(ref, key=ref.__getitem__)
+
+
+def test_key_table_in_bulk_and_in_blocks(monkeypatch):
+    monkeypatch.setattr(memo, "_BLOCK", 1000)
+    rng = np.random.default_rng(3)
+    table, ref = KeyTable(), {}
+    for n in (70_000, 100_000, 5_000, 200_000):
+        keys = np.concatenate([rng.integers(0, 150_000, n // 2), rng.integers(-(2**62), 2**62, n // 2)])
+        for k, i in zip(keys.tolist(), table.index(keys).tolist()):
+            assert ref.setdefault(k, i) == i
+        assert sorted(ref.values()) == list(range(len(ref)))
+        assert int((table._slots >= 0).sum()) == table.n == len(ref)
+    assert table.find(np.array(list(ref), dtype=np.int64)).tolist() == list(ref.values())
+
+
+def test_memo_computes_each_code_once_dense_and_sparse():
+    seen: list[int] = []
+
+    def compute(codes):
+        seen.extend(codes.tolist())
+        return codes * 3 + 1
+
+    m = Memo(compute)
+    rng = np.random.default_rng(1)
+    for codes in (rng.integers(0, 5000, 3000), rng.integers(0, 5000, 3000), np.arange(10), np.array([2**40, 7])):
+        assert m(codes).tolist() == (codes * 3 + 1).tolist()
+    assert sorted(seen) == sorted(set(seen)) and len(m) == len(seen)
+    small = Memo(lambda c: c % 2 == 0, np.int8)
+    assert small(np.array([4, 5, 4])).tolist() == [1, 0, 1]
+
+
+def test_memo_forgets_codes_whose_compute_failed():
+    calls = []
+
+    def compute(codes):
+        calls.append(codes.tolist())
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return codes + 1
+
+    for codes in (np.array([3, 4]), np.array([2**40, 5])):
+        calls.clear()
+        m = Memo(compute)
+        with pytest.raises(RuntimeError):
+            m(codes)
+        assert m(codes).tolist() == (codes + 1).tolist()
+
+
+def test_integer_columns_enter_as_ints():
+    df = Dataflow()
+    recs = df.new_input("recs")
+    probe = recs.collection.map(lambda r: (type(r).__name__, r)).capture()
+    recs.update_many(np.array([3, 4, 3], dtype=np.uint32), [0, 0, 1], [1, 1, 1])
+    recs.insert(3, 2)
+    recs.close()
+    df.run()
+    assert probe.at(2) == {("int", 3): 3, ("int", 4): 1}
