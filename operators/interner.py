@@ -382,6 +382,11 @@ class Interner:
     def _value_list(self, ids: np.ndarray, known: list | None) -> list:
         if len(ids) == 0:
             return []
+        if len(ids) > 1 and ids[0] == ids[-1] and (ids == ids[0]).all():  # one value (a round, a unit)
+            out = self._value_list(ids[:1], None) * len(ids)
+            if known is not None:
+                known.append((out, ids))
+            return out
         kinds, rows = self._runs.locate(ids)
         if isinstance(kinds, int):
             out = self._rows(kinds, rows, known)

@@ -170,7 +170,11 @@ def intern(collection: Collection, *, hasher: Callable[[tuple], int] = stable_ha
 
     def round_zero(record: Hashable) -> tuple:
         pair = (0, record)
+        if fast and type(record) in _UNSALTED:  # stable_hash of (0, an int) is Python's hash
+            return hash(pair) & ID_MASK, pair
         return hasher(pair), pair
+
+    fast = hasher is stable_hash
 
     init = collection.map(round_zero)
     resolve = _resolve(hasher)

@@ -43,6 +43,7 @@ class KeyTable:
         self.n = 0
         self._slots = np.full(32, _EMPTY, dtype=np.int32)
         self._bits = 5
+        self._range = (0, -1)  # least and greatest key stored
 
     def __len__(self) -> int:
         return self.n
@@ -65,11 +66,17 @@ class KeyTable:
             return np.array([self._find1(k) for k in keys.tolist()], dtype=np.int64)
         if self.n == 0:
             return np.full(len(keys), -1, dtype=np.int64)
-        if len(keys) <= _BLOCK:
-            return self._find(keys)
-        out = np.empty(len(keys), dtype=np.int64)
+        out = np.full(len(keys), -1, dtype=np.int64)
+        lo_key, hi_key = self._range
         for lo in range(0, len(keys), _BLOCK):  # blocks bound the temporaries
-            out[lo : lo + _BLOCK] = self._find(keys[lo : lo + _BLOCK])
+            part = keys[lo : lo + _BLOCK]
+            # keys outside the range of the stored ones (new ids, new times, new hashes) are not there
+            inside = (part >= lo_key) & (part <= hi_key)
+            if inside.all():
+                out[lo : lo + _BLOCK] = self._find(part)
+            elif inside.any():
+                at = np.flatnonzero(inside)
+                out[lo + at] = self._find(part[at])
         return out
 
     def _find(self, keys: np.ndarray) -> np.ndarray:
@@ -110,6 +117,7 @@ class KeyTable:
         if len(keys) >= max(1 << 16, self.n // 4):
             return self._add_bulk(keys)
         self._reserve(self.n + len(keys))
+        self._widen(int(keys.min()), int(keys.max()))
         out = np.empty(len(keys), dtype=np.int64)
         slots, mask = self._slots, (1 << self._bits) - 1
         todo = np.arange(len(keys))
@@ -156,9 +164,16 @@ class KeyTable:
             with np.errstate(over="ignore"):
                 self._keys[start : start + m] = (h * _GOLDEN_INVERSE).view(np.int64)
         del h
+        self._widen(int(keys.min()), int(keys.max()))
         self.n += m
         self._rehash(self._bits_for(self.n))
         return np.arange(start, start + m, dtype=np.int64) if distinct else self.find(keys)
+
+    def _widen(self, lo: int, hi: int) -> None:
+        if self.n == 0:
+            self._range = (lo, hi)
+        else:
+            self._range = (min(lo, self._range[0]), max(hi, self._range[1]))
 
     @staticmethod
     def _bits_for(n: int) -> int:
@@ -234,6 +249,7 @@ class KeyTable:
         i = self.n
         slots[pos] = i
         self._keys[i] = key
+        self._widen(key, key)
         self.n += 1
         return i
 
