@@ -156,16 +156,22 @@ class Interner:
                 plan = self._checked(values, lambda: self._plan(values, known, 0))
                 mine = _shape(plan)
                 if pending and (mine != shape or size >= _PENDING):
-                    parts.append(self._intern(_concat(pending)))
-                    pending, size = [], 0
+                    parts.append(self._intern_pending(pending))
+                    size = 0
                 if mine is None:  # order matters: interned now, with its values at hand for errors
                     parts.append(self._checked(values, lambda: self._intern(plan)))
                 else:
                     pending.append(plan)
                     shape, size = mine, size + _length(plan)
+            plan = values = known = ()  # drop the last chunk's objects before the tables grow
             if pending:
-                parts.append(self._intern(_concat(pending)))
+                parts.append(self._intern_pending(pending))
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+    def _intern_pending(self, pending: list) -> np.ndarray:
+        merged = _concat(pending)
+        pending.clear()  # the chunks' own columns go before the tables grow
+        return self._intern(merged)
 
     @staticmethod
     def _checked(values: list, work: Callable):
@@ -255,20 +261,7 @@ class Interner:
         return out
 
     def _int_ids(self, arr: np.ndarray) -> np.ndarray:
-        rows = self._ints.find(arr)
-        missing = np.flatnonzero(rows < 0)
-        if len(missing) == 0:
-            return self._runs.ids(INT, rows)
-        out = np.empty(len(arr), dtype=np.int64)
-        found = rows >= 0
-        out[found] = self._runs.ids(INT, rows[found])
-        missing = self._aliased(arr, missing, out, self._int_alias, self._int_alias_ids)
-        if len(missing):
-            before = len(self._ints)
-            new_rows = self._ints.add_missing(arr[missing])
-            self._runs.alloc(INT, before, len(self._ints) - before)
-            out[missing] = self._runs.ids(INT, new_rows)
-        return out
+        return self._kind_ids(INT, self._ints, arr, self._int_alias, self._int_alias_ids)
 
     def _pair_values(self, values: list, known: Sequence, depth: int) -> np.ndarray:
         a = self._intern(self._plan(list(map(_first, values)), known, depth + 1))
@@ -291,19 +284,29 @@ class Interner:
         return int(self._mixed([v], (), _DEEP)[0])
 
     def _pair_ids(self, codes: np.ndarray) -> np.ndarray:
-        rows = self._pairs.find(codes)
+        return self._kind_ids(PAIR, self._pairs, codes, self._pair_alias, self._pair_alias_ids)
+
+    def _kind_ids(self, kind: int, table: KeyTable, keys: np.ndarray, alias: KeyTable, alias_ids) -> np.ndarray:
+        """Ids of the keys of one kind's table, adding the new ones (unless an object holds them)."""
+        rows = table.find(keys)
         missing = np.flatnonzero(rows < 0)
         if len(missing) == 0:
-            return self._runs.ids(PAIR, rows)
-        out = np.empty(len(codes), dtype=np.int64)
+            return self._runs.ids(kind, rows)
+        if len(missing) == len(keys) and len(alias) == 0:  # all new (a large batch often is)
+            del rows, missing
+            before = len(table)
+            rows = table.add_missing(keys)
+            self._runs.alloc(kind, before, len(table) - before)
+            return self._runs.ids(kind, rows)
+        out = np.empty(len(keys), dtype=np.int64)
         found = rows >= 0
-        out[found] = self._runs.ids(PAIR, rows[found])
-        missing = self._aliased(codes, missing, out, self._pair_alias, self._pair_alias_ids)
+        out[found] = self._runs.ids(kind, rows[found])
+        missing = self._aliased(keys, missing, out, alias, alias_ids)
         if len(missing):
-            before = len(self._pairs)
-            new_rows = self._pairs.add_missing(codes[missing])
-            self._runs.alloc(PAIR, before, len(self._pairs) - before)
-            out[missing] = self._runs.ids(PAIR, new_rows)
+            before = len(table)
+            new_rows = table.add_missing(keys[missing])
+            self._runs.alloc(kind, before, len(table) - before)
+            out[missing] = self._runs.ids(kind, new_rows)
         return out
 
     @staticmethod

@@ -70,6 +70,8 @@ class Memoized(Linear):
 class Map(Memoized):
     """``f(record)`` for every record."""
 
+    dtype = np.int32  # record ids fit 31 bits
+
     def __init__(self, scope: Scope, f: Callable) -> None:
         super().__init__(scope, f, "map")
 
@@ -97,8 +99,10 @@ class Filter(Memoized):
         super().__init__(scope, p, "filter")
 
     def _chunk(self, ids: np.ndarray) -> np.ndarray:
-        values = self.interner.value_list(ids)
-        return np.fromiter(map(bool, map(self.f, values)), dtype=np.int8, count=len(values))
+        kept = list(map(self.f, self.interner.value_list(ids)))
+        if set(map(type, kept)) != {bool}:
+            kept = list(map(bool, kept))
+        return np.array(kept, dtype=np.int8)
 
     def apply(self, u: Updates) -> Updates:
         return u.take(self.memo(u.data[0]).astype(bool))

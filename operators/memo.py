@@ -297,26 +297,21 @@ class Memo:
 
     def _call_dense(self, codes: np.ndarray) -> np.ndarray:
         self._cover(int(codes.min()), int(codes.max()))
-        at = codes - self._lo if self._lo else codes
-        out = self._dense[at]
-        missing = np.flatnonzero(out == self._missing)
-        if len(missing):
-            at_m = at[missing]
-            dense = self._dense
-            # one representative per new code: mark each code's cell with a position, keep the last
-            marks = np.arange(len(missing), dtype=np.int64)
-            scratch = np.full(len(dense), -1, dtype=np.int64) if len(at_m) > len(dense) // 8 else None
-            if scratch is not None:
-                scratch[at_m] = marks
-                first = scratch[at_m] == marks
-            else:
-                first = _last_of_each(at_m)
-            new_at = at_m[first]
-            results = self._checked(self.compute(codes[missing][first]), len(new_at))
-            dense[new_at] = results
-            self._count += len(new_at)
-            out[missing] = dense[at_m]
-        return out.astype(np.int64, copy=False)
+        lo = self._lo
+        missing = self._dense[codes - lo if lo else codes] == self._missing
+        if missing.any():
+            # the distinct new codes (sorted), with nothing else of the batch alive while computing
+            new = np.sort(codes[missing])
+            del missing
+            first = np.ones(len(new), dtype=bool)
+            first[1:] = new[1:] != new[:-1]
+            new = new[first]
+            del first
+            results = self._checked(self.compute(new), len(new))
+            self._dense[new - lo if lo else new] = results
+            self._count += len(new)
+            del new, results
+        return self._dense[codes - lo if lo else codes].astype(np.int64)
 
     def _cover(self, lo: int, hi: int) -> None:
         """Grow the dense array to cover codes ``lo..hi`` (with slack on the growing side)."""
@@ -380,13 +375,3 @@ class Memo:
             raise ValueError(f"memo: compute returned {len(results)} results for {n} codes")
         return results.astype(self.dtype, copy=False)
 
-
-def _last_of_each(values: np.ndarray) -> np.ndarray:
-    """Mask of the last occurrence of each distinct value."""
-    order = np.argsort(values, kind="stable")
-    s = values[order]
-    last = np.ones(len(s), dtype=bool)
-    last[:-1] = s[1:] != s[:-1]
-    mask = np.zeros(len(values), dtype=bool)
-    mask[order[last]] = True
-    return mask
