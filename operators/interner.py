@@ -32,7 +32,7 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _HASH_MOD = (1 << 61) - 1  # CPython's hash of an int is the int modulo this prime (sign kept)
 _NEVER_INT = frozenset((str, bytes, type(None), frozenset, range, type))  # types never equal to an int
 _DEEP = 64  # nesting below which tuples are interned level by level in bulk
-_PENDING = 1 << 23  # values decomposed into columns before they are interned together
+_PENDING = 1 << 24  # values decomposed into columns before they are interned together
 
 _first, _second = itemgetter(0), itemgetter(1)
 
@@ -89,7 +89,11 @@ class _Runs:
         """``(kinds, rows)`` of ``ids``; ``kinds`` is one int when every id has the same kind."""
         if self.count == 1:
             return int(self.kind[0]), ids
-        r = np.searchsorted(self.start[: self.count], ids, "right") - 1
+        starts = self.start[: self.count]
+        first = int(np.searchsorted(starts, ids.min(), "right")) - 1
+        if first == int(np.searchsorted(starts, ids.max(), "right")) - 1:  # all in one run
+            return int(self.kind[first]), ids + (self.row[first] - self.start[first])
+        r = np.searchsorted(starts, ids, "right") - 1
         kinds = self.kind[r]
         rows = ids - self.start[r] + self.row[r]
         lo, hi = int(kinds.min()), int(kinds.max())

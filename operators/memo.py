@@ -114,7 +114,7 @@ class KeyTable:
         """Indexes for keys known not to be in the table (possibly repeated), numbered from ``n``."""
         if len(keys) <= _SMALL:
             return np.array([self._index1(k) for k in keys.tolist()], dtype=np.int64)
-        if len(keys) >= max(1 << 16, self.n // 4):
+        if len(keys) >= max(1 << 16, self.n // 12):  # a rebuild costs less than claims
             return self._add_bulk(keys)
         self._reserve(self.n + len(keys))
         self._widen(int(keys.min()), int(keys.max()))
