@@ -63,6 +63,11 @@ class Logic:
 
     def _collect(self, results: list, points: list, base: int) -> Sparse:
         """Sparse ``(point, out id, count)`` from the rows' ``[(out value, count)]`` results."""
+        try:
+            if results.count(()) == len(results):  # all empty (the empty tuple is one object: fast)
+                return _empty()
+        except Exception:  # a result whose == is not a bool
+            pass
         if set(map(type, results)) <= _SEQUENCES:  # lists and tuples: skip the empty ones in one pass
             keep = list(compress(range(len(results)), results))
             points, results = [points[i] for i in keep], [results[i] for i in keep]
