@@ -25,8 +25,12 @@ MAX_ID = (1 << 31) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _GOLDEN_INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 1 << 64))
 _EMPTY = -1
-_SMALL = 8  # calls with at most this many keys probe in plain Python
+_SMALL = 16  # keys added one at a time in plain Python (small calls, the last few of long probe runs)
+_CACHED = 2048  # lookups of at most this many keys go through the dict of recent keys first
+_CACHE_LIMIT = 1 << 16
 _BLOCK = 1 << 20  # keys per pass of the large operations (bounds their temporaries)
+_STEPS = np.arange(8, dtype=np.int64)  # buckets read at once by lookups displaced from their home
+_STEPS_WIDE = np.arange(48, dtype=np.int64)  # ... when only a few are
 
 
 def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -44,6 +48,7 @@ class KeyTable:
         self._slots = np.full(32, _EMPTY, dtype=np.int32)
         self._bits = 5
         self._range = (0, -1)  # least and greatest key stored
+        self._cache: dict[int, int] = {}  # key -> index, for keys recently looked up in small calls
 
     def __len__(self) -> int:
         return self.n
@@ -56,33 +61,56 @@ class KeyTable:
         return self._keys.nbytes + self._slots.nbytes
 
     def _home(self, keys: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            h = keys.view(np.uint64) * _GOLDEN
+        h = keys.view(np.uint64) * _GOLDEN  # wraps modulo 2**64 (arrays do not warn)
         return (h >> np.uint64(64 - self._bits)).view(np.int64)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The index of each key, ``-1`` for keys not in the table."""
-        if len(keys) <= _SMALL:
-            return np.array([self._find1(k) for k in keys.tolist()], dtype=np.int64)
+        if len(keys) <= _CACHED:
+            return self._find_cached(keys)
         if self.n == 0:
             return np.full(len(keys), -1, dtype=np.int64)
-        out = np.full(len(keys), -1, dtype=np.int64)
-        lo_key, hi_key = self._range
+        if len(keys) <= _BLOCK:
+            return self._find_block(keys)
+        out = np.empty(len(keys), dtype=np.int64)
         for lo in range(0, len(keys), _BLOCK):  # blocks bound the temporaries
-            part = keys[lo : lo + _BLOCK]
-            # keys outside the range of the stored ones (new ids, new times, new hashes) are not there
-            inside = (part >= lo_key) & (part <= hi_key)
-            if inside.all():
-                out[lo : lo + _BLOCK] = self._find(part)
-            elif inside.any():
-                at = np.flatnonzero(inside)
-                out[lo + at] = self._find(part[at])
+            out[lo : lo + _BLOCK] = self._find_block(keys[lo : lo + _BLOCK])
         return out
+
+    def _find_cached(self, keys: np.ndarray) -> np.ndarray:
+        """A few keys: first in a dict of keys recently looked up (a dozen numpy calls cost more than a
+        few hundred dict lookups), then in the table."""
+        listed = keys.tolist()
+        got = list(map(self._cache.get, listed))
+        if None not in got:
+            return np.array(got, dtype=np.int64)
+        at = [i for i, r in enumerate(got) if r is None]
+        rows = self._find_block(keys[at]).tolist() if self.n else [-1] * len(at)
+        if len(self._cache) > _CACHE_LIMIT:
+            self._cache.clear()
+        for i, r in zip(at, rows):
+            got[i] = r
+            if r >= 0:
+                self._cache[listed[i]] = r
+        return np.array(got, dtype=np.int64)
+
+    def _find_block(self, keys: np.ndarray) -> np.ndarray:
+        if len(keys) > 1024:  # keys outside the stored range (new ids, times, hashes) are not there
+            inside = (keys >= self._range[0]) & (keys <= self._range[1])
+            if not inside.all():
+                out = np.full(len(keys), -1, dtype=np.int64)
+                at = np.flatnonzero(inside)
+                if len(at):
+                    out[at] = self._find(keys[at])
+                return out
+        return self._find(keys)
 
     def _find(self, keys: np.ndarray) -> np.ndarray:
         slots, stored, mask = self._slots, self._keys, (1 << self._bits) - 1
-        # the first probe of every key in full-array passes (an empty slot reads some stored key: masked)
         pos = self._home(keys)
+        if len(keys) <= 64:  # a few keys: their runs read in one go, whatever their length
+            return self._find_runs(np.arange(len(keys)), pos, keys, np.full(len(keys), -1, dtype=np.int64))
+        # the first probe of every key in full-array passes (an empty slot reads some stored key: masked)
         s = slots.take(pos)
         full = s != _EMPTY
         hit = stored.take(s) == keys
@@ -90,7 +118,7 @@ class KeyTable:
         out = np.where(hit, s, -1).astype(np.int64)
         todo = np.flatnonzero(full & ~hit)
         pos, probe = (pos[todo] + 1) & mask, keys[todo]
-        while len(todo):
+        while len(todo) > _BLOCK // 256:
             s = slots[pos]
             full = s != _EMPTY
             hit = full.copy()
@@ -98,12 +126,28 @@ class KeyTable:
             out[todo[hit]] = s[hit]
             go = full & ~hit
             todo, pos, probe = todo[go], (pos[go] + 1) & mask, probe[go]
+        return self._find_runs(todo, pos, probe, out)
+
+    def _find_runs(self, todo: np.ndarray, pos: np.ndarray, probe: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Lookups of a few keys: each reads the next buckets of its run at once (enough for nearly all)."""
+        slots, stored, mask = self._slots, self._keys, (1 << self._bits) - 1
+        steps = _STEPS if len(todo) > 64 else _STEPS_WIDE
+        while len(todo):
+            s = slots[(pos[:, None] + steps) & mask]
+            empty = s == _EMPTY
+            match = stored[s] == probe[:, None]
+            match &= ~empty
+            stop = match | empty
+            first = stop.argmax(axis=1)
+            row = np.arange(len(todo))
+            found = match[row, first]
+            out[todo[found]] = s[row[found], first[found]]
+            go = ~stop.any(axis=1)
+            todo, pos, probe = todo[go], (pos[go] + len(steps)) & mask, probe[go]
         return out
 
     def index(self, keys: np.ndarray) -> np.ndarray:
         """The index of each key, numbering the keys not seen before ``n, n + 1, …``."""
-        if len(keys) <= _SMALL:
-            return np.array([self._index1(k) for k in keys.tolist()], dtype=np.int64)
         out = self.find(keys)
         missing = np.flatnonzero(out < 0)
         if len(missing):
@@ -123,7 +167,7 @@ class KeyTable:
         todo = np.arange(len(keys))
         pos = self._home(keys)
         probe = keys
-        while len(todo):
+        while len(todo) > _SMALL:
             s = slots[pos]
             free = s == _EMPTY
             if free.any():
@@ -141,6 +185,8 @@ class KeyTable:
             out[todo[hit]] = s[hit]
             go = ~hit
             todo, pos, probe = todo[go], (pos[go] + 1) & mask, probe[go]
+        for t, k in zip(todo.tolist(), probe.tolist()):  # the few in long runs, one at a time
+            out[t] = self._index1(k)
         return out
 
     def _add_bulk(self, keys: np.ndarray) -> np.ndarray:
@@ -226,9 +272,10 @@ class KeyTable:
     def _home1(self, key: int) -> int:
         return ((key * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> (64 - self._bits)
 
-    def _find1(self, key: int) -> int:
+    def _find1(self, key: int, pos: int | None = None) -> int:
         slots, stored, mask = self._slots, self._keys, (1 << self._bits) - 1
-        pos = self._home1(key)
+        if pos is None:
+            pos = self._home1(key)
         while True:
             s = int(slots[pos])
             if s == _EMPTY:
