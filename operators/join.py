@@ -15,6 +15,7 @@ import numpy as np
 from .batch import Updates, concat, consolidate
 from .frontier import Antichain
 from .graph import Node, Scope
+from .sorting import distinct
 from .trie import ranges_to_index
 
 
@@ -60,9 +61,9 @@ class Join(Node):
         if len(d_a) or len(d_b):
             parts = []
             if len(d_a):
-                parts.append(product(d_a, self.right_handle.lookup(np.unique(d_a.data[0]))))
+                parts.append(product(d_a, self.right_handle.lookup(distinct(d_a.data[0]))))
             if len(d_b):
-                parts.append(product(self.left_handle.lookup(np.unique(d_b.data[0])), d_b))
+                parts.append(product(self.left_handle.lookup(distinct(d_b.data[0])), d_b))
             if len(d_a) and len(d_b):
                 k, a, b, t, d = product(d_a, d_b)
                 parts.append((k, a, b, t, -d))

@@ -23,7 +23,7 @@ from .graph import Node, Scope
 from .lattice import lex_order
 from .reduce_kernel import reduce_points
 from .reductions import Logic
-from .sorting import unique_rows as distinct_rows
+from .sorting import distinct, unique_rows as distinct_rows
 from .spine import Spine
 
 
@@ -97,7 +97,7 @@ class Reduce(Node):
             h.set_physical_compaction(frontier)
 
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain) -> None:
-        keys = np.unique(cand_keys)
+        keys = distinct(cand_keys)
         inp = self.handle.lookup(keys)
         out = self.output.lookup(keys)
         depth = cand_times.shape[1]
@@ -113,7 +113,7 @@ class Reduce(Node):
 
     def _general(self, cand_keys, cand_times, frontier, inp, out) -> None:
         """Any depth: per key, the join closure of new and history times, evaluated in order."""
-        keys = np.unique(cand_keys)
+        keys = distinct(cand_keys)
         inp, out = self._by_key(inp), self._by_key(out)
         order = np.argsort(cand_keys, kind="stable")
         cand_keys, cand_times = cand_keys[order], cand_times[order]

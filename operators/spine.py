@@ -22,6 +22,7 @@ from .batch import Updates, concat, consolidate
 from .errors import CompactionError
 from .frontier import Antichain, MutableAntichain
 from .lattice import T_MIN
+from .sorting import distinct
 from .trie import Description, Merge, TrieBatch
 
 FUEL_PER_UPDATE = 4
@@ -209,7 +210,7 @@ class Spine:
         """Every update (unconsolidated across batches) whose key is in ``keys``."""
         query = np.asarray(keys, dtype=np.int64)
         if len(query) > 1 and not (query[1:] > query[:-1]).all():
-            query = np.unique(query)
+            query = distinct(query)
         parts = [b.lookup(query) for b in self.batches()]
         return concat(parts, 2, self.depth)
 
@@ -253,4 +254,4 @@ class TraceCursor:
             yield key, val, [(tuple(int(c) for c in times[i]), int(diffs[i])) for i in group]
 
     def keys(self) -> np.ndarray:
-        return np.unique(self._u.data[0])
+        return distinct(self._u.data[0])

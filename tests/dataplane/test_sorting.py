@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators.sorting import order, pack, ranks, starts, take, unique_rows
+from ddflow.operators.sorting import distinct, order, pack, ranks, starts, take, unique_rows
 
 small = st.integers(-50, 50)
 huge = st.integers(-(2**62), 2**62)
@@ -58,3 +58,9 @@ def test_take_reads_masks_and_indices_like_indexing():
     idx = np.array([5, 0, 3])
     assert (take(a, mask) == a[mask]).all() and (take(a, idx) == a[idx]).all()
     assert (take(a[:, 0], mask) == a[mask, 0]).all()
+
+
+@given(st.lists(huge, max_size=50))
+def test_distinct_is_sorted_unique(values):
+    a = np.array(values, dtype=np.int64)
+    assert distinct(a).tolist() == sorted(set(values))
