@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batch import Updates, consolidate
+from .batch import Updates, concat, consolidate
 from .frontier import Antichain
 from .graph import Node, Scope
 from .lattice import lex_order
@@ -61,6 +61,22 @@ def accumulate(vals: np.ndarray, times: np.ndarray, diffs: np.ndarray, at: np.nd
     return out
 
 
+CHUNK_KEYS = 1 << 18  # keys evaluated together by the kernel: bounds its transient memory
+
+
+def _key_chunks(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray):
+    """``(keys, candidate keys, candidate outer times)`` in chunks of at most ``CHUNK_KEYS`` keys."""
+    if len(keys) <= CHUNK_KEYS:
+        yield keys, cand_keys, cand_outer
+        return
+    o = np.argsort(cand_keys, kind="stable")
+    ck, co = cand_keys.take(o), cand_outer.take(o)
+    cuts = np.searchsorted(ck, keys[CHUNK_KEYS::CHUNK_KEYS])
+    for lo, hi, a, b in zip(range(0, len(keys), CHUNK_KEYS), range(CHUNK_KEYS, len(keys) + CHUNK_KEYS, CHUNK_KEYS),
+                            [0, *cuts.tolist()], [*cuts.tolist(), len(ck)]):
+        yield keys[lo:hi], ck[a:b], co[a:b]
+
+
 def group_bounds(keys: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.searchsorted(keys, query, "left"), np.searchsorted(keys, query, "right")
 
@@ -98,18 +114,22 @@ class Reduce(Node):
 
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain) -> None:
         keys = distinct(cand_keys)
-        inp = self.handle.lookup(keys)
-        out = self.output.lookup(keys)
         depth = cand_times.shape[1]
         if depth == 1 or (depth == 2 and (cand_times[:, 1] == cand_times[0, 1]).all()):
             r = None if depth == 1 else int(cand_times[0, 1])
-            emitted, pend_k, pend_t = reduce_points(cand_keys, cand_times[:, 0], r, inp, out, self.logic)
-            late = frontier.beyond(pend_t)
-            if not late.all():  # a time to revisit that is already complete: take the general path
-                return self._general(cand_keys, cand_times, frontier, inp, out)
-            self._add_pending(pend_k, pend_t)
-            return self._publish(emitted, frontier)
-        self._general(cand_keys, cand_times, frontier, inp, out)
+            emitted, pend_k, pend_t = [], [], []
+            for chunk_keys, ck, co in _key_chunks(keys, cand_keys, cand_times[:, 0]):
+                inp, out = self.handle.lookup(chunk_keys), self.output.lookup(chunk_keys)
+                e, k, t = reduce_points(ck, co, r, inp, out, self.logic)
+                if not frontier.beyond(t).all():  # a time to revisit that is already complete
+                    return self._general(cand_keys, cand_times, frontier, self.handle.lookup(keys),
+                                         self.output.lookup(keys))
+                emitted.append(e)
+                pend_k.append(k)
+                pend_t.append(t)
+            self._add_pending(np.concatenate(pend_k), np.concatenate(pend_t))
+            return self._publish(concat(emitted, 2, depth), frontier)
+        self._general(cand_keys, cand_times, frontier, self.handle.lookup(keys), self.output.lookup(keys))
 
     def _general(self, cand_keys, cand_times, frontier, inp, out) -> None:
         """Any depth: per key, the join closure of new and history times, evaluated in order."""
