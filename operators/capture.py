@@ -54,8 +54,9 @@ class Capture(Node):
         acc: dict[int, int] = defaultdict(int)
         for i, d in zip(u.data[0][mask].tolist(), u.diffs[mask].tolist()):
             acc[i] += d
-        values = self.interner
-        return {values.value(i): c for i, c in acc.items() if c != 0}
+        live = [(i, c) for i, c in acc.items() if c != 0]
+        recs = self.interner.value_list(np.array([i for i, _ in live], dtype=np.int64))
+        return {r: c for r, (_, c) in zip(recs, live)}
 
     @property
     def updates(self) -> list[tuple[object, object, int]]:
