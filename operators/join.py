@@ -15,7 +15,7 @@ import numpy as np
 from .batch import Updates, concat, consolidate
 from .frontier import Antichain
 from .graph import Node, Scope
-from .sorting import distinct
+from .sorting import argsort, distinct
 from .trie import ranges_to_index
 
 
@@ -24,7 +24,7 @@ def match(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray]:
     if len(left) == 0 or len(right) == 0:
         e = np.empty(0, dtype=np.int64)
         return e, e
-    order = np.argsort(right.data[0], kind="stable")  # often trace lookups: sorted runs
+    order = argsort(right.data[0], runs=True)  # often trace lookups: sorted runs
     rk = right.data[0].take(order)
     lk = left.data[0]
     lo = np.searchsorted(rk, lk, "left")

@@ -23,7 +23,7 @@ from .graph import Node, Scope
 from .lattice import lex_order
 from .reduce_kernel import reduce_points
 from .reductions import Logic
-from .sorting import distinct, unique_rows as distinct_rows
+from .sorting import argsort, distinct, unique_rows as distinct_rows
 from .spine import Spine
 
 
@@ -69,7 +69,7 @@ def _key_chunks(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray)
     if len(keys) <= CHUNK_KEYS:
         yield keys, cand_keys, cand_outer
         return
-    o = np.argsort(cand_keys, kind="stable")
+    o = argsort(cand_keys, runs=True)
     ck, co = cand_keys.take(o), cand_outer.take(o)
     cuts = np.searchsorted(ck, keys[CHUNK_KEYS::CHUNK_KEYS])
     for lo, hi, a, b in zip(range(0, len(keys), CHUNK_KEYS), range(CHUNK_KEYS, len(keys) + CHUNK_KEYS, CHUNK_KEYS),
@@ -135,7 +135,7 @@ class Reduce(Node):
         """Any depth: per key, the join closure of new and history times, evaluated in order."""
         keys = distinct(cand_keys)
         inp, out = self._by_key(inp), self._by_key(out)
-        order = np.argsort(cand_keys, kind="stable")
+        order = argsort(cand_keys, runs=True)
         cand_keys, cand_times = cand_keys[order], cand_times[order]
         c_lo, c_hi = group_bounds(cand_keys, keys)
         i_lo, i_hi = group_bounds(inp.data[0], keys)
@@ -215,7 +215,7 @@ class Reduce(Node):
         return all_outs[cols], times[rows], emit[rows, cols]
 
     def _by_key(self, u: Updates) -> Updates:
-        return u.take(np.argsort(u.data[0], kind="stable")) if len(u) else u
+        return u.take(argsort(u.data[0], runs=True)) if len(u) else u
 
     def _dedupe_pending(self) -> None:
         if len(self.pending_keys) > 1:

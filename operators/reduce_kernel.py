@@ -27,7 +27,7 @@ import numpy as np
 from .batch import Updates
 from .interner import Interner, sort_values
 from .reductions import Extremum, Logic
-from .sorting import EMPTY, order, ranks, starts, unique_rows
+from .sorting import EMPTY, argsort, order, ranks, starts, unique_rows
 from .trie import ranges_to_index
 
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -197,7 +197,7 @@ def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, 
     ``r`` is the round's iteration at depth 2, ``None`` at depth 1.
     """
     depth = 1 if r is None else 2
-    o = np.argsort(cand_keys)
+    o = argsort(cand_keys)
     ck, co = cand_keys.take(o), cand_outer.take(o)
     kstart = np.flatnonzero(starts((ck,)))
     keys = ck[kstart]

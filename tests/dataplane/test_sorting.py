@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators.sorting import distinct, order, pack, ranks, starts, take, unique_rows
+from ddflow.operators.sorting import argsort, distinct, order, pack, ranks, starts, take, unique_rows
 
 small = st.integers(-50, 50)
 huge = st.integers(-(2**62), 2**62)
@@ -64,3 +64,26 @@ def test_take_reads_masks_and_indices_like_indexing():
 def test_distinct_is_sorted_unique(values):
     a = np.array(values, dtype=np.int64)
     assert distinct(a).tolist() == sorted(set(values))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(small, huge), max_size=60), st.booleans(), st.sampled_from([np.int64, np.int32]))
+def test_argsort_orders_keys_with_ties_in_index_order(values, runs, dtype):
+    """Packed (index below key) and fallback (keys too wide to share 63 bits with an index) alike."""
+    if dtype is np.int32:
+        values = [v % 2**31 - 2**30 for v in values]
+    key = np.array(values, dtype=dtype)
+    if runs:  # two sorted runs, as a merge sees them
+        key = np.concatenate([np.sort(key[: len(key) // 2]), np.sort(key[len(key) // 2:])])
+    before = key.copy()
+    got = argsort(key, runs)
+    assert got.dtype == np.int64
+    assert got.tolist() == sorted(range(len(key)), key=lambda i: (int(key[i]), i))
+    assert (key == before).all()  # the key is left as it was
+
+
+def test_argsort_of_a_large_narrow_key_is_a_stable_permutation():
+    rng = np.random.default_rng(5)
+    key = rng.integers(-1000, 1000, 200_000)
+    got = argsort(key)
+    assert (got == np.argsort(key, kind="stable")).all()
