@@ -462,7 +462,8 @@ class Interner:
     def builder(self, f) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
         """A memoized ``(keys, left vals, right vals) -> ids of f(key, left, right)`` (f deterministic).
 
-        ``(key, left)`` pairs get dense ids of their own, so both memo codes fit in an int64."""
+        ``(key, left)`` pairs get dense ids of their own, so both memo codes fit in an int64. When either
+        memo is full, both start afresh together with the numbering of the ``(key, left)`` pairs."""
         lefts: list[np.ndarray] = []  # chunks of (key, left) codes, indexed by their dense id
 
         def number_lefts(codes: np.ndarray) -> np.ndarray:
@@ -479,8 +480,16 @@ class Interner:
                     self.value_list(codes & MAX_ID, known)]
             return self.ids(list(map(f, *cols)), known)
 
-        left, full = Memo(number_lefts), Memo(compute)
-        return lambda keys, a, b: full(pack(left(pack(keys, a)), b))
+        left, triples = Memo(number_lefts), Memo(compute)
+
+        def build(keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            if left.full() or triples.full():
+                left.clear()
+                triples.clear()
+                lefts.clear()
+            return triples(pack(left(pack(keys, a)), b))
+
+        return build
 
 
 def _shape(plan: tuple) -> tuple | None:

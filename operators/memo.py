@@ -10,7 +10,9 @@ User functions of ``map``/``filter`` and the record builders of joins are determ
 their inputs (as differential dataflow requires), and the same records recur at many times and in many
 iterations. A ``Memo`` maps int64 codes (a record id, or two ids packed into one int64) to results, so
 a batch costs Python work only for codes never seen before. Codes that are dense ids are remembered in
-a direct array over their range; sparse or packed codes in a ``KeyTable``.
+a direct array over their range; sparse or packed codes in a ``KeyTable``. A memo is a cache: its table
+starts afresh once it holds ``TABLE_LIMIT`` codes, so a long run over ever new records (a join's outputs
+on a sliding window) keeps it bounded, at the price of computing the records still in use once more.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _CACHE_LIMIT = 1 << 16
 _BLOCK = 1 << 20  # keys per pass of the large operations (bounds their temporaries)
 _STEPS = np.arange(8, dtype=np.int64)  # buckets read at once by lookups displaced from their home
 _STEPS_WIDE = np.arange(48, dtype=np.int64)  # ... when only a few are
+TABLE_LIMIT = 1 << 20  # codes a memo's table holds before it starts afresh (read when a memo is made)
 
 
 def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -311,11 +314,22 @@ class Memo:
         self.compute = compute
         self.dtype = np.dtype(dtype)
         self._missing = np.iinfo(self.dtype).min
+        self.limit = TABLE_LIMIT
+        self.restarts = -1  # times the memo started afresh
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every code (a memo is a cache: what is asked again is computed again)."""
         self._count = 0
         self._lo = 0
         self._dense: np.ndarray | None = np.empty(0, dtype=self.dtype)  # results of codes lo, lo + 1, …
         self._table: KeyTable | None = None  # once codes are sparse: their table, and results by index
         self._results = np.empty(0, dtype=self.dtype)
+        self.restarts += 1
+
+    def full(self) -> bool:
+        """Whether the memo's table holds its limit of codes (the next call starts afresh)."""
+        return self._table is not None and self._table.n >= self.limit
 
     def __len__(self) -> int:
         return self._count
@@ -391,6 +405,9 @@ class Memo:
         self._dense = None
 
     def _call_table(self, codes: np.ndarray) -> np.ndarray:
+        if self.full():
+            self.clear()
+            return self(codes)
         table = self._table
         before = table.n
         idx = table.index(codes)

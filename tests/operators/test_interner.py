@@ -208,6 +208,27 @@ def test_memo_forgets_codes_whose_compute_failed():
         assert m(codes).tolist() == (codes + 1).tolist()
 
 
+def test_memo_table_starts_afresh_at_its_limit_and_stays_right():
+    computed = []
+
+    def compute(codes):
+        computed.extend(codes.tolist())
+        return codes * 5 - 2
+
+    m = Memo(compute)
+    m.limit = 1000
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        codes = rng.integers(0, 2**40, 300)  # sparse: the memo keeps a table
+        assert m(codes).tolist() == (codes * 5 - 2).tolist()
+        assert len(m) < 1000 + 300
+    assert m.restarts >= 8
+    again = np.array(computed[:50], dtype=np.int64)  # long since dropped: computed once more
+    before = len(computed)
+    assert m(again).tolist() == (again * 5 - 2).tolist()
+    assert len(computed) == before + len(set(again.tolist()))
+
+
 def test_integer_columns_enter_as_ints():
     df = Dataflow()
     recs = df.new_input("recs")

@@ -76,3 +76,41 @@ def test_sliding_window_reachability_memory_is_flat():
     for time in (CHANGES // 2, CHANGES):
         want = reachable(source.accumulate(time), range(ROOTS))
         assert probe.at(time) == {node: 1 for node in want}, f"reachability wrong at {time}"
+
+
+def test_join_memos_start_afresh_at_their_limit_on_a_sliding_window(monkeypatch):
+    """The library's reachability builds ``(dst, root)`` records in a join whose memo meets ever new
+    ``(node, root, dst)`` codes as the window slides: with a small limit its memos start afresh many
+    times, never hold much more than the limit, and the results stay right."""
+    import gc
+
+    from ddflow.operators import Dataflow, memo
+    from ddflow.operators.library import reachability
+
+    limit = 5_000
+    monkeypatch.setattr(memo, "TABLE_LIMIT", limit)
+    changes = 20_000
+    source = sliding_window_graph(NODES, EDGES, changes, seed=7, epoch_changes=500)
+    gc.collect()
+    earlier = {id(m) for m in gc.get_objects() if isinstance(m, memo.Memo)}
+    df = Dataflow()
+    roots_in, edges_in = df.new_input("roots"), df.new_input("edges")
+    probe = reachability(roots_in.collection, edges_in.collection).capture()
+    for node in range(ROOTS):
+        roots_in.insert(node, 0)
+    roots_in.close()
+    memos = [m for m in gc.get_objects() if isinstance(m, memo.Memo) and id(m) not in earlier]
+    held = []
+    for index in range(len(source)):
+        source.feed(edges_in, index)
+        df.run()
+        held.append(max(len(m) for m in memos))
+    print(f"largest memo: {max(held)} codes; restarts {[m.restarts for m in memos]}")
+    assert max(m.restarts for m in memos) >= 5
+    assert max(held) <= 4 * limit, held
+    for time in (changes // 3, changes):
+        want = reachable(source.accumulate(time), range(ROOTS))
+        got = probe.at(time)
+        assert got == {(root, node): 1 for root in range(ROOTS) for node in reachable(
+            source.accumulate(time), [root])}, f"reachability wrong at {time}"
+        assert {node for _root, node in got} == want
