@@ -192,6 +192,12 @@ class KeyTable:
             out[t] = self._index1(k)
         return out
 
+    def append(self, keys: np.ndarray) -> None:
+        """Number distinct keys not in the table ``n, n + 1, …`` in their order (``index`` numbers new
+        keys in an order of its own)."""
+        if len(keys):
+            self._add_bulk(keys)
+
     def _add_bulk(self, keys: np.ndarray) -> np.ndarray:
         """Many new keys: deduplicated by one sort of their hashes (a bijection of the keys, so equal
         hashes are equal keys), appended, and the whole table rebuilt in one placement pass."""
@@ -427,11 +433,11 @@ class Memo:
         return self._results[idx].astype(np.int64, copy=False)
 
     def _forget(self, n: int) -> None:
-        """Drop the codes numbered from ``n`` on (their results could not be computed)."""
+        """Drop the codes numbered from ``n`` on (their results could not be computed); the others
+        keep their numbers, which index their results."""
         keys = self._table.keys[:n].copy()
         self._table = KeyTable()
-        if len(keys):
-            self._table.index(keys)
+        self._table.append(keys)
 
     def _checked(self, results, n: int) -> np.ndarray:
         results = np.asarray(results)

@@ -208,6 +208,28 @@ def test_memo_forgets_codes_whose_compute_failed():
         assert m(codes).tolist() == (codes + 1).tolist()
 
 
+def test_memo_keeps_its_results_right_after_a_failed_compute_of_many_codes():
+    """Regression: forgetting the codes of a failed call re-numbered the kept ones in the table's own
+    order, so their results no longer matched them (4,942 of 5,000 wrong)."""
+    fail = [False]
+
+    def compute(codes):
+        if fail[0]:
+            raise RuntimeError("boom")
+        return codes * 7 + 1
+
+    m = Memo(compute)
+    rng = np.random.default_rng(3)
+    old = np.unique(rng.integers(0, 2**40, 5000))  # sparse: a table
+    assert m(old).tolist() == (old * 7 + 1).tolist()
+    fail[0] = True
+    with pytest.raises(RuntimeError):
+        m(np.concatenate([old[:10], rng.integers(2**41, 2**42, 3000)]))
+    fail[0] = False
+    assert m(old).tolist() == (old * 7 + 1).tolist()
+    assert len(m) == len(old)
+
+
 def test_memo_table_starts_afresh_at_its_limit_and_stays_right():
     computed = []
 
