@@ -7,8 +7,6 @@ returns and forgets the final updates received since the last drain (how the dae
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
 from .batch import Updates, concat, consolidate
@@ -50,13 +48,9 @@ class Capture(Node):
         self._check_complete(time)
         u = self._held
         t = np.asarray(time if isinstance(time, tuple) else (time,), dtype=np.int64)
-        mask = np.all(u.times <= t, axis=1)
-        acc: dict[int, int] = defaultdict(int)
-        for i, d in zip(u.data[0][mask].tolist(), u.diffs[mask].tolist()):
-            acc[i] += d
-        live = [(i, c) for i, c in acc.items() if c != 0]
-        recs = self.interner.value_list(np.array([i for i, _ in live], dtype=np.int64))
-        return {r: c for r, (_, c) in zip(recs, live)}
+        before = u.take(np.all(u.times <= t, axis=1))
+        acc = consolidate(before.with_times(np.zeros((len(before), 1), dtype=np.int64)))
+        return dict(zip(self.interner.value_list(acc.data[0]), acc.diffs.tolist()))
 
     @property
     def updates(self) -> list[tuple[object, object, int]]:

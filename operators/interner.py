@@ -462,32 +462,26 @@ class Interner:
     def builder(self, f) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
         """A memoized ``(keys, left vals, right vals) -> ids of f(key, left, right)`` (f deterministic).
 
-        ``(key, left)`` pairs get dense ids of their own, so both memo codes fit in an int64. When either
-        memo is full, both start afresh together with the numbering of the ``(key, left)`` pairs."""
-        lefts: list[np.ndarray] = []  # chunks of (key, left) codes, indexed by their dense id
-
-        def number_lefts(codes: np.ndarray) -> np.ndarray:
-            start = sum(len(c) for c in lefts)
-            lefts.append(codes)
-            return np.arange(start, start + len(codes), dtype=np.int64)
+        ``(key, left)`` pairs are numbered densely by a key table, so that ``(number, right)`` fits one
+        int64 memo code. The memo's codes hold those numbers: when the table or the memo reaches the memo
+        limit, both start afresh together."""
+        lefts = KeyTable()  # (key, left) codes, numbered
 
         def compute(codes: np.ndarray) -> np.ndarray:
-            if len(lefts) > 1:
-                lefts[:] = [np.concatenate(lefts)]
-            kl = lefts[0][codes >> SHIFT]
+            kl = lefts.keys[codes >> SHIFT]
             known: list = []
             cols = [self.value_list(kl >> SHIFT, known), self.value_list(kl & MAX_ID, known),
                     self.value_list(codes & MAX_ID, known)]
             return self.ids(list(map(f, *cols)), known)
 
-        left, triples = Memo(number_lefts), Memo(compute)
+        triples = Memo(compute)
 
         def build(keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-            if left.full() or triples.full():
-                left.clear()
+            nonlocal lefts
+            if len(lefts) >= triples.limit or triples.full():
+                lefts = KeyTable()
                 triples.clear()
-                lefts.clear()
-            return triples(pack(left(pack(keys, a)), b))
+            return triples(pack(lefts.index(pack(keys, a)), b))
 
         return build
 

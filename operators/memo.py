@@ -321,17 +321,20 @@ class Memo:
         self.dtype = np.dtype(dtype)
         self._missing = np.iinfo(self.dtype).min
         self.limit = TABLE_LIMIT
-        self.restarts = -1  # times the memo started afresh
-        self.clear()
+        self.restarts = 0  # times the memo started afresh
+        self._empty()
 
     def clear(self) -> None:
         """Forget every code (a memo is a cache: what is asked again is computed again)."""
+        self._empty()
+        self.restarts += 1
+
+    def _empty(self) -> None:
         self._count = 0
         self._lo = 0
         self._dense: np.ndarray | None = np.empty(0, dtype=self.dtype)  # results of codes lo, lo + 1, …
         self._table: KeyTable | None = None  # once codes are sparse: their table, and results by index
         self._results = np.empty(0, dtype=self.dtype)
-        self.restarts += 1
 
     def full(self) -> bool:
         """Whether the memo's table holds its limit of codes (the next call starts afresh)."""

@@ -43,7 +43,7 @@ def _pack(columns: Sequence[np.ndarray], lows: list[int], widths: list[int]) -> 
             continue
         part = c - lo if lo else c
         if key is None:
-            key = part.astype(np.int64, copy=True)
+            key = part.astype(np.int64, copy=part is c)  # never write into the caller's column
         else:
             key <<= w
             key |= part
@@ -91,19 +91,13 @@ def argsort(key: np.ndarray, runs: bool = False) -> np.ndarray:
     sorted runs, else quicksort. When the key's range and the row index fit together in 63 bits,
     each row's index is packed below its key and the packed values are sorted in place, which numpy
     does 15-35% faster than ``argsort`` moving indices alongside keys."""
-    kind = "stable" if runs else None
-    n = len(key)
-    if n > 1:
-        lo, hi = int(key.min()), int(key.max())
-        index_bits = (n - 1).bit_length()
-        if (hi - lo).bit_length() + index_bits <= 63:
-            packed = key.astype(np.int64, copy=True)
-            if lo:
-                packed -= lo
-            packed <<= index_bits
-            packed |= np.arange(n, dtype=np.int64)
-            packed.sort(kind=kind)
-            packed &= (1 << index_bits) - 1
+    if len(key) > 1:
+        columns = (key.astype(np.int64, copy=False), np.arange(len(key), dtype=np.int64))
+        layout = _layout(columns)
+        if layout is not None:
+            packed = _pack(columns, *layout)
+            packed.sort(kind="stable" if runs else None)
+            packed &= (1 << layout[1][1]) - 1
             return packed
     return np.argsort(key, kind="stable")  # rare: keys spanning nearly all 64 bits
 
