@@ -10,13 +10,21 @@ equal, at every complete time, to the operator applied to their accumulated inpu
     edges.insert(record, time); edges.advance_to(time); df.run(); probe.at(time)
 """
 
-from .arrange import Arranged
 from .capture import Capture
 from .collection import Collection
 from .dataflow import Dataflow
-from .errors import CompactionError, DataflowError, DiffError, GraphError, IncompleteTimeError, ShapeError, TimeError
+from .errors import (
+    CompactionError,
+    DataflowError,
+    DiffError,
+    GraphError,
+    IncompleteTimeError,
+    ShapeError,
+    TimeError,
+)
 from .frontier import Antichain, MutableAntichain
 from .input import InputSession
+from .nodes.arrange import Arranged
 
 __all__ = [
     "Antichain",

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batch import Updates, concat, consolidate
 from .errors import IncompleteTimeError
 from .frontier import Antichain
 from .graph import Node, Scope
 from .lattice import to_scalar
+from .traces.batch import Updates, concat, consolidate
 
 
 class Capture(Node):

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import linear
-from .arrange import Arrange, Arranged
 from .capture import Capture
 from .errors import GraphError
 from .graph import Node, Scope
-from .iterate import Feedback, Loop
-from .join import Join
-from .reduce import Reduce
-from .reductions import Count, Extremum, Logic, Sum, Threshold, TopK, UserReduce
+from .nodes import linear
+from .nodes.arrange import Arrange, Arranged
+from .nodes.iterate import Feedback, Loop
+from .nodes.join import Join
+from .nodes.reduce.logic import Count, Extremum, Logic, Sum, Threshold, TopK, UserReduce
+from .nodes.reduce.node import Reduce
 
 
 class Collection:

@@ -13,7 +13,7 @@ from .errors import GraphError
 from .frontier import Antichain
 from .graph import Scope
 from .input import InputNode, InputSession
-from .interner import Interner
+from .values.interner import Interner
 
 
 class Dataflow:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .batch import Updates, beyond_split, concat
 from .errors import GraphError
 from .frontier import Antichain
+from .traces.batch import Updates, beyond_split, concat
 
 if TYPE_CHECKING:
     from .dataflow import Dataflow

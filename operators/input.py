@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batch import Updates
 from .errors import DiffError, GraphError, TimeError
 from .frontier import Antichain
 from .graph import Node, Scope
 from .lattice import T_MAX, T_MIN
+from .traces.batch import Updates
 
 
 def check_time(time: object, what: str = "time") -> int:

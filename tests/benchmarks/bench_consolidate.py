@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from ddflow.operators.batch import Updates, consolidate
+from ddflow.operators.traces.batch import Updates, consolidate
 
 
 def random_updates(n: int, depth: int, seed: int) -> Updates:

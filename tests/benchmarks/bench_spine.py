@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from ddflow.operators.batch import Updates, consolidate
 from ddflow.operators.frontier import Antichain
-from ddflow.operators.spine import Spine
+from ddflow.operators.traces.batch import Updates, consolidate
+from ddflow.operators.traces.spine import Spine
 
 RECORDS, WINDOW = 10_000, 5_000
 

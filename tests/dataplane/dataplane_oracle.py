@@ -14,8 +14,8 @@ import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from ddflow.operators.batch import Updates
 from ddflow.operators.frontier import Antichain
+from ddflow.operators.traces.batch import Updates
 
 R = 4  # coordinates of drawn times are in [0, R]
 

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dataplane_oracle import accumulation, antichains, dataplane, depths, grid, make_updates, rows, updates
+from dataplane_oracle import (
+    accumulation,
+    antichains,
+    dataplane,
+    depths,
+    grid,
+    make_updates,
+    rows,
+    updates,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddflow.operators.batch import Updates, beyond_split, concat, consolidate
+from ddflow.operators.traces.batch import Updates, beyond_split, concat, consolidate
 
 
 @dataplane

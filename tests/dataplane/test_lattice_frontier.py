@@ -7,7 +7,6 @@ import pytest
 from dataplane_oracle import (
     R,
     accumulation,
-    advance_frontier,
     antichains,
     beyond,
     dataplane,
@@ -22,9 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ddflow.operators import lattice
-from ddflow.operators.batch import consolidate
 from ddflow.operators.frontier import Antichain, MutableAntichain, advance_by
-
+from ddflow.operators.traces.batch import consolidate
 
 
 def arr(ts: list[tuple[int, ...]], depth: int) -> np.ndarray:

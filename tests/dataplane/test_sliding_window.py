@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from ddflow.operators.batch import Updates
 from ddflow.operators.frontier import Antichain
-from ddflow.operators.spine import Spine
+from ddflow.operators.traces.batch import Updates
+from ddflow.operators.traces.spine import Spine
 
 PAIRS, RECORDS, WINDOW, STEPS_PER_BATCH = 1_000_000, 1_000, 500, 500
 BATCH = 2 * STEPS_PER_BATCH  # updates per inserted batch: 500 inserts and 500 retractions

@@ -7,7 +7,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators.sorting import argsort, distinct, order, pack, ranks, starts, take, unique_rows
+from ddflow.operators.kernels.sorting import (
+    argsort,
+    distinct,
+    order,
+    pack,
+    ranks,
+    starts,
+    take,
+    unique_rows,
+)
 
 small = st.integers(-50, 50)
 huge = st.integers(-(2**62), 2**62)

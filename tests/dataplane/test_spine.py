@@ -27,12 +27,13 @@ from dataplane_oracle import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators import spine as spine_module
-from ddflow.operators.batch import Updates, concat
 from ddflow.operators.frontier import Antichain
 from ddflow.operators.lattice import T_MIN
-from ddflow.operators.spine import Spine
-from ddflow.operators.trie import Merge, TrieBatch
+from ddflow.operators.traces import spine as spine_module
+from ddflow.operators.traces.batch import Updates, concat
+from ddflow.operators.traces.merge import Merge
+from ddflow.operators.traces.spine import Spine
+from ddflow.operators.traces.trie import TrieBatch
 
 
 @contextlib.contextmanager

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import numpy as np
-from dataplane_oracle import accumulation, antichains, dataplane, depths, grid, rows, updates
+from dataplane_oracle import (
+    accumulation,
+    antichains,
+    dataplane,
+    depths,
+    grid,
+    rows,
+    updates,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddflow.operators.batch import Updates, concat, consolidate
 from ddflow.operators.frontier import Antichain
+from ddflow.operators.kernels.gather import ranges_to_index
 from ddflow.operators.lattice import T_MIN
-from ddflow.operators.trie import Description, Merge, TrieBatch, ranges_to_index
+from ddflow.operators.traces.batch import Updates, concat, consolidate
+from ddflow.operators.traces.merge import Merge
+from ddflow.operators.traces.trie import Description, TrieBatch
 
 
 def desc(depth: int, since: Antichain | None = None) -> Description:

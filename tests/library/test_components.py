@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from ddflow.operators.library import connected_components, scc
 from library_reference import component_labels, scc_edges
 from library_streams import check_stream, streams
+
+from ddflow.operators.library import connected_components, scc
 
 nodes = st.integers(0, 7)
 edges = st.tuples(nodes, nodes)

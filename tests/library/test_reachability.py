@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from ddflow.operators.library import reachability
 from library_reference import reachable_pairs
 from library_streams import check_stream, streams
+
+from ddflow.operators.library import reachability
 
 nodes = st.integers(0, 7)
 edges = st.tuples(nodes, nodes)
@@ -26,7 +26,6 @@ def test_reachability_few_roots_many_changes_per_epoch(stream):
 def test_reachability_roadmap_window_spot_check():
     """The roadmap's workload, small: 50 nodes, 100 edges, 3 roots, 300 changes each at its own time."""
     import numpy as np
-
     from library_streams import Stream
 
     n, m, changes = 50, 100, 300

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators import Dataflow, ShapeError, memo
-from ddflow.operators.interner import Interner
-from ddflow.operators.memo import KeyTable, Memo
+from ddflow.operators import Dataflow, ShapeError
+from ddflow.operators.values import memo
+from ddflow.operators.values.interner import Interner
+from ddflow.operators.values.memo import KeyTable, Memo
 
 Point = collections.namedtuple("Point", "x y")
 

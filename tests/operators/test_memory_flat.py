@@ -84,8 +84,9 @@ def test_join_memos_start_afresh_at_their_limit_on_a_sliding_window(monkeypatch)
     times, never hold much more than the limit, and the results stay right."""
     import gc
 
-    from ddflow.operators import Dataflow, memo
+    from ddflow.operators import Dataflow
     from ddflow.operators.library import reachability
+    from ddflow.operators.values import memo
 
     limit = 5_000
     monkeypatch.setattr(memo, "TABLE_LIMIT", limit)

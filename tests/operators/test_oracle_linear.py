@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from oracle_harness import check_pipeline, pairs, small_ints, sources
 
 from ddflow.operators.testing import accumulate
-from oracle_harness import check_pipeline, pairs, small_ints, sources
 
 
 @given(sources(small_ints))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ddflow.operators import Dataflow
-from ddflow.operators import reduce as reduce_module
+from ddflow.operators.nodes.reduce import node as reduce_module
 
 
 def run(updates):

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators import reduce_kernel
-from ddflow.operators.batch import Updates
-from ddflow.operators.interner import Interner
-from ddflow.operators.reductions import Extremum
+from ddflow.operators.nodes.reduce import kernel as reduce_kernel
+from ddflow.operators.nodes.reduce.logic import Extremum
+from ddflow.operators.traces.batch import Updates
+from ddflow.operators.values.interner import Interner
 
 rows_st = st.lists(st.tuples(st.integers(0, 3), st.integers(-4, 6), st.integers(0, 5), st.integers(-2, 2)),
                    max_size=40)

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batch import Updates, concat, consolidate
-from .frontier import Antichain
-from .graph import Node, Scope
-from .lattice import lex_order
-from .reduce_kernel import reduce_points
-from .reductions import Logic
-from .sorting import argsort, distinct, unique_rows as distinct_rows
-from .spine import Spine
+from ...frontier import Antichain
+from ...graph import Node, Scope
+from ...kernels.sorting import argsort, distinct
+from ...kernels.sorting import unique_rows as distinct_rows
+from ...lattice import lex_order
+from ...traces.batch import Updates, concat, consolidate
+from ...traces.spine import Spine
+from .kernel import reduce_points
+from .logic import Logic
 
 
 def unique_rows(times: np.ndarray) -> np.ndarray:

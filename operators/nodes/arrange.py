@@ -7,10 +7,10 @@ receives each new batch; the trace compacts only as far as the meet of its reade
 
 from __future__ import annotations
 
-from .batch import Updates
-from .frontier import Antichain
-from .graph import Node, Scope
-from .spine import Spine, TraceHandle
+from ..frontier import Antichain
+from ..graph import Node, Scope
+from ..traces.batch import Updates
+from ..traces.spine import Spine, TraceHandle
 
 
 class Arrange(Node):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .frontier import Antichain, advance_by
-from .sorting import argsort, order, pack, starts, take
+from ..frontier import Antichain, advance_by
+from ..kernels.sorting import argsort, order, pack, starts, take
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ def segment_starts(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
 
 def consolidate(u: Updates, runs: bool = False) -> Updates:
     """Sort by (data, time), sum diffs of equal (data, time), drop zero diffs. ``runs``: the updates
-    are a concatenation of a few sorted runs (see :func:`ddflow.operators.sorting.order`)."""
+    are a concatenation of a few sorted runs (see :func:`ddflow.operators.kernels.sorting.order`)."""
     n = len(u)
     if n == 0:
         return u

@@ -13,70 +13,21 @@ whole large merge while the number of batches stays logarithmic.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 import numpy as np
 
+from ..frontier import Antichain, MutableAntichain
+from ..kernels.sorting import distinct
+from ..lattice import T_MIN
 from .batch import Updates, concat, consolidate
-from .errors import CompactionError
-from .frontier import Antichain, MutableAntichain
-from .lattice import T_MIN
-from .sorting import distinct
-from .trie import Description, Merge, TrieBatch
+from .cursor import TraceCursor
+from .handle import TraceHandle
+from .merge import Merge
+from .trie import Description, TrieBatch
 
 FUEL_PER_UPDATE = 4
 MIN_FUEL = 1024
-
-
-class TraceHandle:
-    """A reader's hold on a trace: the trace never compacts past this handle's frontiers."""
-
-    def __init__(self, trace: Spine) -> None:
-        self.trace = trace
-        self.logical = trace.logical_frontier()
-        self.physical = trace.physical_frontier()
-        trace._logical_holds.update_frontier(None, self.logical)
-        trace._physical_holds.update_frontier(None, self.physical)
-        self._dropped = False
-
-    def set_logical_compaction(self, frontier: Antichain) -> None:
-        """Allow the trace to advance times to ``frontier`` (must not go backwards)."""
-        if frontier == self.logical:
-            return
-        self._check(frontier, self.logical, "logical")
-        self.trace._logical_holds.update_frontier(self.logical, frontier)
-        self.logical = frontier
-
-    def set_physical_compaction(self, frontier: Antichain) -> None:
-        """Allow the trace to merge batches whose upper is at or behind ``frontier``."""
-        if frontier == self.physical:
-            return
-        self._check(frontier, self.physical, "physical")
-        self.trace._physical_holds.update_frontier(self.physical, frontier)
-        self.physical = frontier
-
-    def _check(self, new: Antichain, old: Antichain, what: str) -> None:
-        if self._dropped:
-            raise CompactionError("trace handle already dropped")
-        if not old.dominates(new):
-            raise CompactionError(f"{what} compaction frontier moved backwards: {old} -> {new}")
-
-    def lookup(self, keys: np.ndarray) -> Updates:
-        return self.trace.lookup(keys)
-
-    def drop(self) -> None:
-        """Release this reader's holds."""
-        if not self._dropped:
-            self.trace._logical_holds.update_frontier(self.logical, None)
-            self.trace._physical_holds.update_frontier(self.physical, None)
-            self._dropped = True
-
-    def __del__(self) -> None:  # a dropped reference releases its hold
-        try:
-            self.drop()
-        except Exception:
-            pass
 
 
 class Spine:
@@ -240,18 +191,3 @@ def _frontier_join(a: Antichain, b: Antichain) -> Antichain:
     return Antichain(tuple(max(x, y) for x, y in zip(e, f)) for e in a for f in b)
 
 
-class TraceCursor:
-    """Walks a trace's consolidated contents key by key, val by val, with each val's history."""
-
-    def __init__(self, contents: Updates) -> None:
-        self._u = contents
-
-    def __iter__(self) -> Iterator[tuple[int, int, list[tuple[tuple[int, ...], int]]]]:
-        k, v = self._u.data
-        times, diffs = self._u.times, self._u.diffs
-        rows = range(len(diffs))
-        for (key, val), group in itertools.groupby(rows, key=lambda i: (int(k[i]), int(v[i]))):
-            yield key, val, [(tuple(int(c) for c in times[i]), int(diffs[i])) for i in group]
-
-    def keys(self) -> np.ndarray:
-        return distinct(self._u.data[0])

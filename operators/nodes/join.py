@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .batch import Updates, concat, consolidate
-from .frontier import Antichain
-from .graph import Node, Scope
-from .sorting import argsort, distinct
-from .trie import ranges_to_index
+from ..frontier import Antichain
+from ..graph import Node, Scope
+from ..kernels.gather import ranges_to_index
+from ..kernels.sorting import argsort, distinct
+from ..traces.batch import Updates, consolidate
 
 
 def match(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray]:

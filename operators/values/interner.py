@@ -24,7 +24,7 @@ from operator import is_, itemgetter
 
 import numpy as np
 
-from .errors import ShapeError
+from ..errors import ShapeError
 from .memo import MAX_ID, SHIFT, KeyTable, Memo, pack
 
 INT, PAIR, OBJ = 0, 1, 2

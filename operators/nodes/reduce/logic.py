@@ -13,7 +13,7 @@ from itertools import compress
 
 import numpy as np
 
-from .interner import Interner, bulk, sort_values
+from ...values.interner import Interner, bulk, sort_values
 
 Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]
 

@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .batch import Updates, concat, consolidate
-from .frontier import Antichain
-from .graph import Node, Scope
-from .interner import bulk
-from .lattice import to_scalar
-from .memo import Memo
+from ..frontier import Antichain
+from ..graph import Node, Scope
+from ..lattice import to_scalar
+from ..traces.batch import Updates, concat, consolidate
+from ..values.interner import bulk
+from ..values.memo import Memo
 
 
 class Linear(Node):

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batch import consolidate
-from .frontier import Antichain
-from .graph import Node, Scope
-from .lattice import T_MIN
+from ..frontier import Antichain
+from ..graph import Node, Scope
+from ..lattice import T_MIN
+from ..traces.batch import consolidate
 
 
 def lift(frontier: Antichain, counter: int) -> list[tuple[int, ...]]:

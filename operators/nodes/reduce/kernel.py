@@ -24,11 +24,11 @@ import weakref
 
 import numpy as np
 
-from .batch import Updates
-from .interner import Interner, sort_values
-from .reductions import Extremum, Logic
-from .sorting import EMPTY, argsort, order, ranks, starts, unique_rows
-from .trie import ranges_to_index
+from ...kernels.gather import ranges_to_index
+from ...kernels.sorting import EMPTY, argsort, order, ranks, starts, unique_rows
+from ...traces.batch import Updates
+from ...values.interner import Interner, sort_values
+from .logic import Extremum, Logic
 
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]
 

@@ -1,0 +1,1 @@
+"""Operator nodes of a dataflow graph: linear, arrange, join, reduce, iterate."""

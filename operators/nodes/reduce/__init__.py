@@ -1,0 +1,1 @@
+"""Reduce: the node, the reduction logics, and the tactics that evaluate them."""

@@ -1,0 +1,1 @@
+"""Traces: collections of keyed updates indexed by key (batches, tries, spines, reader handles, cursors)."""

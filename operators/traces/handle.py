@@ -1,0 +1,69 @@
+"""Reader handles: a reader's hold on how far a trace may compact.
+
+A handle holds a *logical* compaction frontier (the times its reader still needs to tell apart) and a
+*physical* one (batch boundaries its reader still needs to see). The trace compacts only to the meet
+of its live handles' frontiers; ``drop`` releases a handle's holds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import CompactionError
+from ..frontier import Antichain
+from .batch import Updates
+
+if TYPE_CHECKING:
+    from .spine import Spine
+
+
+class TraceHandle:
+    """A reader's hold on a trace: the trace never compacts past this handle's frontiers."""
+
+    def __init__(self, trace: Spine) -> None:
+        self.trace = trace
+        self.logical = trace.logical_frontier()
+        self.physical = trace.physical_frontier()
+        trace._logical_holds.update_frontier(None, self.logical)
+        trace._physical_holds.update_frontier(None, self.physical)
+        self._dropped = False
+
+    def set_logical_compaction(self, frontier: Antichain) -> None:
+        """Allow the trace to advance times to ``frontier`` (must not go backwards)."""
+        if frontier == self.logical:
+            return
+        self._check(frontier, self.logical, "logical")
+        self.trace._logical_holds.update_frontier(self.logical, frontier)
+        self.logical = frontier
+
+    def set_physical_compaction(self, frontier: Antichain) -> None:
+        """Allow the trace to merge batches whose upper is at or behind ``frontier``."""
+        if frontier == self.physical:
+            return
+        self._check(frontier, self.physical, "physical")
+        self.trace._physical_holds.update_frontier(self.physical, frontier)
+        self.physical = frontier
+
+    def _check(self, new: Antichain, old: Antichain, what: str) -> None:
+        if self._dropped:
+            raise CompactionError("trace handle already dropped")
+        if not old.dominates(new):
+            raise CompactionError(f"{what} compaction frontier moved backwards: {old} -> {new}")
+
+    def lookup(self, keys: np.ndarray) -> Updates:
+        return self.trace.lookup(keys)
+
+    def drop(self) -> None:
+        """Release this reader's holds."""
+        if not self._dropped:
+            self.trace._logical_holds.update_frontier(self.logical, None)
+            self.trace._physical_holds.update_frontier(self.physical, None)
+            self._dropped = True
+
+    def __del__(self) -> None:  # a dropped reference releases its hold
+        try:
+            self.drop()
+        except Exception:
+            pass
