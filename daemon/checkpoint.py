@@ -8,9 +8,10 @@ offsets rebuilds exactly the state the worker had, so the recomputed outputs equ
 published before the crash (which the sink then does not publish again).
 
 A `CheckpointStore` owns one directory: checkpoints are named ``checkpoint-<sequence>``, written
-atomically (see `snapshot`), and only the newest ``keep`` are kept. `latest` returns the newest
-one whose manifest and files check out; a torn or corrupt one is refused with the reason logged,
-and the one before it is used instead.
+atomically (see `snapshot`), and only the newest ``keep`` valid ones are kept. `latest` returns
+the newest one whose manifest and files check out; a torn or corrupt one is refused with the
+reason logged, and the one before it is used instead. Refused checkpoints never count against
+``keep``, so pruning never removes the newest valid checkpoint or the valid ones before it.
 """
 
 from __future__ import annotations
@@ -145,17 +146,35 @@ class CheckpointStore:
         return snapshot
 
     def prune(self) -> list[Path]:
-        """Remove all but the newest ``keep`` checkpoints; returns the removed ones."""
-        removed = self.checkpoints()[: -self.keep]
+        """Keep the newest ``keep`` checkpoints that `latest` did not refuse and remove every
+        checkpoint older than the oldest of them; returns the removed ones.
+
+        Refused checkpoints never count against ``keep`` (counting them once left only corrupt
+        checkpoints after a few corruptions, and a restart replayed everything): the newest valid
+        checkpoint is never removed, nor the ``keep - 1`` valid ones before it. A refused one
+        newer than the oldest kept checkpoint stays for inspection until it falls behind."""
+        refused = {path for path, _ in self.refused}
+        checkpoints = self.checkpoints()
+        valid = [p for p in checkpoints if p not in refused]
+        if not valid:
+            return []
+        oldest_kept = valid[-self.keep:][0]
+        removed = [p for p in checkpoints if p < oldest_kept]
         for path in removed:
+            if path in refused:
+                log.info("removing refused checkpoint %s: older than every kept valid one", path.name)
             shutil.rmtree(path, ignore_errors=True)
+        self.refused = [(p, why) for p, why in self.refused if p not in removed]
         return removed
 
     def oldest_offsets(self) -> dict[str, dict[int, int]] | None:
         """Per topic, the smallest offsets a restore from any kept checkpoint resumes at (what the
         reclock bindings must still cover). None when some kept checkpoint is unreadable."""
         recorded: list[dict[str, dict[int, int]]] = []
+        refused = {path for path, _ in self.refused}  # never restored: they need no bindings
         for path in self.checkpoints():
+            if path in refused:
+                continue
             try:
                 manifest = Snapshot.open(path).manifest
             except SnapshotError:

@@ -120,3 +120,42 @@ def test_damage_is_detected_with_a_message_that_says_what(tmp_path, damage, mess
         snapshot = Snapshot.open(path)
         snapshot.verify()
         snapshot.read_input("a")
+
+
+def test_refused_checkpoints_do_not_count_against_keep(tmp_path):
+    """Three rounds of: the newest checkpoint is corrupted, a restart refuses it and restores an
+    older one, then writes a new one. Pruning must keep the newest valid checkpoint each time, so a
+    fourth corruption still leaves one to restore (counting refused ones against ``keep`` once
+    left only corrupt checkpoints, and the daemon replayed from offset 0)."""
+    state = InputState()
+    frontier = 0
+
+    def write(store):
+        nonlocal frontier
+        frontier += 10
+        state.feed([((frontier,), frontier - 1, 1)])
+        state.fold(frontier)
+        return store.write(frontier, [("a", "t", columns_for_fields(["k"]), state, {0: frontier})])
+
+    store = CheckpointStore(tmp_path, keep=3, shards=1)
+    for _ in range(3):
+        write(store)
+    restorable = []
+    for _ in range(3):
+        flip(store.checkpoints()[-1])  # the newest one is corrupted on disk
+        store = CheckpointStore(tmp_path, keep=3, shards=1)  # a restart
+        restored = store.latest()
+        assert restored is not None, [p.name for p in store.checkpoints()]
+        restorable.append(restored.frontier)
+        write(store)
+    flip(store.checkpoints()[-1])
+    store = CheckpointStore(tmp_path, keep=3, shards=1)
+    restored = store.latest()
+    assert restored is not None and restored.frontier == restorable[-1] == 20, restorable
+    # refused checkpoints stay (for inspection) until `keep` newer valid ones exist, then go
+    refused = {r for r, _ in store.refused}
+    assert len(refused) == 4 and [p.name for p in store.checkpoints() if p not in refused] == [
+        "checkpoint-0000000001", "checkpoint-0000000002"]
+    for _ in range(3):
+        write(store)
+    assert [p.name for p in store.checkpoints()] == [f"checkpoint-{i:010d}" for i in (7, 8, 9)]
