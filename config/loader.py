@@ -47,7 +47,7 @@ from .schema import (
     MetricsConfig,
     OutputConfig,
 )
-from .secrets import SecretRef, is_secret_option
+from .secrets import SecretRef, is_inline_refused
 
 __all__ = ["load_config", "parse_config", "parse_duration"]
 
@@ -154,7 +154,7 @@ def _kafka(t: _Table, base: Path) -> KafkaConfig:
         value = options_table.get(name, (str, int, float, bool), None)
         if name == "bootstrap.servers":
             t.problems.append(Problem(key, "set the broker with kafka.bootstrap (or KAFKA_BOOTSTRAP / --bootstrap)"))
-        elif is_secret_option(name):
+        elif is_inline_refused(name):
             t.problems.append(
                 Problem(key, "is a credential: do not write it in the file; reference it under "
                         f'[kafka.secrets] as "{name}" = {{ env = "VAR" }} or {{ file = "/path" }}')

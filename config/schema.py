@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, Problem
-from .secrets import REDACTED, SecretRef, is_secret_option
+from .secrets import SecretRef, mask
 
 __all__ = [
     "PROGRESS_POLICIES",
@@ -87,12 +87,12 @@ class KafkaConfig:
         return options
 
     def redacted(self) -> dict[str, Any]:
-        """What may be logged: option values, secret *references*, never secret values."""
-        options = {k: (REDACTED if is_secret_option(k) else v) for k, v in self.options.items()}
+        """What may be logged: option values (secret names masked, whatever their case), secret
+        *references*, never secret values."""
         return {
             "bootstrap": self.bootstrap,
             "group_id": self.group_id,
-            "options": options,
+            "options": mask(dict(self.options)),
             "secrets": {name: ref.describe() for name, ref in self.secrets.items()},
         }
 
@@ -197,12 +197,14 @@ class Config:
         return self.kafka.client_options(environ)
 
     def redacted(self) -> dict[str, Any]:
-        """The effective configuration as a plain dict that is safe to log (no secret values)."""
+        """The effective configuration as a plain dict that is safe to log: no secret values, and
+        the values of secret-looking names masked wherever they are (``kafka.options``,
+        ``dataflow.args``)."""
         return {
             "source": str(self.source),
             "dataflow": {
                 "function": self.dataflow.function,
-                "args": dict(self.dataflow.args),
+                "args": mask(dict(self.dataflow.args)),
                 "path": [str(p) for p in self.dataflow.path],
             },
             "kafka": self.kafka.redacted(),

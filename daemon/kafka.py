@@ -14,11 +14,10 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..config.secrets import mask
 from .exceptions import KafkaError, OptionsError
 
-__all__ = ["client_config", "redact", "topic_partitions", "ensure_topics", "SECRET_MARKERS"]
-
-SECRET_MARKERS = ("password", "secret", "token", "key.pem", "sasl.oauthbearer.config", "jaas")
+__all__ = ["client_config", "redact", "topic_partitions", "ensure_topics"]
 
 
 def client_config(kafka_options: Mapping[str, Any], role: Mapping[str, Any], *, who: str) -> dict[str, Any]:
@@ -34,8 +33,8 @@ def client_config(kafka_options: Mapping[str, Any], role: Mapping[str, Any], *, 
 
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a client config safe to log: secret values replaced by '***'."""
-    return {k: ("***" if any(m in k.lower() for m in SECRET_MARKERS) else v) for k, v in config.items()}
+    """A copy of a client config safe to log: values of secret names (any case) replaced by '***'."""
+    return dict(mask(dict(config)))
 
 
 def _admin(kafka_options: Mapping[str, Any]) -> AdminClient:

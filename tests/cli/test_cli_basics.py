@@ -81,6 +81,23 @@ def test_check_config_reports_missing_secrets_by_key_without_values(tmp_path: Pa
     assert "s3cr3t-value" not in result.stdout + result.stderr
 
 
+def test_check_config_refuses_inline_credentials_and_print_masks_secret_names(tmp_path: Path) -> None:
+    path = tmp_path / "inline.toml"
+    text = next(p for p in example_paths() if p.name == "reachability.toml").read_text()
+    assert text.count("[kafka.options]\n") == 1 and text.count("args = { roots = [") == 1
+    path.write_text(text.replace("[kafka.options]\n", '[kafka.options]\n"SASL.PASSWORD" = "hunter2-inline"\n'
+                                 '"sasl.jaas.config" = "x password=hunter2-jaas;"\n'))
+    result = ddflow("check-config", str(path), "--print")
+    assert result.returncode == 2
+    assert f'{path}: kafka.options."SASL.PASSWORD": is a credential' in result.stderr
+    assert f'{path}: kafka.options."sasl.jaas.config": is a credential' in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+    path.write_text(text.replace("args = { roots = [", 'args = { service_token = "hunter2-arg", roots = ['))
+    result = ddflow("check-config", str(path), "--print", "--skip-build")
+    assert result.returncode == 0, result.stderr
+    assert '"service_token": "***"' in result.stdout and "hunter2" not in result.stdout
+
+
 def test_check_config_names_the_bad_key(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(example_paths()[0].read_text().replace('late = "advance"', 'late = "later"'))

@@ -150,6 +150,55 @@ def test_plain_credential_in_options_is_refused_without_echoing_it(tmp_path: Pat
     assert "hunter2" not in str(err)
 
 
+JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username=\\"ddflow\\" '
+        'password=\\"hunter2-in-jaas\\";')
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("sasl.jaas.config", JAAS),
+    ("SASL.PASSWORD", "hunter2-upper"),
+    ("Ssl.Key.Password", "hunter2-mixed"),
+    ("ssl.keystore.password", "hunter2-keystore"),
+    ("ssl.key.pem", "hunter2-pem"),
+    ("sasl.oauthbearer.client.secret", "hunter2-oauth"),
+    ("sasl.oauthbearer.token.endpoint.url.Token", "hunter2-token"),
+])
+def test_every_kind_of_inline_credential_is_refused_in_any_case(tmp_path: Path, name: str, value: str) -> None:
+    err = error_for(tmp_path, VALID + f'[kafka.options]\n"{name}" = "{value}"\n')
+    assert err.keys == [f'kafka.options."{name}"']
+    assert "is a credential" in str(err)
+    assert "hunter2" not in str(err)
+
+
+def test_key_file_locations_are_allowed_inline_but_masked_when_printed(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, VALID + '[kafka.options]\n"ssl.keystore.location" = "/etc/kafka/x.p12"\n'
+                                                 '"security.protocol" = "SSL"\n'))
+    assert config.client_options()["ssl.keystore.location"] == "/etc/kafka/x.p12"
+    printed = config.redacted()["kafka"]["options"]
+    assert printed == {"ssl.keystore.location": "***", "security.protocol": "SSL"}
+
+
+def test_secret_looking_dataflow_arguments_are_masked_when_printed(tmp_path: Path) -> None:
+    text = VALID.replace("args = { roots = [0, 1] }",
+                         'args = { roots = [0, 1], API_TOKEN = "hunter2-arg", nested = { db = { Password = '
+                         '"hunter2-deep" }, rows = [{ client_secret = "hunter2-list" }] } }')
+    config = load_config(write(tmp_path, text))
+    assert config.dataflow.args["API_TOKEN"] == "hunter2-arg"  # the dataflow still gets the value
+    printed = str(config.redacted())
+    assert "hunter2" not in printed
+    assert config.redacted()["dataflow"]["args"] == {
+        "roots": [0, 1], "API_TOKEN": "***", "nested": {"db": {"Password": "***"}, "rows": [{"client_secret": "***"}]}}
+
+
+def test_client_configs_are_redacted_in_any_case() -> None:
+    from ddflow.daemon.kafka import redact
+
+    shown = redact({"bootstrap.servers": "b:1", "SASL.PASSWORD": "x", "sasl.jaas.config": "y", "ssl.key.pem": "z",
+                    "sasl.username": "u"})
+    assert shown == {"bootstrap.servers": "b:1", "SASL.PASSWORD": "***", "sasl.jaas.config": "***",
+                     "ssl.key.pem": "***", "sasl.username": "u"}
+
+
 def test_misplaced_secret_value_is_not_echoed(tmp_path: Path) -> None:
     err = error_for(tmp_path, VALID + '[kafka.secrets]\n"sasl.password" = "hunter2-very-secret"\n')
     assert err.keys == ['kafka.secrets."sasl.password"']
