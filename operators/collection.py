@@ -151,39 +151,45 @@ class Collection:
         return self._innermost(keys).concat(self.semijoin(keys, _arranged=_arranged).negate())
 
     # -- reductions ------------------------------------------------------------------------------
-    def _reduce(self, logic: Logic, by_self: bool, name: str, _arranged=None) -> Collection:
+    def _reduce(self, logic: type[Logic], *args, by_self: bool, name: str, _arranged=None) -> Collection:
         arranged = self._arranged_as(_arranged, by_self)
-        return Collection(Reduce(self.scope, arranged.node, logic, name=name))
+        df = self.dataflow
+        return Collection(Reduce(self.scope, arranged.node, logic(df.interner, *args, chunk=df.config.user_chunk),
+                                 name=name))
 
     def reduce(self, f: Callable, *, _arranged=None) -> Collection:
         """``(key, out)`` from ``f(key, [(val, count), ...]) -> [(out, count), ...]`` per non-empty group."""
-        return self._reduce(UserReduce(self.dataflow.interner, f), False, "reduce", _arranged)
+        return self._reduce(UserReduce, f, by_self=False, name="reduce", _arranged=_arranged)
 
     def min(self, *, _arranged=None) -> Collection:
-        return self._reduce(Extremum(self.dataflow.interner, largest=False), False, "min", _arranged)
+        """``(key, least val)`` per key: the smallest val with positive count."""
+        return self._reduce(Extremum, False, by_self=False, name="min", _arranged=_arranged)
 
     def max(self, *, _arranged=None) -> Collection:
-        return self._reduce(Extremum(self.dataflow.interner, largest=True), False, "max", _arranged)
+        """``(key, greatest val)`` per key: the largest val with positive count."""
+        return self._reduce(Extremum, True, by_self=False, name="max", _arranged=_arranged)
 
     def sum(self, *, _arranged=None) -> Collection:
-        return self._reduce(Sum(self.dataflow.interner), False, "sum", _arranged)
+        """``(key, sum of val * count)`` per key."""
+        return self._reduce(Sum, by_self=False, name="sum", _arranged=_arranged)
 
     def top_k(self, k: int, *, _arranged=None) -> Collection:
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"top_k needs a positive int k, got {k!r}")
-        return self._reduce(TopK(self.dataflow.interner, k), False, "top_k", _arranged)
+        """``(key, val)`` for the ``k`` greatest vals of each key (with their counts)."""
+        if type(k) is not int or k < 1:
+            raise GraphError(f"top_k needs a positive int k, got {k!r}")
+        return self._reduce(TopK, k, by_self=False, name="top_k", _arranged=_arranged)
 
     def count(self, *, _arranged=None) -> Collection:
         """``(record, multiplicity)`` for every record present."""
-        return self._reduce(Count(self.dataflow.interner), True, "count", _arranged)
+        return self._reduce(Count, by_self=True, name="count", _arranged=_arranged)
 
     def distinct(self, *, _arranged=None) -> Collection:
         """Each record with positive multiplicity, once."""
-        return self._reduce(Threshold(self.dataflow.interner), True, "distinct", _arranged)
+        return self._reduce(Threshold, by_self=True, name="distinct", _arranged=_arranged)
 
     def threshold(self, f: Callable, *, _arranged=None) -> Collection:
         """Each record with multiplicity ``f(record, count)``."""
-        return self._reduce(Threshold(self.dataflow.interner, f), True, "threshold", _arranged)
+        return self._reduce(Threshold, f, by_self=True, name="threshold", _arranged=_arranged)
 
     # -- iteration -------------------------------------------------------------------------------
     def iterate(self, body: Callable[[Collection], Collection]) -> Collection:

@@ -9,6 +9,7 @@ waits or polls: the work to do is exactly what the frontiers allow.
 from __future__ import annotations
 
 from .collection import Collection
+from .config import DEFAULT, EngineConfig
 from .errors import GraphError
 from .frontier import Antichain
 from .graph import Scope
@@ -19,8 +20,11 @@ from .values.interner import Interner
 class Dataflow:
     """The graph of a differential computation and its single-worker scheduler."""
 
-    def __init__(self) -> None:
-        self.interner = Interner()
+    def __init__(self, *, config: EngineConfig | None = None) -> None:
+        self.config = DEFAULT if config is None else config
+        if not isinstance(self.config, EngineConfig):
+            raise GraphError(f"Dataflow(config=...) takes an EngineConfig, got {type(config).__name__}")
+        self.interner = Interner(memo_limit=self.config.memo_limit)
         self.started = False
         self.root = Scope(self, 1)
         self.inputs: dict[str, InputSession] = {}

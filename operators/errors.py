@@ -6,7 +6,8 @@
     ├── ShapeError              a record of the wrong shape for a keyed operator, or unhashable
     ├── IncompleteTimeError     capture.at(t) for a time that is not complete yet
     ├── GraphError              misuse of the dataflow graph (closed input, collection from another scope)
-    └── CompactionError         a trace handle's frontier moved backwards, or a dropped handle used
+    ├── CompactionError         a trace handle's frontier moved backwards, or a dropped handle used
+    └── ConfigurationError      an engine tuning knob out of its range
 """
 
 from __future__ import annotations
@@ -38,3 +39,7 @@ class GraphError(DataflowError):
 
 class CompactionError(DataflowError, ValueError):
     """A reader's compaction frontier that would go backwards, or a dropped handle in use."""
+
+
+class ConfigurationError(DataflowError, ValueError):
+    """An :class:`~ddflow.operators.config.EngineConfig` knob out of its range."""

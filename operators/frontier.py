@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from . import lattice
+from .errors import CompactionError
 from .lattice import Time, as_tuple
 
 
@@ -130,7 +131,7 @@ class MutableAntichain:
         if self._counts[t] == 0:
             del self._counts[t]
         elif self._counts[t] < 0:
-            raise ValueError(f"MutableAntichain count for {t} went negative")
+            raise CompactionError(f"MutableAntichain count for {t} went negative")
 
     def update_frontier(self, old: Antichain | None, new: Antichain | None) -> None:
         """Replace one holder's frontier ``old`` by ``new`` (either may be ``None``)."""

@@ -81,6 +81,11 @@ class Node:
     def interner(self):
         return self.scope.dataflow.interner
 
+    @property
+    def config(self):
+        """The dataflow's :class:`~ddflow.operators.config.EngineConfig`."""
+        return self.scope.dataflow.config
+
     def connect(self, consumer: Node, port: int = 0) -> None:
         self.consumers.append((consumer, port))
 

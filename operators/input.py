@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import DiffError, GraphError, TimeError
+from .errors import DiffError, GraphError, ShapeError, TimeError
 from .frontier import Antichain
 from .graph import Node, Scope
 from .lattice import T_MAX, T_MIN
@@ -143,7 +143,7 @@ class InputSession:
         t = _int_column(times, "time", TimeError)
         d = _int_column(diffs, "diff", DiffError)
         if not len(records) == len(t) == len(d):
-            raise ValueError(f"update_many: {len(records)} records, {len(t)} times, {len(d)} diffs")
+            raise ShapeError(f"update_many: {len(records)} records, {len(t)} times, {len(d)} diffs")
         if self._frontier is None:
             raise GraphError(f"input {self.name!r} is closed; cannot update")
         if len(t) == 0:

@@ -19,7 +19,7 @@ class Arrange(Node):
     def __init__(self, scope: Scope, *, by_self: bool, name: str) -> None:
         super().__init__(scope, name=name)
         self.by_self = by_self
-        self.trace = Spine(scope.depth, name)
+        self.trace = Spine(scope.depth, name, config=self.config)
         self.unit = self.interner.id(())
 
     def step(self, frontier: Antichain) -> None:

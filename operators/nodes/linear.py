@@ -43,9 +43,6 @@ class Negate(Linear):
         return u.negate()
 
 
-CHUNK = 1 << 18  # records per call of user code in bulk (bounds the Python objects alive at once)
-
-
 class Memoized(Linear):
     """A linear node applying a deterministic per-record function, computed once per distinct record."""
 
@@ -54,13 +51,14 @@ class Memoized(Linear):
     def __init__(self, scope: Scope, f: Callable, name: str) -> None:
         super().__init__(scope, name=name)
         self.f = f
-        self.memo = Memo(self._compute, self.dtype)
+        self.memo = Memo(self._compute, self.dtype, limit=self.config.memo_limit)
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
         out = np.empty(len(ids), dtype=self.dtype)
         with bulk():
-            for lo in range(0, len(ids), CHUNK):
-                out[lo : lo + CHUNK] = self._chunk(ids[lo : lo + CHUNK])
+            chunk = self.config.user_chunk
+            for lo in range(0, len(ids), chunk):
+                out[lo : lo + chunk] = self._chunk(ids[lo : lo + chunk])
         return out
 
     def _chunk(self, ids: np.ndarray) -> np.ndarray:
@@ -76,12 +74,12 @@ class Map(Memoized):
         super().__init__(scope, f, "map")
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
-        interner, f = self.interner, self.f
+        interner, f, chunk = self.interner, self.f, self.config.user_chunk
 
         def chunks():
-            for lo in range(0, len(ids), CHUNK):
+            for lo in range(0, len(ids), chunk):
                 known: list = []  # the input values (and their parts): outputs reusing them skip lookups
-                values = interner.value_list(ids[lo : lo + CHUNK], known)
+                values = interner.value_list(ids[lo : lo + chunk], known)
                 yield list(map(f, values)), known
 
         return interner.ids_of_chunks(chunks())

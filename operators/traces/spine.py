@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ..config import DEFAULT, EngineConfig
 from ..frontier import Antichain, MutableAntichain
 from ..kernels.sorting import distinct
 from ..lattice import T_MIN
@@ -26,15 +27,13 @@ from .handle import TraceHandle
 from .merge import Merge
 from .trie import Description, TrieBatch
 
-FUEL_PER_UPDATE = 4
-MIN_FUEL = 1024
-
 
 class Spine:
     """A collection of keyed updates indexed by key, as a spine of batches (oldest first)."""
 
-    def __init__(self, depth: int, name: str = "trace") -> None:
+    def __init__(self, depth: int, name: str = "trace", *, config: EngineConfig = DEFAULT) -> None:
         self.depth = depth
+        self.fuel_per_update, self.min_fuel = config.merge_fuel_per_update, config.merge_min_fuel
         self.name = name
         self.items: list[TrieBatch | Merge] = []
         self.upper = Antichain([(T_MIN,) * depth])
@@ -76,7 +75,7 @@ class Spine:
         self._inserted += len(batch)
         if len(batch):
             self.items.append(batch)
-        self._maintain(max(MIN_FUEL, FUEL_PER_UPDATE * len(batch)))
+        self._maintain(max(self.min_fuel, self.fuel_per_update * len(batch)))
         return batch
 
     def advance_upper(self, upper: Antichain) -> None:
@@ -128,7 +127,7 @@ class Spine:
         compaction frontier makes most of them indistinguishable. Merging the newest idle batches
         then (within a budget proportional to what was inserted since the last call, so the work stays
         amortized) keeps the trace close to its compacted size."""
-        budget, self._inserted = FUEL_PER_UPDATE * self._inserted, 0
+        budget, self._inserted = self.fuel_per_update * self._inserted, 0
         frontier = self.logical_frontier()
         physical = self.physical_frontier()
         while budget > 0 and len(self.items) >= 2:

@@ -24,6 +24,7 @@ from operator import is_, itemgetter
 
 import numpy as np
 
+from ..config import DEFAULT
 from ..errors import ShapeError
 from .memo import MAX_ID, SHIFT, KeyTable, Memo, pack
 
@@ -113,9 +114,11 @@ class _Runs:
 
 
 class Interner:
-    """Dense ids for hashable values; ``values(ids)`` maps back."""
+    """Dense ids for hashable values; ``values(ids)`` maps back. ``memo_limit`` bounds the memos of the
+    record builders it makes."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, memo_limit: int = DEFAULT.memo_limit) -> None:
+        self.memo_limit = memo_limit
         self._runs = _Runs()
         self._ints = KeyTable()  # exact ints
         self._pairs = KeyTable()  # codes (first id << 32 | second id) of plain 2-tuples
@@ -474,7 +477,7 @@ class Interner:
                     self.value_list(codes & MAX_ID, known)]
             return self.ids(list(map(f, *cols)), known)
 
-        triples = Memo(compute)
+        triples = Memo(compute, limit=self.memo_limit)
 
         def build(keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             nonlocal lefts

@@ -11,7 +11,7 @@ their inputs (as differential dataflow requires), and the same records recur at 
 iterations. A ``Memo`` maps int64 codes (a record id, or two ids packed into one int64) to results, so
 a batch costs Python work only for codes never seen before. Codes that are dense ids are remembered in
 a direct array over their range; sparse or packed codes in a ``KeyTable``. A memo is a cache: its table
-starts afresh once it holds ``TABLE_LIMIT`` codes, so a long run over ever new records (a join's outputs
+starts afresh once it holds ``limit`` codes, so a long run over ever new records (a join's outputs
 on a sliding window) keeps it bounded, at the price of computing the records still in use once more.
 """
 
@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+
+from ..config import DEFAULT
 
 SHIFT = 32
 MAX_ID = (1 << 31) - 1
@@ -33,7 +35,6 @@ _CACHE_LIMIT = 1 << 16
 _BLOCK = 1 << 20  # keys per pass of the large operations (bounds their temporaries)
 _STEPS = np.arange(8, dtype=np.int64)  # buckets read at once by lookups displaced from their home
 _STEPS_WIDE = np.arange(48, dtype=np.int64)  # ... when only a few are
-TABLE_LIMIT = 1 << 20  # codes a memo's table holds before it starts afresh (read when a memo is made)
 
 
 def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -314,13 +315,15 @@ class Memo:
     """``codes -> results`` for a function computed on the codes it has not seen yet.
 
     ``compute(codes)`` gets distinct new codes and returns one result per code; results must fit
-    ``dtype`` and not be its least value (the mark of an unknown code)."""
+    ``dtype`` and not be its least value (the mark of an unknown code). The memo starts afresh once its
+    table holds ``limit`` codes."""
 
-    def __init__(self, compute: Callable[[np.ndarray], np.ndarray], dtype: type = np.int64) -> None:
+    def __init__(self, compute: Callable[[np.ndarray], np.ndarray], dtype: type = np.int64, *,
+                 limit: int = DEFAULT.memo_limit) -> None:
         self.compute = compute
         self.dtype = np.dtype(dtype)
         self._missing = np.iinfo(self.dtype).min
-        self.limit = TABLE_LIMIT
+        self.limit = limit
         self.restarts = 0  # times the memo started afresh
         self._empty()
 

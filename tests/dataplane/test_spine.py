@@ -9,8 +9,6 @@ Fuel is made tiny for some scripts so that merges stay in progress across many i
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 from dataplane_oracle import (
@@ -27,24 +25,18 @@ from dataplane_oracle import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ddflow.operators.config import EngineConfig
 from ddflow.operators.frontier import Antichain
 from ddflow.operators.lattice import T_MIN
-from ddflow.operators.traces import spine as spine_module
 from ddflow.operators.traces.batch import Updates, concat
 from ddflow.operators.traces.merge import Merge
 from ddflow.operators.traces.spine import Spine
 from ddflow.operators.traces.trie import TrieBatch
 
 
-@contextlib.contextmanager
-def fuel(per_update: int, minimum: int):
-    """Temporarily change the spine's fuel constants (restored afterwards)."""
-    saved = spine_module.FUEL_PER_UPDATE, spine_module.MIN_FUEL
-    spine_module.FUEL_PER_UPDATE, spine_module.MIN_FUEL = per_update, minimum
-    try:
-        yield
-    finally:
-        spine_module.FUEL_PER_UPDATE, spine_module.MIN_FUEL = saved
+def fuel(per_update: int, minimum: int) -> EngineConfig:
+    """An engine configuration with the given merge fuel."""
+    return EngineConfig(merge_fuel_per_update=per_update, merge_min_fuel=minimum)
 
 
 def settle(trace: Spine) -> None:
@@ -101,40 +93,39 @@ def insertable(data, lower: Antichain, upper: Antichain, d: int) -> Updates:
 def test_trace_accumulations_match_brute_force_under_any_script(data):
     d = data.draw(depths)
     tiny = data.draw(st.booleans())
-    trace = Spine(d)
+    trace = Spine(d, config=fuel(1, 1)) if tiny else Spine(d)
     handles = [trace.handle() for _ in range(data.draw(st.integers(0, 2)))]
     inserted: list[Updates] = []
     kinds = ["insert", "insert", "insert", "logical", "logical", "physical", "physical", "exert", "maintain",
              "handle", "drop"]
-    with fuel(1, 1) if tiny else contextlib.nullcontext():
-        for _ in range(data.draw(st.integers(0, 30))):
-            kind = data.draw(st.sampled_from(kinds))
-            live = [i for i, h in enumerate(handles) if h is not None]
-            if kind == "insert":
-                lower, upper = trace.upper, advanced(data, trace.upper, d)
-                u = insertable(data, lower, upper, d)
-                trace.insert(u, upper)
-                assert trace.upper == upper
-                inserted.append(u)
-            elif kind in ("logical", "physical") and live:
-                h = handles[data.draw(st.sampled_from(live))]
-                if kind == "logical":
-                    h.set_logical_compaction(advanced(data, h.logical, d))
-                else:
-                    h.set_physical_compaction(advanced(data, h.physical, d))
-            elif kind == "exert":
-                trace.exert()
-            elif kind == "maintain":  # an empty insert gives merges in progress their fuel
-                trace.insert(Updates.empty(2, d), trace.upper)
-            elif kind == "handle":
-                handles.append(trace.handle())
-            elif kind == "drop" and live:
-                i = data.draw(st.sampled_from(live))
-                handles[i].drop()
-                handles[i] = None
-            check(trace, handles, inserted, d)
-        settle(trace)
+    for _ in range(data.draw(st.integers(0, 30))):
+        kind = data.draw(st.sampled_from(kinds))
+        live = [i for i, h in enumerate(handles) if h is not None]
+        if kind == "insert":
+            lower, upper = trace.upper, advanced(data, trace.upper, d)
+            u = insertable(data, lower, upper, d)
+            trace.insert(u, upper)
+            assert trace.upper == upper
+            inserted.append(u)
+        elif kind in ("logical", "physical") and live:
+            h = handles[data.draw(st.sampled_from(live))]
+            if kind == "logical":
+                h.set_logical_compaction(advanced(data, h.logical, d))
+            else:
+                h.set_physical_compaction(advanced(data, h.physical, d))
+        elif kind == "exert":
+            trace.exert()
+        elif kind == "maintain":  # an empty insert gives merges in progress their fuel
+            trace.insert(Updates.empty(2, d), trace.upper)
+        elif kind == "handle":
+            handles.append(trace.handle())
+        elif kind == "drop" and live:
+            i = data.draw(st.sampled_from(live))
+            handles[i].drop()
+            handles[i] = None
         check(trace, handles, inserted, d)
+    settle(trace)
+    check(trace, handles, inserted, d)
 
 
 def keyed(pairs: list[tuple[int, int, int, int]]) -> Updates:
@@ -301,18 +292,17 @@ def test_stats_figures():
 
 
 def test_merges_in_progress_count_both_halves():
-    with fuel(1, 1):
-        trace = Spine(1)
-        for t in range(2):
-            n = 100
-            trace.insert(Updates((np.arange(n), np.zeros(n, dtype=np.int64)), np.full((n, 1), t), np.ones(n, dtype=np.int64)), Antichain([t + 1]))
-        merges = [m for m in trace.items if isinstance(m, Merge)]
-        assert merges, "with one unit of fuel the merge of two 100-update batches is still in progress"
-        assert trace.stats()["batches"] == 2 and trace.stats()["records"] == 200
-        assert 0 < trace.stats()["merge_work"] < 200
-        settle(trace)
-        assert all(isinstance(b, TrieBatch) for b in trace.items)
-        assert trace.stats()["merge_work"] == 200 and trace.stats()["batches"] == 1
+    trace = Spine(1, config=fuel(1, 1))
+    for t in range(2):
+        n = 100
+        trace.insert(Updates((np.arange(n), np.zeros(n, dtype=np.int64)), np.full((n, 1), t), np.ones(n, dtype=np.int64)), Antichain([t + 1]))
+    merges = [m for m in trace.items if isinstance(m, Merge)]
+    assert merges, "with one unit of fuel the merge of two 100-update batches is still in progress"
+    assert trace.stats()["batches"] == 2 and trace.stats()["records"] == 200
+    assert 0 < trace.stats()["merge_work"] < 200
+    settle(trace)
+    assert all(isinstance(b, TrieBatch) for b in trace.items)
+    assert trace.stats()["merge_work"] == 200 and trace.stats()["batches"] == 1
 
 
 def test_a_new_reader_after_the_last_drop_starts_where_the_trace_is_exact():
@@ -331,18 +321,17 @@ def test_a_new_reader_after_the_last_drop_starts_where_the_trace_is_exact():
 
 def test_a_new_reader_after_the_last_drop_sees_merges_advanced_while_in_progress():
     """Merges in progress advance by the frontier of the moment: a later reader must start after it too."""
-    with fuel(1, 1):
-        trace = Spine(1)
-        h = trace.handle()
-        h.set_logical_compaction(Antichain([1]))
-        h.set_physical_compaction(Antichain([100]))
-        first = keyed([(k, 0, 0, 1) for k in range(6)])
-        second = keyed([(k, 1, 1, 1) for k in range(6)])
-        trace.insert(first, Antichain([1]))
-        trace.insert(second, Antichain([2]))
-        assert any(isinstance(m, Merge) for m in trace.items), "the merge is still in progress"
-        h.set_logical_compaction(Antichain([10]))
-        settle(trace)  # the rest of the merge advances times to 10
-        h.drop()
-        reader = trace.handle()
-        check(trace, [reader], [first, second], 1)
+    trace = Spine(1, config=fuel(1, 1))
+    h = trace.handle()
+    h.set_logical_compaction(Antichain([1]))
+    h.set_physical_compaction(Antichain([100]))
+    first = keyed([(k, 0, 0, 1) for k in range(6)])
+    second = keyed([(k, 1, 1, 1) for k in range(6)])
+    trace.insert(first, Antichain([1]))
+    trace.insert(second, Antichain([2]))
+    assert any(isinstance(m, Merge) for m in trace.items), "the merge is still in progress"
+    h.set_logical_compaction(Antichain([10]))
+    settle(trace)  # the rest of the merge advances times to 10
+    h.drop()
+    reader = trace.handle()
+    check(trace, [reader], [first, second], 1)

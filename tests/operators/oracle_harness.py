@@ -21,10 +21,10 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+import oracle
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-import oracle
 from ddflow.operators.testing import Epoch, ReplaySource, accumulate_at
 
 settings.register_profile(

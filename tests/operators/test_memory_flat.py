@@ -85,16 +85,16 @@ def test_join_memos_start_afresh_at_their_limit_on_a_sliding_window(monkeypatch)
     import gc
 
     from ddflow.operators import Dataflow
+    from ddflow.operators.config import EngineConfig
     from ddflow.operators.library import reachability
     from ddflow.operators.values import memo
 
     limit = 5_000
-    monkeypatch.setattr(memo, "TABLE_LIMIT", limit)
     changes = 20_000
     source = sliding_window_graph(NODES, EDGES, changes, seed=7, epoch_changes=500)
     gc.collect()
     earlier = {id(m) for m in gc.get_objects() if isinstance(m, memo.Memo)}
-    df = Dataflow()
+    df = Dataflow(config=EngineConfig(memo_limit=limit))
     roots_in, edges_in = df.new_input("roots"), df.new_input("edges")
     probe = reachability(roots_in.collection, edges_in.collection).capture()
     for node in range(ROOTS):

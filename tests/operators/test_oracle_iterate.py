@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from oracle_harness import check_pipeline, pairs, small_ints, sources
 
 nodes = st.integers(0, 5)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from oracle_harness import check_pipeline, pairs, sources
 
 keys = st.integers(0, 3)

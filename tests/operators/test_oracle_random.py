@@ -8,10 +8,10 @@ signed diffs, at small and at realistic (1.7e18) times.
 from __future__ import annotations
 
 import pytest
-
 import test_oracle_iterate as composites
-from ddflow.operators.testing import random_source
 from oracle_harness import check_pipeline
+
+from ddflow.operators.testing import random_source
 
 INTS = list(range(6))
 PAIRS = [(k, v) for k in range(4) for v in range(4)]

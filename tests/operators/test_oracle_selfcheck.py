@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from oracle import Bag, OracleError, evaluate
+from test_oracle_iterate import (
+    connected_components,
+    nested_reachability,
+    nested_reachability_entered,
+    reachability,
+    reachability_entered,
+    strongly_connected,
+    two_core,
+)
 
 from ddflow.operators.testing import (
     ReplayError,
@@ -13,16 +23,6 @@ from ddflow.operators.testing import (
     random_source,
     run_until,
     sliding_window_graph,
-)
-from oracle import Bag, OracleError, evaluate
-from test_oracle_iterate import (
-    connected_components,
-    nested_reachability,
-    nested_reachability_entered,
-    reachability,
-    reachability_entered,
-    strongly_connected,
-    two_core,
 )
 
 # -- oracle -----------------------------------------------------------------------------------

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from ddflow.operators import Dataflow
-from ddflow.operators.nodes.reduce import node as reduce_module
+from ddflow.operators.config import EngineConfig
 
 
-def run(updates):
-    df = Dataflow()
+def run(updates, config=None):
+    df = Dataflow(config=config)
     session = df.new_input("xs")
     probe_count = session.collection.map(lambda x: (x % 7, x)).count().capture()
     probe_min = session.collection.map(lambda x: (x % 5, x)).min().capture()
@@ -24,9 +24,8 @@ def run(updates):
 
 
 @pytest.mark.parametrize("chunk", [1, 3])
-def test_chunked_reduce_equals_unchunked(monkeypatch, chunk):
+def test_chunked_reduce_equals_unchunked(chunk):
     updates = [[(x, 1) for x in range(40)], [(x, -1) for x in range(0, 40, 3)] + [(x, 2) for x in range(40, 50)],
                [(x, 1) for x in range(0, 40, 3)]]
     want = run(updates)
-    monkeypatch.setattr(reduce_module, "CHUNK_KEYS", chunk)
-    assert run(updates) == want
+    assert run(updates, EngineConfig(reduce_chunk_keys=chunk)) == want

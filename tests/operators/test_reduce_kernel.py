@@ -31,14 +31,13 @@ def brute(rows, point, largest):
 
 @pytest.mark.parametrize("probes", [1, 2, 8])
 @pytest.mark.parametrize("largest", [False, True])
-def test_extremum_points_match_brute_force(monkeypatch, probes, largest):
-    monkeypatch.setattr(reduce_kernel, "PROBES", probes)  # the same for every example
-    check_extremum(largest)
+def test_extremum_points_match_brute_force(probes, largest):
+    check_extremum(largest, probes)
 
 
 @settings(max_examples=60, deadline=None)
 @given(rows=rows_st, points=points_st)
-def _check(largest, rows, points):
+def _check(largest, probes, rows, points):
     interner = Interner()
     logic = Extremum(interner, largest=largest)
     keys = np.arange(4, dtype=np.int64) + 100  # key ids; the kernel reads key indices
@@ -50,12 +49,12 @@ def _check(largest, rows, points):
     it = np.array([r[2] for r in rows], dtype=np.int64)
     diffs = np.array([r[3] for r in rows], dtype=np.int64)
     inp = Updates((keys.take(ik) if len(ik) else ik, vals), it.reshape(-1, 1), diffs)
-    got_p, got_v, got_c = reduce_kernel.evaluate_points(pk, pa, keys, inp, ik, it, logic)
+    got_p, got_v, got_c = reduce_kernel.evaluate_points(pk, pa, keys, inp, ik, it, logic, probes)
     got = {int(p): interner.value(v) for p, v in zip(got_p.tolist(), got_v.tolist())}
     assert (got_c == 1).all()
     want = {i: brute(rows, p, largest) for i, p in enumerate(points)}
     assert got == {i: v for i, v in want.items() if v is not None}
 
 
-def check_extremum(largest):
-    _check(largest)
+def check_extremum(largest, probes):
+    _check(largest, probes)

@@ -97,7 +97,6 @@ def accumulate_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray
     return pair_p.compress(nz), h.first_row(h.also[0], pair_g.compress(nz)), acc.compress(nz)
 
 
-PROBES = 8  # extremum probes per point before the point's vals are accumulated in full
 
 
 class IntValues:
@@ -140,10 +139,10 @@ def value_ranks(logic: Extremum, vals: np.ndarray) -> np.ndarray:
 
 
 def extremum_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray, rs: np.ndarray,
-                rd: np.ndarray, logic: Extremum) -> tuple[Triples, np.ndarray]:
+                rd: np.ndarray, logic: Extremum, probes: int) -> tuple[Triples, np.ndarray]:
     """``((point, val, 1), unresolved points)``: per point the first val in the extremum's order whose
-    count of rows with ``rs <= pa`` is positive, probing at most ``PROBES`` vals per point; points
-    whose first ``PROBES`` vals are all non-positive are returned to be evaluated in full."""
+    count of rows with ``rs <= pa`` is positive, probing at most ``probes`` vals per point; points
+    whose first ``probes`` vals are all non-positive are returned to be evaluated in full."""
     if len(rk) == 0 or len(pk) == 0:
         return (EMPTY, EMPTY, EMPTY), EMPTY
     h = Histories(pa, rk, value_ranks(logic, rv), rs, rd, rv)
@@ -151,7 +150,7 @@ def extremum_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray, 
     live = np.flatnonzero(ghi > glo)
     cur = glo.take(live)
     found_p, found_g = [], []
-    for _ in range(PROBES):
+    for _ in range(probes):
         if len(live) == 0:
             break
         positive = h.sum_at(cur, live) > 0
@@ -168,10 +167,11 @@ def extremum_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray, 
 
 
 def evaluate_points(pk: np.ndarray, pa: np.ndarray, keys: np.ndarray, inp: Updates, ik: np.ndarray,
-                    it: np.ndarray, logic: Logic) -> Triples:
-    """The logic's desired output ``(point, out, count)`` at the points ``(pk, pa)``."""
+                    it: np.ndarray, logic: Logic, probes: int) -> Triples:
+    """The logic's desired output ``(point, out, count)`` at the points ``(pk, pa)``; an extremum
+    probes at most ``probes`` vals per point before accumulating the point's group in full."""
     if isinstance(logic, Extremum):
-        (dp, dout, dc), rest = extremum_at(pk, pa, ik, inp.data[1], it, inp.diffs, logic)
+        (dp, dout, dc), rest = extremum_at(pk, pa, ik, inp.data[1], it, inp.diffs, logic, probes)
         if len(rest) == 0:
             return dp, dout, dc
         mask = np.isin(ik, pk.take(rest))
@@ -190,7 +190,7 @@ def _evaluate_all(pk, pa, keys, inp, ik, it, logic) -> Triples:
 
 
 def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, inp: Updates, out: Updates,
-                  logic: Logic) -> tuple[Updates, np.ndarray, np.ndarray]:
+                  logic: Logic, probes: int) -> tuple[Updates, np.ndarray, np.ndarray]:
     """Output diffs for the candidates of one round, and ``(keys, times)`` to revisit in later rounds.
 
     ``inp`` and ``out`` are the input and output histories of the candidate keys (``data == (key, val)``);
@@ -227,7 +227,7 @@ def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, 
     pk, pa = unique_rows((pk.compress(keep), pa.compress(keep)))
     n_points = len(pk)
 
-    dp, dout, dc = evaluate_points(pk, pa, keys, inp, ik, it, logic)
+    dp, dout, dc = evaluate_points(pk, pa, keys, inp, ik, it, logic, probes)
     op, oout, oc = accumulate_at(pk, pa, ok, out.data[1], ot, out.diffs)
 
     # residual = desired minus output so far, sparse over (point, out); its first difference along the

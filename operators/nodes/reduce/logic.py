@@ -13,6 +13,8 @@ from itertools import compress
 
 import numpy as np
 
+from ...config import DEFAULT
+from ...errors import DiffError
 from ...values.interner import Interner, bulk, sort_values
 
 Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -23,7 +25,6 @@ def _empty() -> Sparse:
     return e, e, e
 
 
-CHUNK = 1 << 18  # points per call of user code in bulk (bounds the Python objects alive at once)
 _SEQUENCES = frozenset((list, tuple))
 
 
@@ -32,15 +33,16 @@ class Logic:
 
     output_is_key = False  # True: the output record is the key itself (distinct, threshold)
 
-    def __init__(self, interner: Interner) -> None:
+    def __init__(self, interner: Interner, *, chunk: int = DEFAULT.user_chunk) -> None:
         self.interner = interner
+        self.chunk = chunk  # points per bulk call of user code (bounds the Python objects alive at once)
 
     def evaluate(self, keys: np.ndarray, offs: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Sparse:
         """Per point, in Python: ``row(key value, [val values], [counts]) -> [(out value, count)]``,
         in chunks of points whose outputs are interned together."""
         with bulk():
-            parts = [self._chunk(keys, offs, vals, counts, lo, min(lo + CHUNK, len(keys)))
-                     for lo in range(0, len(keys), CHUNK)]
+            parts = [self._chunk(keys, offs, vals, counts, lo, min(lo + self.chunk, len(keys)))
+                     for lo in range(0, len(keys), self.chunk)]
         parts = [p for p in parts if len(p[0])]
         if not parts:
             return _empty()
@@ -75,7 +77,7 @@ class Logic:
         for p, result in zip(points, results):
             for o, c in result:
                 if not isinstance(c, (int, np.integer)) or isinstance(c, bool):
-                    raise TypeError(f"reduce logic returned a non-int count {c!r} for output {o!r}")
+                    raise DiffError(f"reduce logic returned a non-int count {c!r} for output {o!r}")
                 if c:
                     pts.append(p)
                     outs.append(o)
@@ -107,8 +109,8 @@ def _totals(offs: np.ndarray, counts: np.ndarray) -> np.ndarray:
 class UserReduce(Logic):
     """``f(key, [(val, count), ...]) -> [(out, count), ...]`` with vals sorted."""
 
-    def __init__(self, interner: Interner, f: Callable) -> None:
-        super().__init__(interner)
+    def __init__(self, interner: Interner, f: Callable, **options) -> None:
+        super().__init__(interner, **options)
         self.f = f
 
     def _chunk(self, keys, offs, vals, counts, lo: int, hi: int) -> Sparse:
@@ -143,8 +145,8 @@ class Threshold(Logic):
 
     output_is_key = True
 
-    def __init__(self, interner: Interner, f: Callable | None = None) -> None:
-        super().__init__(interner)
+    def __init__(self, interner: Interner, f: Callable | None = None, **options) -> None:
+        super().__init__(interner, **options)
         self.f = f
         self.unit = interner.id(())
 
@@ -163,8 +165,8 @@ class Threshold(Logic):
 class Extremum(Logic):
     """The smallest (``min``) or largest (``max``) val with positive count, multiplicity 1."""
 
-    def __init__(self, interner: Interner, largest: bool) -> None:
-        super().__init__(interner)
+    def __init__(self, interner: Interner, largest: bool, **options) -> None:
+        super().__init__(interner, **options)
         self.largest = largest
 
     def evaluate(self, keys, offs, vals, counts):
@@ -194,8 +196,8 @@ class Sum(Logic):
 class TopK(Logic):
     """The ``k`` largest elements of the multiset of vals with positive counts."""
 
-    def __init__(self, interner: Interner, k: int) -> None:
-        super().__init__(interner)
+    def __init__(self, interner: Interner, k: int, **options) -> None:
+        super().__init__(interner, **options)
         self.k = k
 
     def row(self, key, vals, counts):

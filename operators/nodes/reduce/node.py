@@ -62,18 +62,17 @@ def accumulate(vals: np.ndarray, times: np.ndarray, diffs: np.ndarray, at: np.nd
     return out
 
 
-CHUNK_KEYS = 1 << 18  # keys evaluated together by the kernel: bounds its transient memory
 
 
-def _key_chunks(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray):
-    """``(keys, candidate keys, candidate outer times)`` in chunks of at most ``CHUNK_KEYS`` keys."""
-    if len(keys) <= CHUNK_KEYS:
+def _key_chunks(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray, size: int):
+    """``(keys, candidate keys, candidate outer times)`` in chunks of at most ``size`` keys."""
+    if len(keys) <= size:
         yield keys, cand_keys, cand_outer
         return
     o = argsort(cand_keys, runs=True)
     ck, co = cand_keys.take(o), cand_outer.take(o)
-    cuts = np.searchsorted(ck, keys[CHUNK_KEYS::CHUNK_KEYS])
-    for lo, hi, a, b in zip(range(0, len(keys), CHUNK_KEYS), range(CHUNK_KEYS, len(keys) + CHUNK_KEYS, CHUNK_KEYS),
+    cuts = np.searchsorted(ck, keys[size::size])
+    for lo, hi, a, b in zip(range(0, len(keys), size), range(size, len(keys) + size, size),
                             [0, *cuts.tolist()], [*cuts.tolist(), len(ck)]):
         yield keys[lo:hi], ck[a:b], co[a:b]
 
@@ -89,7 +88,7 @@ class Reduce(Node):
         super().__init__(scope, name=name)
         self.handle = arranged.reader(self, 0)
         self.logic = logic
-        self.output = Spine(scope.depth, f"{name}.output")
+        self.output = Spine(scope.depth, f"{name}.output", config=self.config)
         self.output_handle = self.output.handle()
         d = scope.depth
         self.pending_keys = np.empty(0, dtype=np.int64)
@@ -119,9 +118,9 @@ class Reduce(Node):
         if depth == 1 or (depth == 2 and (cand_times[:, 1] == cand_times[0, 1]).all()):
             r = None if depth == 1 else int(cand_times[0, 1])
             emitted, pend_k, pend_t = [], [], []
-            for chunk_keys, ck, co in _key_chunks(keys, cand_keys, cand_times[:, 0]):
+            for chunk_keys, ck, co in _key_chunks(keys, cand_keys, cand_times[:, 0], self.config.reduce_chunk_keys):
                 inp, out = self.handle.lookup(chunk_keys), self.output.lookup(chunk_keys)
-                e, k, t = reduce_points(ck, co, r, inp, out, self.logic)
+                e, k, t = reduce_points(ck, co, r, inp, out, self.logic, self.config.extremum_probes)
                 if not frontier.beyond(t).all():  # a time to revisit that is already complete
                     return self._general(cand_keys, cand_times, frontier, self.handle.lookup(keys),
                                          self.output.lookup(keys))

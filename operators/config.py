@@ -1,0 +1,45 @@
+"""The engine's tuning knobs, in one object a dataflow is built with.
+
+``Dataflow(config=EngineConfig(...))`` fixes them for every node, trace and memo of that dataflow;
+nothing in the engine reads a module global that a caller could patch. None of them changes a
+result: they trade memory against speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .errors import ConfigurationError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineConfig:
+    """Tuning knobs of one dataflow (all positive ints).
+
+    * ``merge_fuel_per_update``: merge work a trace does per inserted update; with geometric
+      merging any value of at least 2 keeps the number of batches logarithmic.
+    * ``merge_min_fuel``: the least merge work done per insert (small inserts still make progress).
+    * ``memo_limit``: codes a memo holds before it starts afresh (memos are caches; this bounds them
+      on ever-new records).
+    * ``reduce_chunk_keys``: keys a reduction evaluates together (bounds its transient memory).
+    * ``extremum_probes``: vals probed per (key, time) by ``min``/``max`` before the group is
+      accumulated in full.
+    * ``user_chunk``: records or groups handed to user Python functions per bulk call (bounds the
+      Python objects alive at once).
+    """
+
+    merge_fuel_per_update: int = 4
+    merge_min_fuel: int = 1024
+    memo_limit: int = 1 << 20
+    reduce_chunk_keys: int = 1 << 18
+    extremum_probes: int = 8
+    user_chunk: int = 1 << 18
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if type(value) is not int or value < 1:
+                raise ConfigurationError(f"EngineConfig.{f.name} must be a positive int, got {value!r}")
+
+
+DEFAULT = EngineConfig()
