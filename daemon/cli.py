@@ -118,7 +118,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     check.add_argument("file", metavar="FILE", nargs="?", default=environ.get(ENV["config"]),
                        help=f"the TOML config file [env: {ENV['config']}]")
     check.add_argument("--skip-secrets", action="store_true",
-                       help="do not check that secret env variables and files are readable")
+                       help="do not check that secret env variables and files are readable, nor build the Kafka "
+                            "clients from all options together (which reads key and CA files); each option's name "
+                            "and value are still checked")
     check.add_argument("--skip-build", action="store_true", help="do not build the dataflow")
     check.add_argument("--print", dest="print_config", action="store_true",
                        help="print the effective config (without secret values) as JSON")
@@ -193,6 +195,7 @@ def _check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     if not args.skip_secrets:
         config.client_options()
+    check_client_options(config, together=not args.skip_secrets)
     outputs: list[str] = []
     if not args.skip_build:
         outputs = sorted(_build_once(config))
@@ -203,6 +206,26 @@ def _check_config(args: argparse.Namespace) -> int:
     print(f"ok: {config.source}: inputs {summary}; outputs "
           f"{', '.join(f'{o.name} -> {o.topic}' for o in config.outputs)}{built}")
     return EXIT_OK
+
+
+def check_client_options(config: Config, *, together: bool = True) -> None:
+    """Build the Kafka clients' configuration as the daemon does; a ConfigError names each option
+    librdkafka refuses (``FILE: kafka.options."NAME": ...``) before anything connects.
+    ``together=False`` checks each option's name and value only, not the clients built from all of
+    them (which reads key and CA files and needs the credentials: the deployment host's view)."""
+    from ..config import Problem
+    from .kafka import option_problems
+
+    kafka = config.kafka
+    options: dict[str, Any] = {"bootstrap.servers": kafka.bootstrap} if kafka.bootstrap else {}
+    options |= dict(kafka.options)
+    options |= dict.fromkeys(kafka.secrets, "")  # checked by name, with placeholder values
+    found = option_problems(options, placeholders=kafka.secrets, together=together)
+    if found:
+        problems = [Problem("kafka.options" if name is None else
+                            f'kafka.secrets."{name}"' if name in kafka.secrets else f'kafka.options."{name}"',
+                            message) for name, message in found]
+        raise ConfigError(config.source, problems)
 
 
 def _build_once(config: Config) -> dict[str, Any]:
@@ -237,6 +260,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError.one(config.source, "kafka.bootstrap",
                               f"no broker: set kafka.bootstrap, --bootstrap or {ENV['bootstrap']}")
     config.client_options()  # secrets readable? (a ConfigError naming the key, before anything starts)
+    check_client_options(config)
     if args.create_topics is not None:
         from .kafka import ensure_topics
 

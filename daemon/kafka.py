@@ -8,16 +8,16 @@ and creation go through the AdminClient.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..config.secrets import mask
 from .exceptions import KafkaError, OptionsError
 
-__all__ = ["client_config", "redact", "topic_partitions", "ensure_topics"]
+__all__ = ["client_config", "redact", "topic_partitions", "ensure_topics", "option_problems"]
 
 
 def client_config(kafka_options: Mapping[str, Any], role: Mapping[str, Any], *, who: str) -> dict[str, Any]:
@@ -35,6 +35,63 @@ def client_config(kafka_options: Mapping[str, Any], role: Mapping[str, Any], *, 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a client config safe to log: values of secret names (any case) replaced by '***'."""
     return dict(mask(dict(config)))
+
+
+# The settings each client adds to the user's options (as the source, the sink and the admin
+# calls do), so that a user option that conflicts with them is caught too.
+_CHECKED_ROLES: tuple[tuple[str, Any, dict[str, Any]], ...] = (
+    ("input consumer", Consumer, {"group.id": "ddflow-check", "enable.auto.commit": False,
+                                  "enable.auto.offset.store": False, "enable.partition.eof": True,
+                                  "isolation.level": "read_committed"}),
+    ("output producer", Producer, {"transactional.id": "ddflow-check", "enable.idempotence": True}),
+    ("admin client", AdminClient, {}),
+)
+
+
+def _refusal(kind: Any, config: dict[str, Any]) -> str | None:
+    """What librdkafka says when it refuses to build a ``kind`` client from ``config`` (None: built).
+    The client is closed at once; building one does not wait for the broker."""
+    try:
+        client = kind(config)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        return error.str() if hasattr(error, "str") else str(exc)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    if isinstance(client, Consumer):
+        client.close()
+    return None
+
+
+def option_problems(
+    kafka_options: Mapping[str, Any], *, placeholders: Iterable[str] = (), together: bool = True
+) -> list[tuple[str | None, str]]:
+    """Build every client the daemon builds from ``kafka_options`` and return what librdkafka refuses,
+    as (option name, message) pairs; the name is None for options refused together.
+
+    Each option is first set alone, which catches unknown names and bad values (attributed to the
+    name the user wrote even when librdkafka's message names an alias, e.g. ``compression.codec`` for
+    ``compression.type``); then the clients are built from all options, which catches options that
+    conflict (``acks`` with idempotence, SASL without credentials, an unreadable
+    ``ssl.ca.location``); ``together=False`` skips that step. Options named in
+    ``placeholders`` (secrets) are checked with a placeholder value, so a message never echoes a
+    secret. Building a client does not contact the broker.
+    """
+    hidden = set(placeholders)
+    options = {k: ("placeholder" if k in hidden else v) for k, v in kafka_options.items()}
+    base = {"bootstrap.servers": options.get("bootstrap.servers") or "127.0.0.1:9092", "log_level": 0}
+    problems: list[tuple[str | None, str]] = []
+    for name, value in options.items():
+        refused = _refusal(AdminClient, {**base, name: value})
+        if refused is not None and not refused.startswith("Failed to create"):  # a name or value refused
+            problems.append((name, refused.strip()))
+    if problems or not together:
+        return problems
+    for who, kind, role in _CHECKED_ROLES:
+        refused = _refusal(kind, {**base, **options, **role})
+        if refused is not None:
+            return [(None, f"{refused.strip()} (the {who} refuses these options together)")]
+    return []
 
 
 def _admin(kafka_options: Mapping[str, Any]) -> AdminClient:

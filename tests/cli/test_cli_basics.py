@@ -98,6 +98,44 @@ def test_check_config_refuses_inline_credentials_and_print_masks_secret_names(tm
     assert '"service_token": "***"' in result.stdout and "hunter2" not in result.stdout
 
 
+def _with_options(tmp_path: Path, lines: str) -> Path:
+    path = tmp_path / "options.toml"
+    text = next(p for p in example_paths() if p.name == "reachability.toml").read_text()
+    path.write_text(text.replace("[kafka.options]\n", "[kafka.options]\n" + lines))
+    return path
+
+
+@pytest.mark.parametrize("command", ["check-config", "run"])
+def test_bad_librdkafka_options_are_reported_by_name_before_anything_starts(tmp_path: Path, command: str) -> None:
+    path = _with_options(tmp_path, '"fetch.wait.maxms" = 10\n"compression.type" = "zip"\n"linger.ms" = -1\n'
+                                   '"enable.partition.eof" = "maybe"\n')
+    args = [str(path)] if command == "check-config" else ["--config", str(path), "--bootstrap", "127.0.0.1:1"]
+    result = ddflow(command, *args, env={"DDFLOW_METRICS_ADDRESS": "127.0.0.1:0"}, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert f'{path}: kafka.options."fetch.wait.maxms": No such configuration property: "fetch.wait.maxms"' in lines
+    assert f'{path}: kafka.options."compression.type": Invalid value "zip" for configuration property ' \
+           '"compression.codec"' in lines  # librdkafka's alias, under the name the user wrote
+    assert any(line.startswith(f'{path}: kafka.options."linger.ms": ') and "outside allowed range" in line
+               for line in lines)
+    assert any(line.startswith(f'{path}: kafka.options."enable.partition.eof": ') for line in lines)
+
+
+def test_options_refused_together_and_misspelt_secret_names_are_reported(tmp_path: Path) -> None:
+    path = _with_options(tmp_path, '"acks" = "1"\n')
+    result = ddflow("check-config", str(path), "--skip-build")
+    assert result.returncode == 2
+    assert f"{path}: kafka.options: Failed to create producer: `acks` must be set to `all` when " \
+           "`enable.idempotence` is true (the output producer refuses these options together)" in result.stderr
+    path = _with_options(tmp_path, "")
+    path.write_text(path.read_text() + '\n[kafka.secrets]\n"sasl.pasword" = { env = "PW_FOR_A_TEST" }\n')
+    result = ddflow("check-config", str(path), "--skip-build", env={"PW_FOR_A_TEST": "hunter2-secret"})
+    assert result.returncode == 2
+    assert f'{path}: kafka.secrets."sasl.pasword": No such configuration property: "sasl.pasword"' in result.stderr
+    assert "hunter2" not in result.stderr
+
+
 def test_check_config_names_the_bad_key(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(example_paths()[0].read_text().replace('late = "advance"', 'late = "later"'))
