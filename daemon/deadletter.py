@@ -1,20 +1,27 @@
 """Dead letters: malformed or rejected input goes to a topic, with where it came from and why.
 
-A dead letter is a msgpack map on the dead-letter topic::
+One dead letter per bad input message, however many of its updates are bad: a msgpack map on
+the dead-letter topic::
 
-    {"input": name, "topic": t, "partition": p, "offset": o, "index": i | nil,
-     "reason": r, "detail": text, "raw": bytes, "raw_size": n}
+    {"input": name, "topic": t, "partition": p, "offset": o,
+     "counts": {reason: n, ...},            # bad updates per reason (1 for a whole bad message)
+     "indexes": {reason: [i, ...] | nil},   # their positions in the batch (nil: the whole message)
+     "details": {reason: text},             # what was wrong with the first of each reason
+     "raw": bytes, "raw_size": n}
 
-``index`` is the position of the bad update inside a batch message (nil when the whole message
-is bad); ``raw`` is the message value (cut to ``max_raw_bytes``, ``raw_size`` is its full size);
-``reason`` is one of `wire.REASONS`. The key is ``"topic:partition:offset"`` and the reason is
-also a header (``ddflow-reason``), so tools can filter without decoding. Dead letters are written
-through the worker's producer, inside the epoch's transaction when there is one.
+``reason`` is one of `wire.REASONS`; the positions count every update of the message, good or
+bad. ``raw`` is the message value, stored once (cut to ``max_raw_bytes``; ``raw_size`` is its
+full size). A dead letter's size is bounded whatever the message: at most `MAX_LISTED` positions
+are listed in all (``counts`` still counts every bad update) and each detail is cut to
+`MAX_DETAIL` characters, so a dead letter is at most ``max_raw_bytes`` + `OVERHEAD_BYTES` (topic
+names up to Kafka's 249 characters included). The key is ``"topic:partition:offset"`` and each
+reason is also a header (``ddflow-reason``), so tools can filter without decoding. Dead letters
+are written through the worker's producer, inside the epoch's transaction when there is one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,24 +29,66 @@ import msgpack
 
 from .exceptions import WireError
 from .stats import Stats
-from .wire import REASONS
+from .wire import REASONS, Malformed
 
-__all__ = ["DeadLetter", "DeadLetterWriter", "decode_dead_letter"]
+__all__ = ["DeadLetter", "DeadLetterWriter", "decode_dead_letter", "MAX_LISTED", "MAX_DETAIL", "OVERHEAD_BYTES"]
 
 Produce = Callable[[str, bytes, bytes, list[tuple[str, bytes]]], None]
+
+MAX_LISTED = 10_000  # positions listed per dead letter, over all reasons
+MAX_DETAIL = 256  # characters kept of each detail
+# envelope (~100 B) + input name and topic (<= 2 x 249 B) + positions (<= 5 B each) + one
+# detail per reason (<= 4 x 256 B of UTF-8 each, 13 reasons) + the reasons' names
+OVERHEAD_BYTES = 1_024 + 5 * MAX_LISTED + len(REASONS) * (4 * MAX_DETAIL + 64)
 
 
 @dataclass(frozen=True)
 class DeadLetter:
+    """One dead-lettered input message and what was wrong with it (see the module docstring)."""
+
     input: str
     topic: str
     partition: int
     offset: int
-    index: int | None
-    reason: str
-    detail: str
+    counts: dict[str, int]
+    indexes: dict[str, list[int] | None]
+    details: dict[str, str]
     raw: bytes
     raw_size: int
+
+    @property
+    def reasons(self) -> list[str]:
+        """The reasons, in the order their first bad update appears in the message."""
+        return list(self.counts)
+
+    @property
+    def reason(self) -> str:
+        """The first reason (the only one when the whole message is bad)."""
+        return next(iter(self.counts))
+
+    @property
+    def index(self) -> int | None:
+        """The position of the first bad update of the first reason (None: the whole message)."""
+        listed = self.indexes.get(self.reason)
+        return listed[0] if listed else None
+
+    @property
+    def detail(self) -> str:
+        return self.details.get(self.reason, "")
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def complete(self) -> bool:
+        """Whether every bad update's position is listed (False past `MAX_LISTED`)."""
+        return all(v is None or len(v) == self.counts[r] for r, v in self.indexes.items())
+
+    def bad(self) -> list[tuple[int | None, str]]:
+        """(position, reason) of every listed bad update, in message order."""
+        pairs = [(i, r) for r, listed in self.indexes.items() for i in (listed if listed is not None else [None])]
+        return sorted(pairs, key=lambda p: -1 if p[0] is None else p[0])
 
 
 class DeadLetterWriter:
@@ -59,13 +108,33 @@ class DeadLetterWriter:
         topic: str,
         partition: int,
         offset: int,
-        reason: str,
-        detail: str,
         raw: bytes | None,
-        index: int | None = None,
+        errors: Sequence[Malformed],
     ) -> None:
-        if reason not in REASONS:
-            raise WireError(f"writing a dead letter: unknown reason {reason!r}; expected one of {sorted(REASONS)}")
+        """One dead letter for the message at ``topic[partition]`` ``offset`` whose bad updates
+        (or the whole message, ``index`` None) are ``errors``, in message order or not."""
+        if not errors:
+            raise WireError(f"writing a dead letter for {topic}[{partition}] offset {offset}: no errors given")
+        counts: dict[str, int] = {}
+        indexes: dict[str, list[int] | None] = {}
+        details: dict[str, str] = {}
+        listed = 0
+        for bad in sorted(errors, key=lambda b: -1 if b.index is None else b.index):
+            reason = bad.reason
+            if reason not in REASONS:
+                raise WireError(f"writing a dead letter: unknown reason {reason!r}; expected one of {sorted(REASONS)}")
+            counts[reason] = counts.get(reason, 0) + 1
+            if reason not in details:
+                details[reason] = _cut(bad.detail)
+            if bad.index is None:
+                indexes.setdefault(reason, None)
+            else:
+                positions = indexes.get(reason)
+                if positions is None:
+                    positions = indexes[reason] = []
+                if listed < MAX_LISTED:
+                    positions.append(bad.index)
+                    listed += 1
         raw = raw or b""
         value = msgpack.packb(
             {
@@ -73,32 +142,43 @@ class DeadLetterWriter:
                 "topic": topic,
                 "partition": partition,
                 "offset": offset,
-                "index": index,
-                "reason": reason,
-                "detail": detail,
+                "counts": counts,
+                "indexes": indexes,
+                "details": details,
                 "raw": raw[: self.max_raw_bytes],
                 "raw_size": len(raw),
             },
             use_bin_type=True,
         )
-        self._produce(self.topic, f"{topic}:{partition}:{offset}".encode(), value, [("ddflow-reason", reason.encode())])
+        headers = [("ddflow-reason", reason.encode()) for reason in counts]
+        self._produce(self.topic, f"{topic}:{partition}:{offset}".encode(), value, headers)
         self.written += 1
         if self._stats is not None:
-            self._stats.input(input).dead_letters[reason] += 1
+            self._stats.input(input).dead_letters.update(counts)
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest dead letter this writer produces."""
+        return self.max_raw_bytes + OVERHEAD_BYTES
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 3] + "..."
 
 
 def decode_dead_letter(value: bytes) -> DeadLetter:
     """Read a dead-letter message value back."""
     try:
         obj: dict[str, Any] = msgpack.unpackb(value, raw=False)
+        indexes: Mapping[str, Any] = obj["indexes"]
         return DeadLetter(
             input=obj["input"],
             topic=obj["topic"],
             partition=obj["partition"],
             offset=obj["offset"],
-            index=obj["index"],
-            reason=obj["reason"],
-            detail=obj["detail"],
+            counts=dict(obj["counts"]),
+            indexes={r: (None if v is None else list(v)) for r, v in indexes.items()},
+            details=dict(obj["details"]),
             raw=obj["raw"],
             raw_size=obj["raw_size"],
         )

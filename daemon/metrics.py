@@ -194,7 +194,7 @@ class _SnapshotCollector(Collector):
             late.add_metric([name, policy], value)
 
         dead = CounterMetricFamily("ddflow_dead_letters",
-                                   "Messages sent to the dead-letter topic, by input and reason.",
+                                   "Bad updates (or whole messages) sent to the dead-letter topic, by input and reason.",
                                    labels=["input", "reason"])
         dead_series = {(name, reason): 0 for name in o.inputs for reason in o.dead_letter_reasons}
         dead_series.update(s.dead_letters)

@@ -33,7 +33,7 @@ from .kafka import client_config, topic_partitions
 from .progress import LATE_POLICIES, POLICIES, Bound, InputProgress, ReclockClock, meet_bounds
 from .reclock import ReclockBindings
 from .stats import InputStats, PartitionStats, Stats
-from .wire import MIN_TIME, InputFormat, decode_input
+from .wire import MIN_TIME, Decoded, InputFormat, Malformed, decode_input
 
 __all__ = ["InputSpec", "Polled", "KafkaSource"]
 
@@ -289,9 +289,7 @@ class KafkaSource:
                 pstats.offset = offset + 1
             state.progress.on_message(partition, now_mono)
             decoded = decode_input(value, spec.format)
-            if decoded.malformed:
-                for bad in decoded.malformed:
-                    self._dead_letter(spec, topic, partition, offset, bad.reason, bad.detail, value, bad.index)
+            bad = list(decoded.malformed or ())  # one dead letter per message, whatever is wrong
             if decoded.progress is not None:
                 if spec.policy == "reclock":
                     stats.ignored_progress_markers += 1
@@ -300,6 +298,8 @@ class KafkaSource:
                     state.progress.on_progress(partition, decoded.progress)
             updates = decoded.updates
             if not updates:
+                if bad:
+                    self._dead_letter(spec, topic, partition, offset, value, bad)
                 continue
             if spec.policy == "reclock":
                 bindings = self._bindings.get(topic)
@@ -325,9 +325,11 @@ class KafkaSource:
                 lo, hi = min(times), max(times)
                 state.progress.on_times(partition, hi)
                 if lo < frontier:
-                    updates = self._late(spec, stats, updates, frontier, topic, partition, offset, value)
-                    if not updates:
-                        continue
+                    updates = self._late(spec, stats, decoded, frontier, bad)
+            if bad:
+                self._dead_letter(spec, topic, partition, offset, value, bad)
+            if not updates:
+                continue
             polled.updates[spec.name].extend(updates)
             stats.updates += len(updates)
             ts_type, ts_ms = msg.timestamp()
@@ -346,18 +348,12 @@ class KafkaSource:
         return polled
 
     def _late(
-        self,
-        spec: InputSpec,
-        stats: InputStats,
-        updates: list[Update],
-        frontier: int,
-        topic: str,
-        partition: int,
-        offset: int,
-        value: bytes,
+        self, spec: InputSpec, stats: InputStats, decoded: Decoded, frontier: int, bad: list[Malformed]
     ) -> list[Update]:
+        """The message's updates with those behind ``frontier`` advanced to it or, under the
+        ``reject`` policy, left out and added to ``bad`` (at their position in the message)."""
         kept: list[Update] = []
-        for i, (d, t, r) in enumerate(updates):
+        for i, (d, t, r) in enumerate(decoded.updates):
             if t >= frontier:
                 kept.append((d, t, r))
             elif spec.late == "advance":
@@ -365,34 +361,26 @@ class KafkaSource:
                 stats.late_advanced += 1
             else:
                 stats.late_rejected += 1
-                self._dead_letter(
-                    spec, topic, partition, offset, "late",
-                    f"time {t} is behind the input frontier {frontier} (late policy 'reject')",
-                    value, i if len(updates) > 1 else None,
-                )
+                bad.append(Malformed(
+                    "late", f"time {t} is behind the input frontier {frontier} (late policy 'reject')",
+                    decoded.index(i),
+                ))
         return kept
 
     def _dead_letter(
-        self,
-        spec: InputSpec,
-        topic: str,
-        partition: int,
-        offset: int,
-        reason: str,
-        detail: str,
-        value: bytes | None,
-        index: int | None,
+        self, spec: InputSpec, topic: str, partition: int, offset: int, value: bytes | None, bad: list[Malformed]
     ) -> None:
-        where = f"{topic}[{partition}] offset {offset}" + (f" update {index}" if index is not None else "")
+        where = f"{topic}[{partition}] offset {offset}"
         if self.dead_letters is None:
-            self.stats.input(spec.name).dead_letters[reason] += 1
-            log.warning("dropping malformed input at %s (%s: %s); no dead-letter topic configured", where, reason, detail)
+            counts = self.stats.input(spec.name).dead_letters
+            for b in bad:
+                counts[b.reason] += 1
+            log.warning("dropping malformed input at %s (%d bad: %s: %s); no dead-letter topic configured", where,
+                        len(bad), bad[0].reason, bad[0].detail)
             return
-        log.debug("dead letter from %s: %s: %s", where, reason, detail)
-        self.dead_letters.write(
-            input=spec.name, topic=topic, partition=partition, offset=offset,
-            reason=reason, detail=detail, raw=value, index=index,
-        )
+        log.debug("dead letter from %s: %d bad, first %s: %s", where, len(bad), bad[0].reason, bad[0].detail)
+        self.dead_letters.write(input=spec.name, topic=topic, partition=partition, offset=offset, raw=value,
+                                errors=bad)
 
     def _update_lag(self) -> None:
         """Consumer lag from the watermarks last seen in fetch responses (informational only)."""

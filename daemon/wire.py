@@ -142,11 +142,23 @@ class Malformed:
 
 @dataclass
 class Decoded:
-    """The content of one input message: good updates, a progress time, and bad parts."""
+    """The content of one input message: good updates, a progress time, and bad parts.
+
+    ``indexes``: the position in the message of each good update, when the message is a batch
+    some of whose updates are bad (None: the updates are the batch's, in order, or the message is
+    a single update). ``single``: the message is one update, not a batch."""
 
     updates: list[tuple[Any, int | None, int]]
     progress: int | None = None
     malformed: list[Malformed] | None = None
+    indexes: list[int] | None = None
+    single: bool = False
+
+    def index(self, i: int) -> int | None:
+        """The position in the message of ``updates[i]`` (None for a single-update message)."""
+        if self.single:
+            return None
+        return i if self.indexes is None else self.indexes[i]
 
 
 def _is_int(x: Any) -> bool:
@@ -304,11 +316,12 @@ def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
         checked = validator.check(obj, None)
         if type(checked) is Malformed:
             return Decoded([], None, [checked])
-        return Decoded([checked])  # type: ignore[list-item]
+        return Decoded([checked], single=True)  # type: ignore[list-item]
     fast = validator.check_batch(obj) if obj else []
     if fast is not None:
         return Decoded(fast)
     updates: list[tuple[Any, int | None, int]] = []
+    indexes: list[int] = []
     malformed: list[Malformed] | None = None
     check = validator.check
     for i, item in enumerate(obj):
@@ -319,7 +332,8 @@ def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
             malformed.append(checked)  # type: ignore[arg-type]
         else:
             updates.append(checked)  # type: ignore[arg-type]
-    return Decoded(updates, None, malformed)
+            indexes.append(i)
+    return Decoded(updates, None, malformed, indexes if malformed else None)
 
 
 # -- writing input messages (the producer helper and tests) ---------------------------------------

@@ -17,7 +17,14 @@ from ddflow.daemon.deadletter import decode_dead_letter
 from ddflow.daemon.exceptions import OptionsError, ProtocolError
 from ddflow.daemon.results import ResultClient, read_final_frontiers
 from ddflow.daemon.sink import KafkaSink, OutputSpec
-from ddflow.daemon.wire import MIN_TIME, encode_output_batch, encode_output_progress, pack_output_update, pack_record
+from ddflow.daemon.wire import (
+    MIN_TIME,
+    Malformed,
+    encode_output_batch,
+    encode_output_progress,
+    pack_output_update,
+    pack_record,
+)
 from kafka_broker import read_topic
 
 pytestmark = pytest.mark.kafka
@@ -156,8 +163,8 @@ def test_closing_epoch_and_offsets_and_dead_letters_commit_together(kafka_option
     sink = KafkaSink([OutputSpec("out", topic)], kafka_options, transactional_id=f"tx-{topic}",
                      dead_letter_topic=dlq)
     sink.open()
-    sink.dead_letters.write(input="x", topic=source_topic, partition=0, offset=3, reason="zero_diff",
-                            detail="diff is 0", raw=b"\x93\x91\x01\x01\x00")
+    sink.dead_letters.write(input="x", topic=source_topic, partition=0, offset=3, raw=b"\x93\x91\x01\x01\x00",
+                            errors=[Malformed("zero_diff", "diff is 0")])
     consumer = Consumer({**kafka_options, "group.id": f"g-{topic}"})
     sink.publish(MIN_TIME, None, {"out": [(("a",), 5, 1)]}, offsets=[TopicPartition(source_topic, 0, 4)],
                  consumer=consumer)

@@ -253,3 +253,82 @@ def test_source_options_name_the_key(kafka_options):
         KafkaSource([InputSpec("x", "t"), InputSpec("y", "t")], kafka_options)
     with pytest.raises(OptionsError, match="bootstrap.servers"):
         KafkaSource([InputSpec("x", "t")], {})
+
+
+def read_letters(kafka_options, dlq):
+    return [(m.value(), decode_dead_letter(m.value())) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
+
+
+def test_late_updates_mixed_with_invalid_ones_carry_their_position_in_the_message(kafka_options, make_topic):
+    topic, dlq = make_topic("in"), make_topic("dlq")
+    raw = Producer(kafka_options)
+    messages = [
+        pack([[["a", 1], 5, 0], [["b", 2], 5, 1]]),  # [zero-diff, late]
+        pack([[["a", 1], 5, 0], [["b", 2], 5, 1], [["c", 3], 500, 1]]),  # [zero-diff, late, good]
+        pack([[["d", 4], 500, 1], [["e", 5], 6, 1], [["f", 6], 7, 0], [["g", 7], 8, 1]]),  # [good, late, zero, late]
+        pack([["h", 8], 9, 1]),  # a single late update: the whole message
+    ]
+    for value in messages:
+        raw.produce(topic, value, partition=0)
+    raw.flush()
+    dead = DeadLetterWriter(dlq, lambda t, k, v, h: raw.produce(t, v, key=k, headers=h))
+    source = KafkaSource([InputSpec("kv", topic, fields={"key": "str", "val": "int"}, late="reject")], kafka_options,
+                         dead_letters=dead)
+    source.open()
+    try:
+        ups = drain(source, 100, lambda ups: len(ups) == 2)
+        assert sorted(ups) == [(("c", 3), 500, 1), (("d", 4), 500, 1)]
+        raw.flush()
+        letters = [letter for _, letter in read_letters(kafka_options, dlq)]
+        assert [letter.offset for letter in letters] == [0, 1, 2, 3]  # one dead letter per message
+        assert [letter.bad() for letter in letters] == [
+            [(0, "zero_diff"), (1, "late")],
+            [(0, "zero_diff"), (1, "late")],
+            [(1, "late"), (2, "zero_diff"), (3, "late")],
+            [(None, "late")],
+        ]
+        assert all(letter.raw == value for letter, value in zip(letters, messages))
+        assert letters[2].counts == {"late": 2, "zero_diff": 1} and "behind the input frontier 100" in letters[2].details["late"]
+        assert source.stats.input("kv").late == {"advance": 0, "reject": 5}
+    finally:
+        source.close()
+
+
+def test_a_message_is_dead_lettered_once_whatever_its_number_of_bad_updates(kafka_options, make_topic):
+    """A message of 2,000 zero-diff updates (~88 KB) once produced 2,000 dead letters each holding
+    the whole message (131 MB). Now: one dead letter with the raw message once, every position, and
+    a size bounded whatever the message."""
+    topic, dlq = make_topic("in"), make_topic("dlq")
+    zeros = pack([[[f"key-{i:032d}", i], i, 0] for i in range(2000)])
+    many = pack([[["k", 1], 1, 0]] * 100_000 + [[["ok", 1], 1, 1]])  # 100,000 bad updates, 700 KB
+    wide = pack([[["y", "x" * 200_000], 1, 1], [["y", "not an int"], 1, 1]])  # details with huge values
+    assert len(zeros) > 85_000 and len(many) > 650_000
+    raw = Producer({**kafka_options, "message.max.bytes": 4 << 20})
+    for value in (zeros, many, wide):
+        raw.produce(topic, value, partition=0)
+    raw.flush()
+    stats = Stats()
+    dead = DeadLetterWriter(dlq, lambda t, k, v, h: raw.produce(t, v, key=k, headers=h), stats=stats)
+    spec = InputSpec("kv", topic, fields={"key": "str", "val": "int"}, max_message_bytes=2 << 20)
+    source = KafkaSource([spec], kafka_options, dead_letters=dead, stats=stats,
+                         consumer_options={"fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 4 << 20})
+    source.open()
+    try:
+        drain(source, MIN_TIME, lambda ups: len(ups) == 1)
+        raw.flush()
+        letters = read_letters(kafka_options, dlq)
+        assert len(letters) == 3
+        sizes = [len(value) for value, _ in letters]
+        assert all(size <= dead.max_bytes for size in sizes), sizes
+        assert dead.max_bytes < 64 * 1024 + 70 * 1024  # the raw message (cut) plus ~64 KiB at most
+        (_, zero_letter), (_, many_letter), (_, wide_letter) = letters
+        assert zero_letter.raw == zeros[: dead.max_raw_bytes] and zero_letter.raw_size == len(zeros)
+        assert zero_letter.indexes == {"zero_diff": list(range(2000))} and zero_letter.complete
+        assert many_letter.counts == {"zero_diff": 100_000} and not many_letter.complete
+        assert many_letter.indexes["zero_diff"] == list(range(10_000))
+        assert wide_letter.bad() == [(0, "field_type"), (1, "field_type")]
+        assert len(wide_letter.details["field_type"]) <= 256
+        assert sum(sizes) < 3 * dead.max_bytes  # was 2,000 x 88 KB for the first message alone
+        assert stats.input("kv").dead_letters == {"zero_diff": 102_000, "field_type": 2}
+    finally:
+        source.close()
