@@ -259,13 +259,17 @@ def _checkpoint(t: _Table, base: Path) -> CheckpointConfig:
 
 def _metrics(t: _Table) -> MetricsConfig:
     address = t.get("address", str, "127.0.0.1:9464")
+    max_connections = t.get("max_connections", int, 16, check=_positive)
+    request_timeout = t.duration("request_timeout", 10_000_000_000)
     t.finish()
+    if request_timeout <= 0:
+        t.problems.append(Problem(t.key("request_timeout"), "must be greater than 0"))
     try:
         host, port = parse_address(address)
     except ValueError as exc:
         t.problems.append(Problem(t.key("address"), str(exc)))
         return MetricsConfig()
-    return MetricsConfig(host, port)
+    return MetricsConfig(host, port, max_connections, request_timeout)
 
 
 def parse_address(text: str) -> tuple[str, int]:

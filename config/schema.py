@@ -151,10 +151,14 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """The HTTP address serving ``/metrics``, ``/healthz`` and ``/readyz`` (port 0: any free port)."""
+    """The HTTP address serving ``/metrics``, ``/healthz`` and ``/readyz`` (port 0: any free port),
+    how many requests it serves at once (more are answered 503) and how long one connection may
+    last from accept to the end of its response."""
 
     host: str = "127.0.0.1"
     port: int = 9464
+    max_connections: int = 16
+    request_timeout_ns: int = 10_000_000_000
 
     @property
     def address(self) -> str:
@@ -233,5 +237,9 @@ class Config:
                 "keep": self.checkpoint.keep,
                 "shards": self.checkpoint.shards,
             },
-            "metrics": {"address": self.metrics.address},
+            "metrics": {
+                "address": self.metrics.address,
+                "max_connections": self.metrics.max_connections,
+                "request_timeout_ns": self.metrics.request_timeout_ns,
+            },
         }

@@ -285,13 +285,11 @@ def _with_bootstrap(config: Config, bootstrap: str, *, source: str) -> Config:
 def _with_metrics_address(config: Config, address: str) -> Config:
     from dataclasses import replace
 
-    from ..config import MetricsConfig
-
     try:
         host, port = parse_address(address)
     except ValueError as exc:
         raise ConfigError.one("--metrics-address/DDFLOW_METRICS_ADDRESS", "metrics.address", str(exc)) from exc
-    return replace(config, metrics=MetricsConfig(host, port))
+    return replace(config, metrics=replace(config.metrics, host=host, port=port))
 
 
 def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: str | None = None) -> int:

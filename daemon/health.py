@@ -6,14 +6,24 @@ completed its first epoch, 503 with the reason before that, so a load balancer o
 ``/metrics`` renders the registry passed in, honouring the scraper's ``Accept`` header
 (text or OpenMetrics). The server runs in a daemon thread and binds at construction, so port 0
 yields a real, known address (``EndpointServer.url``).
+
+The server is bounded, so that no client can reach the worker through it: at most
+``max_connections`` requests are served at once (one thread and one file descriptor each); a
+connection beyond that is answered 503 and closed at once, and every connection is cut
+``request_timeout`` seconds after it was accepted, however slowly its client sends (half-sent
+requests, idle keep-alives). Resources held by the endpoints are therefore at most
+``max_connections`` threads and sockets, whatever the clients do.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from types import TracebackType
 from urllib.parse import urlsplit
 
@@ -36,8 +46,81 @@ def _never_ready() -> tuple[bool, str]:
     return False, "not started"
 
 
+_BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server with a cap on concurrent connections and a deadline per connection."""
+
+    daemon_threads = True
+    request_queue_size = 128  # the listen backlog: a burst of connections is accepted, then refused at once
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *,
+                 max_connections: int, request_timeout: float) -> None:
+        self.max_connections = max_connections
+        self.request_timeout = request_timeout
+        self.refused = 0  # connections answered 503 because every slot was taken
+        self.cut = 0  # connections closed at their deadline
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+        super().__init__(address, handler)
+
+    @property
+    def connections(self) -> int:
+        """Connections being served now."""
+        with self._lock:
+            return len(self._deadlines)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            try:
+                request.setblocking(False)
+                request.send(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        with self._lock:
+            self._deadlines[request] = time.monotonic() + self.request_timeout
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release(request)
+
+    def _release(self, request: Any) -> None:
+        with self._lock:
+            if self._deadlines.pop(request, None) is None:
+                return
+        self._slots.release()
+
+    def service_actions(self) -> None:
+        """Cut connections past their deadline (serve_forever calls this every poll interval)."""
+        now = time.monotonic()
+        with self._lock:
+            late = [sock for sock, deadline in self._deadlines.items() if deadline <= now]
+        for sock in late:
+            self.cut += 1
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # the handler's read or write fails and its thread ends
+            except OSError:
+                pass
+
+
 class EndpointServer:
-    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` until ``close()``."""
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` until ``close()``.
+
+    ``max_connections``: requests served at once (more are answered 503 and closed);
+    ``request_timeout``: seconds a connection may last from accept to the end of its response.
+    """
 
     def __init__(
         self,
@@ -47,23 +130,41 @@ class EndpointServer:
         port: int = 0,
         alive: Probe = _always_alive,
         ready: Probe = _never_ready,
+        max_connections: int = 16,
+        request_timeout: float = 10.0,
     ) -> None:
+        if type(max_connections) is not int or max_connections <= 0:
+            raise ValueError(f"EndpointServer max_connections: expected a positive int, got {max_connections!r}")
+        if not request_timeout > 0:
+            raise ValueError(f"EndpointServer request_timeout: expected seconds > 0, got {request_timeout!r}")
         self.registry = registry
         self.alive = alive
         self.ready = ready
-        handler = type("_BoundHandler", (_Handler,), {"endpoints": self})
+        # the socket timeout bounds each read and write; the server's deadline bounds the whole request
+        handler = type("_BoundHandler", (_Handler,), {"endpoints": self, "timeout": request_timeout})
         try:
-            self._server = ThreadingHTTPServer((host, port), handler)
+            self._server = _BoundedServer((host, port), handler, max_connections=max_connections,
+                                          request_timeout=request_timeout)
         except OSError as exc:
             raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc.strerror}") from exc
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="ddflow-http", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.25},
+                                        name="ddflow-http", daemon=True)
         self._thread.start()
 
     @property
     def address(self) -> tuple[str, int]:
         host, port = self._server.server_address[:2]
         return str(host), int(port)
+
+    @property
+    def connections(self) -> int:
+        """Connections being served now (at most ``max_connections``)."""
+        return self._server.connections
+
+    @property
+    def refused(self) -> int:
+        """Connections answered 503 because ``max_connections`` were being served."""
+        return self._server.refused
 
     @property
     def url(self) -> str:
@@ -123,6 +224,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if body:
             self.wfile.write(payload)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError as exc:  # a client cut at its deadline, or gone: nothing to answer
+            log.debug("http %s: connection ended: %s", self.client_address[0], exc)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (signature of the base class)
         log.debug("http %s - " + format, self.address_string(), *args)

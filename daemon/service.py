@@ -91,8 +91,10 @@ class Service:
     def serve(self) -> Any:
         """Start the HTTP endpoints on ``metrics.address``; returns the server (``.url``)."""
         self.metrics.bind(self.snapshot, self.arrangements)
-        self.endpoints = EndpointServer(self.registry, host=self.config.metrics.host, port=self.config.metrics.port,
-                                        alive=self.alive, ready=self.ready)
+        metrics = self.config.metrics
+        self.endpoints = EndpointServer(self.registry, host=metrics.host, port=metrics.port,
+                                        alive=self.alive, ready=self.ready, max_connections=metrics.max_connections,
+                                        request_timeout=metrics.request_timeout_ns / 1e9)
         return self.endpoints
 
     def run(self, *, timeout: float | None = None) -> None:

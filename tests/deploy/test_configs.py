@@ -46,3 +46,15 @@ def test_missing_credentials_are_named(path: Path) -> None:
     assert code == 2
     assert 'kafka.secrets."sasl.password"' in output and "KAFKA_SASL_PASSWORD" in output
     assert "not-a-real-password" not in output
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_endpoints_are_not_served_on_every_interface(path: Path) -> None:
+    """No deploy config binds the endpoints on 0.0.0.0 or [::]; Kubernetes serves them on the pod IP."""
+    from ddflow.config import load_config
+
+    metrics = load_config(path).metrics
+    assert metrics.host not in ("0.0.0.0", "::", ""), f"{path}: metrics.address {metrics.address}"
+    assert metrics.max_connections <= 64 and metrics.request_timeout_ns <= 30 * 10**9
+    everything = "".join(p.read_text() for p in DEPLOY.rglob("*") if p.is_file() and p.suffix != ".json")
+    assert "= \"0.0.0.0" not in everything and "\"0.0.0.0:" not in everything

@@ -144,13 +144,24 @@ def test_volumes_exist_and_config_map_is_the_generated_one(rendered: dict[str, d
 # -- ... with the worker config, the CLI and the image -------------------------------------------------
 
 def test_mounted_config_is_valid_and_matches_the_pod(rendered: dict[str, dict], tmp_path: Path) -> None:
-    from ddflow.config import parse_config
+    from ddflow.config import parse_address, parse_config
 
     raw, path = worker_config(rendered)
     config = parse_config(rendered["ConfigMap"]["data"][path.name], source=tmp_path / path.name)
     c = container(rendered)
     metrics_port = next(p["containerPort"] for p in c["ports"] if p["name"] == "metrics")
-    assert (config.metrics.host, config.metrics.port) == ("0.0.0.0", metrics_port)
+    assert config.metrics.port == metrics_port
+    # the pod serves on its own IP: DDFLOW_METRICS_ADDRESS = "$(POD_IP):port", POD_IP defined before it
+    env = [e["name"] for e in c["env"]]
+    by_name = {e["name"]: e for e in c["env"]}
+    assert by_name["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env.index("POD_IP") < env.index("DDFLOW_METRICS_ADDRESS")
+    assert by_name["DDFLOW_METRICS_ADDRESS"]["value"] == f"$(POD_IP):{metrics_port}"
+    from ddflow.daemon.cli import build_parser
+
+    for pod_ip, host in (("10.244.1.7", "10.244.1.7"), ("fd00:10:244::7", "fd00:10:244::7")):
+        args = build_parser(environ={"DDFLOW_METRICS_ADDRESS": f"{pod_ip}:{metrics_port}"}).parse_args(c["args"])
+        assert parse_address(args.metrics_address) == (host, metrics_port)
     mounts = {m["name"]: PurePosixPath(m["mountPath"]) for m in c["volumeMounts"]}
     location = PurePosixPath(raw["checkpoint"]["location"])
     assert location.is_absolute() and mounts["checkpoints"] in location.parents, (

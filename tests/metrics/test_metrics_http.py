@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -163,3 +168,66 @@ def test_port_in_use_names_the_address(registry: CollectorRegistry) -> None:
         host, port = server.address
         with pytest.raises(OSError, match=f"cannot serve metrics on {host}:{port}"):
             EndpointServer(registry, host=host, port=port)
+
+
+def _half_sent(server: EndpointServer, count: int) -> list[socket.socket]:
+    """``count`` connections that send the start of a request and then nothing (slowloris)."""
+    held = []
+    for _ in range(count):
+        sock = socket.create_connection(server.address, timeout=5)
+        with contextlib.suppress(OSError):  # a refused one may already be closed by the server
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: probe\r\n")
+        held.append(sock)
+    return held
+
+
+def _until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} after {timeout} s"
+        time.sleep(0.05)
+
+
+def test_half_sent_requests_hold_at_most_max_connections_and_are_cut(registry: CollectorRegistry) -> None:
+    DaemonMetrics(registry, inputs={"edges": "reject"}, outputs=["reachable"], dead_letter_reasons=["late"])
+    threads_before = threading.active_count()
+    with EndpointServer(registry, port=0, max_connections=4, request_timeout=1.0) as server:
+        held = _half_sent(server, 300)
+        try:
+            _until(lambda: server.refused >= 290, "the connections beyond the cap were not refused")
+            assert server.connections <= 4
+            assert threading.active_count() <= threads_before + 1 + 4  # the server thread + one per slot
+            # the held connections are cut at their deadline, so a scrape gets through again
+            status = None
+            while status != 200:
+                try:
+                    status, _, text = get(server.url + "/metrics")
+                except (urllib.error.URLError, ConnectionError):
+                    status = None  # refused while the slots are still held: try again
+                    time.sleep(0.1)
+            assert "ddflow_epochs_total 0.0" in text
+            _until(lambda: server.connections == 0, "the half-sent requests were not cut")
+            assert server.refused >= 290
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_a_refused_connection_gets_a_503_at_once(registry: CollectorRegistry) -> None:
+    with EndpointServer(registry, port=0, max_connections=1, request_timeout=30.0) as server:
+        (held,) = _half_sent(server, 1)
+        try:
+            _until(lambda: server.connections == 1, "the first connection was not served")
+            status, _, _ = get(server.url + "/healthz")
+            assert status == 503 and server.refused == 1
+        finally:
+            held.close()
+        _until(lambda: server.connections == 0, "a closed connection kept its slot")
+        assert get(server.url + "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [({"max_connections": 0}, "max_connections"),
+                                                 ({"request_timeout": 0}, "request_timeout")])
+def test_bounds_must_be_positive(registry: CollectorRegistry, kwargs: dict[str, float], fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        EndpointServer(registry, port=0, **kwargs)  # type: ignore[arg-type]
