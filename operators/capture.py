@@ -19,6 +19,8 @@ from .traces.batch import Updates, concat, consolidate
 class Capture(Node):
     """Collects the final updates of a collection."""
 
+    observes_frontier = True  # the output frontier is what ``at`` checks
+
     def __init__(self, scope: Scope, *, history: bool = True) -> None:
         super().__init__(scope, name="capture")
         self.history = history

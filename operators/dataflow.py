@@ -30,6 +30,7 @@ class Dataflow:
         self.inputs: dict[str, InputSession] = {}
         self._arrangement_names: dict[str, int] = {}
         self.epochs = 0
+        self._spines: list | None = None
 
     def new_input(self, name: str | None = None) -> InputSession:
         name = name or f"input{len(self.inputs)}"
@@ -56,13 +57,13 @@ class Dataflow:
         self.started = True
         frontier = self.frontier
         while True:
-            for node in self.root.nodes:
-                node.step(frontier)
+            self.root.step(frontier)
             if not self.root.complete_work(frontier):
                 break
-        for node in self._all_nodes():
-            for _, spine in node.arrangements():
-                spine.exert()
+        if self._spines is None:  # the graph is fixed once running
+            self._spines = [spine for node in self._all_nodes() for _, spine in node.arrangements()]
+        for spine in self._spines:
+            spine.exert()
         self.epochs += 1
 
     def arrangement_stats(self) -> dict[str, dict[str, int]]:

@@ -6,6 +6,12 @@ a loop's feedback edge, which delays by one iteration), so one pass over them in
 that a frontier allows. A node buffers what it receives, acts on updates whose times are complete for
 the frontier it is stepped with, and reports the times of the work it still holds, so the scope that
 drives it knows when to step it again.
+
+Scheduling is incremental: a scope keeps the set of nodes that hold work (buffered updates, or state
+such as a reduction's pending times), added to when a node receives updates and left when a step
+leaves it with nothing. A pass steps only those, plus the nodes that observe the frontier itself
+(traces advancing their upper and compaction, captures, loops) when the frontier has changed since
+their last step; a node with no work at the frontier costs a membership test.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class Scope:
     def __init__(self, dataflow: Dataflow, depth: int, parent: Scope | None = None, loop=None) -> None:
         self.dataflow, self.depth, self.parent, self.loop = dataflow, depth, parent, loop
         self.nodes: list[Node] = []
+        self.holding: set[Node] = set()  # nodes that may hold work: buffered updates or pending state
         self._inputs_end = 0  # Enter nodes go first: they have no input inside the scope
         self.building: list[Node] = []  # loops whose body is being built: new nodes go before them
 
@@ -51,24 +58,59 @@ class Scope:
             s = s.parent
         return out
 
+    def step(self, frontier: Antichain) -> None:
+        """One pass over the nodes in order: step each node that holds work, or that observes the
+        frontier and has not yet seen ``frontier`` (compared by identity: callers pass one object per
+        frontier they drive with)."""
+        holding = self.holding
+        for node in self.nodes:
+            if node in holding:
+                node.step(frontier)
+                node.seen = frontier
+                if not node.holds_work():
+                    holding.discard(node)
+            elif node.observes_frontier and node.seen is not frontier:
+                node.step(frontier)
+                node.seen = frontier
+                if node.holds_work():
+                    holding.add(node)
+
     def complete_work(self, frontier: Antichain) -> bool:
         """True when some node holds work at a time not beyond ``frontier``."""
-        for node in self.nodes:
+        for node in self.holding:
             times = node.pending_times()
             if len(times) and not frontier.beyond(times).all():
                 return True
         return False
 
     def pending_times(self) -> np.ndarray:
-        parts = [n.pending_times() for n in self.nodes]
+        """The times of all work held by this scope's nodes."""
+        parts = [n.pending_times() for n in self.holding]
         parts = [p for p in parts if len(p)]
         return np.concatenate(parts) if parts else np.empty((0, self.depth), dtype=np.int64)
 
 
 class Node:
-    """A dataflow operator: input ports with buffers, and consumers of its output."""
+    """A dataflow operator: input ports with buffers, and consumers of its output.
+
+    The protocol a node follows with its scope:
+
+    * ``step(frontier)`` does the work the frontier allows: it may act on buffered updates at times
+      not beyond ``frontier`` (all of them, for a linear node) and ``emit`` results to its consumers.
+      A node may assume it is stepped with frontiers that never go backwards within its scope's
+      round structure, and that every update it was pushed is buffered until a step takes it.
+    * ``holds_work()`` says whether it still holds anything (buffered updates or pending state of its
+      own); ``pending_times()`` gives those times. A node whose own state changes outside ``push``
+      either tells its scope (``scope.holding.add(node)``) or observes the frontier (an input node:
+      its session fills it between runs, and each run steps it with a new frontier).
+    * ``observes_frontier``: a node that must see every new frontier even without input (to advance
+      a trace's upper and compaction, or record the output frontier) sets it; others are stepped only
+      when they hold work.
+    """
 
     width_in = 1  # data columns per input update (1: record id; 2: key id, val id)
+    observes_frontier = False
+    seen: Antichain | None = None  # the frontier of the node's last step
 
     def __init__(self, scope: Scope, ports: int = 1, *, name: str = "", first: bool = False) -> None:
         self.scope = scope
@@ -92,6 +134,7 @@ class Node:
     def push(self, port: int, updates: Updates) -> None:
         if len(updates):
             self.buffers[port].append(updates)
+            self.scope.holding.add(self)
 
     def emit(self, updates: Updates) -> None:
         if len(updates):
@@ -110,6 +153,13 @@ class Node:
         if len(pending):
             self.buffers[port] = [pending]
         return complete
+
+    def holds_work(self) -> bool:
+        """True when the node holds buffered updates (subclasses add their own pending state)."""
+        for buf in self.buffers:
+            if buf:
+                return True
+        return False
 
     def pending_times(self) -> np.ndarray:
         parts = [u.times for buf in self.buffers for u in buf]

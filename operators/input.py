@@ -36,6 +36,8 @@ def check_diff(diff: object) -> int:
 class InputNode(Node):
     """Emits the updates given to its session."""
 
+    observes_frontier = True  # stepped once per run to hand over what its session was given
+
     def __init__(self, scope: Scope, name: str) -> None:
         super().__init__(scope, name=name)
         self.records: list[object] = []
@@ -62,6 +64,9 @@ class InputNode(Node):
         if isinstance(records, np.ndarray):
             return self.interner.int_ids(records)
         return self.interner.ids(records)
+
+    def holds_work(self) -> bool:
+        return bool(self.records or self.chunks)
 
     def pending_times(self) -> np.ndarray:
         self._flush()

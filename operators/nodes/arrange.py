@@ -16,6 +16,8 @@ from ..traces.spine import Spine, TraceHandle
 class Arrange(Node):
     """Seals complete updates into batches of a trace, and forwards each batch to its readers."""
 
+    observes_frontier = True  # the trace's upper follows the frontier
+
     def __init__(self, scope: Scope, *, by_self: bool, name: str) -> None:
         super().__init__(scope, name=name)
         self.by_self = by_self

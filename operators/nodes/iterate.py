@@ -28,6 +28,8 @@ def lift(frontier: Antichain, counter: int) -> list[tuple[int, ...]]:
 class Loop(Node):
     """A node of the enclosing scope that runs an inner scope to its fixed point and emits its egress."""
 
+    observes_frontier = True
+
     def __init__(self, scope: Scope) -> None:
         super().__init__(scope, name="iterate")
         self.inner = Scope(scope.dataflow, scope.depth + 1, parent=scope, loop=self)
@@ -43,16 +45,16 @@ class Loop(Node):
                 break
             r = int(ready[:, -1].min())
             round_frontier = Antichain([*lift(frontier, 0), *((*f, r + 1) for f in self.finished.elements)])
-            for node in inner.nodes:
-                node.step(round_frontier)
+            inner.step(round_frontier)
             self.rounds += 1
-        done = Antichain(lift(frontier, 0))
-        for node in inner.nodes:
-            node.step(done)
+        inner.step(Antichain(lift(frontier, 0)))
         self.finished = frontier
         egress = self.take_all(0)
         if len(egress):
             self.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
+
+    def holds_work(self) -> bool:
+        return bool(self.inner.holding) or super().holds_work()
 
     def pending_times(self) -> np.ndarray:
         times = self.inner.pending_times()

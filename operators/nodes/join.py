@@ -49,6 +49,8 @@ def product(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray, np.n
 class Join(Node):
     """Joins two arrangements; ``output(keys, left vals, right vals) -> record ids`` builds the records."""
 
+    observes_frontier = True  # compaction of its handles follows the frontier
+
     def __init__(self, scope: Scope, left, right, output: Callable, *, name: str = "join") -> None:
         super().__init__(scope, ports=2, name=name)
         self.left_handle = left.reader(self, 0)

@@ -84,6 +84,8 @@ def group_bounds(keys: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.nd
 class Reduce(Node):
     """Maintains ``logic`` over the groups of an arrangement, with its own output trace."""
 
+    observes_frontier = True
+
     def __init__(self, scope: Scope, arranged, logic: Logic, *, name: str = "reduce") -> None:
         super().__init__(scope, name=name)
         self.handle = arranged.reader(self, 0)
@@ -93,6 +95,9 @@ class Reduce(Node):
         d = scope.depth
         self.pending_keys = np.empty(0, dtype=np.int64)
         self.pending_at = np.empty((0, d), dtype=np.int64)
+
+    def holds_work(self) -> bool:
+        return len(self.pending_at) > 0 or super().holds_work()
 
     def pending_times(self) -> np.ndarray:
         return np.concatenate([super().pending_times(), self.pending_at])
