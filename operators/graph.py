@@ -132,12 +132,14 @@ class Node:
         self.consumers.append((consumer, port))
 
     def push(self, port: int, updates: Updates) -> None:
-        if len(updates):
+        """Buffer non-empty ``updates`` on ``port`` (the node then holds work)."""
+        if len(updates.diffs):
             self.buffers[port].append(updates)
             self.scope.holding.add(self)
 
     def emit(self, updates: Updates) -> None:
-        if len(updates):
+        """Push ``updates`` to every consumer."""
+        if len(updates.diffs):
             for node, port in self.consumers:
                 node.push(port, updates)
 

@@ -23,12 +23,14 @@ class Linear(Node):
     """A node that transforms every buffered batch as soon as it is stepped."""
 
     def step(self, frontier: Antichain) -> None:
-        parts = []
-        for port in range(len(self.buffers)):
-            if self.buffers[port]:
-                parts.append(self.take_all(port))
+        buffers = self.buffers
+        if len(buffers) == 1:
+            parts, buffers[0] = buffers[0], []
+        else:
+            parts = [u for buf in buffers for u in buf]
+            self.buffers = [[] for _ in buffers]
         if parts:
-            self.emit(self.apply(concat(parts)))
+            self.emit(self.apply(parts[0] if len(parts) == 1 else concat(parts)))
 
     def apply(self, u: Updates) -> Updates:
         return u
