@@ -20,6 +20,8 @@ The seam every kernel follows:
 Compiled code is cached on disk (``cache=True``): the first process compiles (about a second per
 kernel), later ones load. numba keeps the cache beside the sources unless ``NUMBA_CACHE_DIR`` names
 a writable directory, which read-only installs (containers, system packages) must set.
+``python -m ddflow.operators.kernels.warm`` compiles every kernel ahead of time (the container image
+runs it at build time); every kernel is listed in :data:`KERNELS` so that it can check none is missed.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ import numba
 
 F = TypeVar("F", bound=Callable)
 
+KERNELS: dict[str, Callable] = {}  # "module.function" -> compiled dispatcher, filled as modules import
+
 
 def kernel(fn: F) -> F:
     """Compile ``fn`` as an engine kernel: no Python objects, the GIL released, cached on disk."""
-    return numba.njit(cache=True, nogil=True)(fn)
+    compiled = numba.njit(cache=True, nogil=True)(fn)
+    KERNELS[f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"] = compiled
+    return compiled
