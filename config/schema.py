@@ -103,8 +103,8 @@ class InputConfig:
 
     ``progress``: ``explicit`` (progress markers), ``monotonic`` (times non-decreasing per
     partition; a partition idle for ``idle_timeout_ns`` at its end stops holding the frontier),
-    ``reclock`` (the daemon assigns arrival time). ``late``: ``advance`` an update behind the
-    frontier to the frontier (counted) or ``reject`` it to the dead-letter topic.
+    ``reclock`` (the daemon assigns arrival time). ``late``: ``advance`` an update behind its
+    partition's frontier to that frontier (counted) or ``reject`` it to the dead-letter topic.
     """
 
     name: str

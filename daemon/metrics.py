@@ -186,7 +186,8 @@ class _SnapshotCollector(Collector):
         for (topic, partition), value in sorted(s.consumer_lag.items()):
             lag.add_metric([topic, str(partition)], value)
 
-        late = CounterMetricFamily("ddflow_late_updates", "Updates behind the frontier, by input and late policy.",
+        late = CounterMetricFamily("ddflow_late_updates",
+                                   "Updates behind their partition's frontier, by input and late policy.",
                                    labels=["input", "policy"])
         late_series = {(name, policy): 0 for name, policy in o.inputs.items()}
         late_series.update(s.late_updates)
@@ -194,7 +195,7 @@ class _SnapshotCollector(Collector):
             late.add_metric([name, policy], value)
 
         dead = CounterMetricFamily("ddflow_dead_letters",
-                                   "Bad updates (or whole messages) sent to the dead-letter topic, by input and reason.",
+                                   "Bad updates (or whole messages) dead-lettered, by input and reason.",
                                    labels=["input", "reason"])
         dead_series = {(name, reason): 0 for name in o.inputs for reason in o.dead_letter_reasons}
         dead_series.update(s.dead_letters)

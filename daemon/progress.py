@@ -1,7 +1,7 @@
 """Input progress: per-partition frontiers under a progress policy, and when epochs close.
 
-A partition's frontier ``f`` says that every time ``< f`` is complete on that partition. How it
-moves depends on the input's policy (DESIGN §6):
+A partition's frontier ``f`` says that every time ``< f`` is complete on that partition; an
+update behind it is late. How it moves depends on the input's policy:
 
 * ``explicit``: only progress markers ``{"progress": t}`` move it (to the largest ``t`` seen).
 * ``monotonic``: times are non-decreasing per partition, so seeing time ``t`` (or a marker ``t``)
@@ -10,8 +10,10 @@ moves depends on the input's policy (DESIGN §6):
 * ``reclock``: the daemon assigns arrival times from a non-decreasing nanosecond clock, so the
   input's frontier is simply "now": any time assigned later is at least as large.
 
-An input's frontier is the meet (minimum) over its partitions; the worker's input frontier is the
-meet over inputs. An `EpochPolicy` turns that frontier into epoch boundaries: a fixed resolution
+Whatever the policy, a partition's frontier is also raised when the worker's frontier passes it
+(an idle partition does not hold it back), so it never lags the engine (see `floors`). An input's
+frontier is the meet (minimum) over its partitions; the worker's input frontier is the meet over
+inputs. An `EpochPolicy` turns that frontier into epoch boundaries: a fixed resolution
 (the frontier rounded down to a multiple of ``resolution_ns``) or a variable one (close at the
 current frontier after ``max_records`` updates or ``deadline_s`` seconds).
 """
@@ -127,6 +129,22 @@ class InputProgress:
         state = self.partitions[partition]
         if t > state.frontier:
             state.frontier = t
+
+    def raise_to(self, partition: int, t: int) -> bool:
+        """Raise the partition's frontier to ``t`` (no earlier time is complete-able there any
+        more: the worker's frontier passed it, or a recorded floor says so). True if it moved."""
+        state = self.partitions[partition]
+        if t > state.frontier:
+            state.frontier = t
+            return True
+        return False
+
+    def restore(self, partition: int, frontier: int, max_time: int | None) -> None:
+        """Start a partition from what a checkpoint recorded (its frontier and largest time)."""
+        state = self.partitions[partition]
+        state.frontier = max(state.frontier, frontier)
+        if max_time is not None and (state.max_time is None or max_time > state.max_time):
+            state.max_time = max_time
 
     def on_times(self, partition: int, max_time: int) -> None:
         """The largest data time among the updates just read from the partition."""

@@ -15,10 +15,12 @@ and its ``pending`` updates at their own times, and one epoch ``[MIN_TIME, F)`` 
 output accumulated at ``F``: the sink drops it when the result topic already holds it (a restored
 checkpoint) and publishes it otherwise (a backfill); the live diffs follow.
 
-`Recovery` also keeps what the next checkpoint needs (`checkpoint.InputState` per input), writes
-a checkpoint every ``interval`` seconds at an epoch boundary - in a background thread, from a
-copy of the state, so epochs go on meanwhile - and keeps the reclock bindings of reclocked
-inputs (`reclock`) under ``<directory>/reclock/<topic>.log``, dropping those no kept checkpoint
+`Recovery` also keeps what the next checkpoint needs (`checkpoint.InputState` per input, and in
+the manifest's ``extra`` each input partition's frontier, so a replay judges late updates as
+before), writes a checkpoint every ``interval`` seconds at an epoch boundary - in a background
+thread, from a copy of the state, so epochs go on meanwhile - and keeps the reclock bindings of
+reclocked inputs (`reclock`) under ``<directory>/reclock/<topic>.log`` and the partition floors of
+the others (`floors`) under ``<directory>/floors/<topic>.log``, dropping what no kept checkpoint
 needs once a checkpoint is written. A checkpoint a crash interrupts is lost (the one before is
 restored), so the snapshot writer's one-time start-up (about a second: pyarrow imports pandas) is
 paid when the worker is built, not inside its first background write - which a worker crashing
@@ -38,6 +40,7 @@ from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException
 
 from .checkpoint import CheckpointStore, InputState
 from .exceptions import KafkaError, OptionsError, RecoveryError, SnapshotError
+from .floors import FloorLog
 from .kafka import client_config, topic_partitions
 from .reclock import ReclockBindings
 from .snapshot import Snapshot, columns_for_fields, prepare_writes
@@ -110,11 +113,14 @@ class Recovery:
             prepare_writes()  # not in the first background write, which a crash soon after start would lose
         self.states: dict[str, InputState] = {spec.name: InputState() for spec in inputs} if self.store else {}
         self.bindings: dict[str, ReclockBindings] = {}
+        self.floors: dict[str, FloorLog] = {}
         if self.store is not None:
             for spec in inputs:
                 if spec.policy == "reclock":
                     log_path = Path(directory or ".") / "reclock" / f"{spec.topic}.log"
                     self.bindings[spec.topic] = ReclockBindings(log_path)
+                else:
+                    self.floors[spec.topic] = FloorLog(Path(directory or ".") / "floors" / f"{spec.topic}.log")
         self._monotonic = monotonic
         self._last = monotonic()
         self.restored: Snapshot | None = None
@@ -181,7 +187,25 @@ class Recovery:
         for topic, bindings in self.bindings.items():
             for p in range(topic_partitions(self.kafka_options, topic)):
                 bindings.check_start(p, offsets.get((topic, p), 0), topic)
+        for topic, floors in self.floors.items():
+            for p in sorted(floors.since):
+                warning = floors.check_start(p, offsets.get((topic, p), 0))
+                if warning:
+                    log.warning("input topic %r %s", topic, warning)
         return offsets
+
+    @staticmethod
+    def progress(snapshot: Snapshot | None) -> dict[str, dict[int, tuple[int, int | None]]]:
+        """topic -> partition -> (frontier, largest time) recorded by a checkpoint (empty for a
+        backfill snapshot or a checkpoint written before partition frontiers were recorded)."""
+        if snapshot is None:
+            return {}
+        recorded = snapshot.manifest.extra.get("progress") or {}
+        try:
+            return {topic: {int(p): (int(f), None if m is None else int(m)) for p, (f, m) in parts.items()}
+                    for topic, parts in recorded.items()}
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise SnapshotError(f"{snapshot}: its recorded partition frontiers are malformed ({exc})") from exc
 
     def load(self, snapshot: Snapshot) -> SnapshotLoader:
         return SnapshotLoader(snapshot, list(snapshot.inputs))
@@ -222,24 +246,27 @@ class Recovery:
         self._listeners.append(listener)
 
     def epoch_published(
-        self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False
+        self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False,
+        extra: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         """Fold the epoch into the checkpoint state; start writing a checkpoint at ``upper`` in the
-        background if one is due and none is being written (``force``: write it now and wait)."""
+        background if one is due and none is being written (``force``: write it now and wait).
+        ``extra()`` gives what else the checkpoint's manifest records (called only to write one)."""
         if self.store is None:
             return
         for state in self.states.values():
             state.fold(upper)
         self.collect()
         if force:
-            self.checkpoint(upper, next_offsets)
+            self.checkpoint(upper, next_offsets, extra=None if extra is None else extra())
         elif self._writer is None and self._monotonic() - self._last >= self.interval:
-            self.checkpoint(upper, next_offsets, wait=False)
+            self.checkpoint(upper, next_offsets, wait=False, extra=None if extra is None else extra())
 
     def checkpoint(self, frontier: int, next_offsets: Mapping[tuple[str, int], int], *,
-                   wait: bool = True) -> Snapshot | None:
+                   wait: bool = True, extra: Mapping[str, Any] | None = None) -> Snapshot | None:
         """Write a checkpoint at ``frontier`` of the state folded so far: now (``wait``; returns it)
-        or in a background thread from a copy of the state (`finish` collects it)."""
+        or in a background thread from a copy of the state (`finish` collects it). ``extra`` goes
+        into the manifest (e.g. ``{"progress": ...}``, JSON-ready)."""
         if self.store is None:
             raise OptionsError("writing a checkpoint: no checkpoint directory is configured")
         self.finish()
@@ -251,14 +278,15 @@ class Recovery:
             copy = InputState(state.base, state.pending)  # the worker goes on folding into the original
             inputs.append((spec.name, spec.topic, columns_for_fields(spec.fields), copy, offsets))
         store = self.store
+        extra = dict(extra or {})
         if wait:
-            snapshot = store.write(frontier, inputs)
+            snapshot = store.write(frontier, inputs, extra=extra)
             self._written(snapshot)
             return snapshot
 
         def write() -> None:
             try:
-                self._result = store.write(frontier, inputs)
+                self._result = store.write(frontier, inputs, extra=extra)
             except BaseException as exc:  # re-raised by finish() in the worker's thread
                 self._error = exc
 
@@ -286,11 +314,13 @@ class Recovery:
 
     def _written(self, snapshot: Snapshot) -> None:
         self.written.append(snapshot)
-        if self.bindings and self.store is not None:
-            floors = self.store.oldest_offsets()
-            if floors is not None:
+        if (self.bindings or self.floors) and self.store is not None:
+            oldest = self.store.oldest_offsets()
+            if oldest is not None:
                 for topic, bindings in self.bindings.items():
-                    bindings.compact(floors.get(topic, {}))
+                    bindings.compact(oldest.get(topic, {}))
+                for topic, floors in self.floors.items():
+                    floors.compact(oldest.get(topic, {}))
         for listener in self._listeners:
             listener(snapshot)
 

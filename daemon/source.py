@@ -7,11 +7,16 @@ updates go to the dead-letter writer with their topic/partition/offset and reaso
 of the message is kept. Progress follows the input's policy (`progress.InputProgress`); the
 worker's input frontier is the meet over inputs (`frontier`).
 
-Late updates are those whose time is behind ``frontier`` - the frontier the engine's inputs were
-already advanced to: policy ``advance`` moves them to that frontier (counted), ``reject``
-dead-letters them. Reclocked inputs get arrival times that are never late; with `reclock`
-bindings (a worker with checkpoints) each poll's assignment is recorded, and a replay gives bound
-offsets their recorded time and holds the input's frontier at the next bound time.
+Late updates are those whose time is behind their partition's frontier when their message is
+read: what the partition's earlier messages promised (`progress`), raised to the worker's
+frontier whenever that passed the partition (`raise_to`, at each epoch; such raises are recorded
+as `floors` when the worker has checkpoints, and a replay applies them at the same offsets).
+Policy ``advance`` moves a late update to that frontier (counted), ``reject`` dead-letters it.
+This depends only on the offsets read, never on how messages fall into polls, so a replay
+classifies every update as the run that published it did. Reclocked inputs get arrival times
+that are never late; with `reclock` bindings (a worker with checkpoints) each poll's assignment
+is recorded, and a replay gives bound offsets their recorded time and holds the input's frontier
+at the next bound time.
 
 With ``strict_offsets`` (a worker with checkpoints) an offset the broker no longer holds raises
 `RecoveryError` instead of jumping to the earliest offset and skipping data.
@@ -29,6 +34,7 @@ from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException
 
 from .deadletter import DeadLetterWriter
 from .exceptions import KafkaError, OptionsError, RecoveryError
+from .floors import FloorLog
 from .kafka import client_config, topic_partitions
 from .progress import LATE_POLICIES, POLICIES, Bound, InputProgress, ReclockClock, meet_bounds
 from .reclock import ReclockBindings
@@ -156,6 +162,7 @@ class KafkaSource:
         self._kafka_options = dict(kafka_options)
         self._next: dict[tuple[str, int], int] = {}  # next offset to read per (topic, partition)
         self._bindings: dict[str, ReclockBindings] = {}
+        self._floors: dict[str, FloorLog] = {}
         self._consumer: Consumer | None = None
         self._lag_interval = lag_interval
         self._last_lag = 0.0
@@ -178,15 +185,26 @@ class KafkaSource:
         self,
         start_offsets: Mapping[tuple[str, int], int] | None = None,
         bindings: Mapping[str, ReclockBindings] | None = None,
+        *,
+        floors: Mapping[str, FloorLog] | None = None,
+        progress: Mapping[str, Mapping[int, tuple[int, int | None]]] | None = None,
+        floor: int | None = None,
     ) -> None:
         """Assign every partition of every input topic, from ``start_offsets`` (topic, partition)
         -> offset where given, else from the beginning (state is rebuilt by replay).
-        ``bindings``: topic -> reclock bindings of reclocked inputs (replayed and extended)."""
+        ``bindings``: topic -> reclock bindings of reclocked inputs (replayed and extended);
+        ``floors``: topic -> partition floors of the other inputs (replayed and extended);
+        ``progress``: topic -> partition -> (frontier, largest time) a checkpoint recorded at
+        ``start_offsets`` (see `progress_state`); ``floor``: a time every partition's frontier
+        starts at (a snapshot's frontier: everything before it is in the snapshot)."""
         self._bindings = dict(bindings or {})
+        self._floors = dict(floors or {})
         assignment = []
         for topic, state in self._inputs.items():
             count = topic_partitions(self._kafka_options, topic)
             state.progress.assign(range(count))
+            recorded = (progress or {}).get(topic, {})
+            log_ = self._floors.get(topic)
             for p in range(count):
                 # offset 0, not OFFSET_BEGINNING: librdkafka waits ~0.5 s to resolve a logical
                 # offset; auto.offset.reset=earliest covers a start that retention deleted
@@ -194,6 +212,15 @@ class KafkaSource:
                 assignment.append(TopicPartition(topic, p, offset))
                 self._next[(topic, p)] = offset
                 state.stats.partitions[p] = PartitionStats(offset=max(offset, 0))
+                if state.spec.policy == "reclock":
+                    continue
+                if p in recorded:
+                    state.progress.restore(p, *recorded[p])
+                if floor is not None:
+                    state.progress.raise_to(p, floor)
+                at = None if log_ is None else log_.floor(p, offset)
+                if at is not None:
+                    state.progress.raise_to(p, at)
         self._consumer = Consumer(self._config)
         try:
             self._consumer.assign(assignment)
@@ -209,7 +236,10 @@ class KafkaSource:
     def bounds(self) -> dict[str, Bound | None]:
         """Each input's frontier now."""
         result = {}
-        for state in self._inputs.values():
+        for topic, state in self._inputs.items():
+            if topic in self._floors:  # floors recorded at the next offsets to read
+                for p in state.progress.partitions:
+                    self._apply_floors(state, topic, p, self._next[(topic, p)])
             bound = state.progress.bound()
             bindings = self._bindings.get(state.spec.topic)
             if bindings is not None and bound is not None:
@@ -233,10 +263,34 @@ class KafkaSource:
         """The next offset to read per (topic, partition): everything before it was polled."""
         return dict(self._next)
 
-    def persist_bindings(self) -> None:
-        """Make the reclock bindings recorded so far durable (before outputs that use them)."""
+    def raise_to(self, upper: int) -> None:
+        """The worker's frontier moved to ``upper``: raise every partition still behind it (one
+        that does not hold the frontier back) to ``upper``, recording a floor at its next offset."""
+        for topic, state in self._inputs.items():
+            if state.spec.policy == "reclock":
+                continue
+            log_ = self._floors.get(topic)
+            for p, ps in state.progress.partitions.items():
+                if ps.frontier < upper:
+                    ps.frontier = upper
+                    if log_ is not None:
+                        log_.record(p, self._next[(topic, p)], upper)
+
+    def persist(self) -> None:
+        """Make the reclock bindings and partition floors recorded so far durable (before
+        publishing outputs that depend on them)."""
         for bindings in self._bindings.values():
             bindings.persist()
+        for floors in self._floors.values():
+            floors.persist()
+
+    def progress_state(self) -> dict[str, dict[int, tuple[int, int | None]]]:
+        """topic -> partition -> (frontier, largest time seen) of the inputs that are not
+        reclocked: what a checkpoint at `next_offsets` records for `open` to resume from."""
+        return {
+            topic: {p: (ps.frontier, ps.max_time) for p, ps in state.progress.partitions.items()}
+            for topic, state in self._inputs.items() if state.spec.policy != "reclock"
+        }
 
     def positions(self) -> list[TopicPartition]:
         """Next offsets to read, per assigned partition (for committing with an epoch)."""
@@ -248,7 +302,8 @@ class KafkaSource:
         return [tp for tp in positions if tp.offset >= 0]
 
     def poll(self, frontier: int, *, max_messages: int = 10_000, timeout: float = 0.05) -> Polled:
-        """Read up to ``max_messages``; ``frontier`` is what the engine's inputs were advanced to."""
+        """Read up to ``max_messages``; ``frontier`` is what the engine's inputs were advanced to
+        (a worker has raised every partition to it already, see `raise_to`)."""
         consumer = self.consumer
         try:
             messages = consumer.consume(num_messages=max_messages, timeout=timeout)
@@ -288,6 +343,8 @@ class KafkaSource:
             if pstats is not None:
                 pstats.offset = offset + 1
             state.progress.on_message(partition, now_mono)
+            if spec.policy != "reclock":
+                self._apply_floors(state, topic, partition, offset)
             decoded = decode_input(value, spec.format)
             bad = list(decoded.malformed or ())  # one dead letter per message, whatever is wrong
             if decoded.progress is not None:
@@ -321,11 +378,12 @@ class KafkaSource:
                 updates = [(d, t, r) for d, _, r in updates]
                 lo = hi = t
             else:
+                behind = self._partition_frontier(state, topic, partition, offset, frontier)
                 times = [u[1] for u in updates]
                 lo, hi = min(times), max(times)
+                if lo < behind:
+                    updates = self._late(spec, stats, decoded, behind, bad)
                 state.progress.on_times(partition, hi)
-                if lo < frontier:
-                    updates = self._late(spec, stats, decoded, frontier, bad)
             if bad:
                 self._dead_letter(spec, topic, partition, offset, value, bad)
             if not updates:
@@ -347,11 +405,29 @@ class KafkaSource:
             self._update_lag()
         return polled
 
+    def _apply_floors(self, state: _Input, topic: str, partition: int, offset: int) -> None:
+        """Raise ``partition`` by the floors recorded at offsets up to ``offset``."""
+        log_ = self._floors.get(topic)
+        if log_ is not None:
+            at = log_.floor(partition, offset)
+            if at is not None:
+                state.progress.raise_to(partition, at)
+
+    def _partition_frontier(self, state: _Input, topic: str, partition: int, offset: int, frontier: int) -> int:
+        """The frontier of ``partition`` before its message at ``offset`` (floors applied),
+        raised to the engine's ``frontier`` if it is still behind it (never in a worker, which
+        raises partitions as it closes epochs; recorded as a floor)."""
+        if state.progress.raise_to(partition, frontier):
+            log_ = self._floors.get(topic)
+            if log_ is not None:
+                log_.record(partition, offset, frontier)
+        return state.progress.partitions[partition].frontier
+
     def _late(
         self, spec: InputSpec, stats: InputStats, decoded: Decoded, frontier: int, bad: list[Malformed]
     ) -> list[Update]:
-        """The message's updates with those behind ``frontier`` advanced to it or, under the
-        ``reject`` policy, left out and added to ``bad`` (at their position in the message)."""
+        """The message's updates with those behind their partition's ``frontier`` advanced to it
+        or, under the ``reject`` policy, left out and added to ``bad`` (at their position)."""
         kept: list[Update] = []
         for i, (d, t, r) in enumerate(decoded.updates):
             if t >= frontier:
@@ -362,7 +438,7 @@ class KafkaSource:
             else:
                 stats.late_rejected += 1
                 bad.append(Malformed(
-                    "late", f"time {t} is behind the input frontier {frontier} (late policy 'reject')",
+                    "late", f"time {t} is behind its partition's frontier {frontier} (late policy 'reject')",
                     decoded.index(i),
                 ))
         return kept

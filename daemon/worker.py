@@ -150,17 +150,18 @@ class Worker:
             )
         self._captures = {o.name: produced[o.name].capture(history=False) for o in self.output_specs}
         self.dataflow = df
-        start_offsets, snapshot, bindings = self.start_offsets, None, None
+        start_offsets, snapshot, bindings, floors = self.start_offsets, None, None, None
         if self.recovery is not None:
             snapshot = self.recovery.choose()
             offsets = self.recovery.start_offsets(snapshot)
             if snapshot is not None:
                 start_offsets = offsets
-            bindings = self.recovery.bindings
+            bindings, floors = self.recovery.bindings, self.recovery.floors
         with contextlib.ExitStack() as stack:
             self.sink.open()
             stack.callback(self.sink.close)
-            self.source.open(start_offsets, bindings)
+            self.source.open(start_offsets, bindings, floors=floors, progress=Recovery.progress(snapshot),
+                             floor=None if snapshot is None else snapshot.frontier)
             stack.pop_all()
         if snapshot is not None and self.recovery is not None:
             self._loading = self.recovery.load(snapshot)
@@ -294,7 +295,8 @@ class Worker:
                     f"epoch [{lower}, {upper}): output {name!r} drained {len(late)} updates outside the epoch, "
                     f"e.g. {late[0]!r:.120}"
                 )
-        self.source.persist_bindings()  # reclock times are durable before outputs depend on them
+        self.source.raise_to(upper)  # partitions behind the new frontier (idle ones) start there
+        self.source.persist()  # reclock times and partition floors are durable before outputs depend on them
         written = self.sink.publish(lower, upper, outputs, offsets=self.source.positions(), consumer=self.source.consumer)
         self.frontier = upper
         finished = time.time()
@@ -328,9 +330,14 @@ class Worker:
     def _checkpoint(self, upper: int, *, force: bool) -> None:
         assert self.recovery is not None
         try:
-            self.recovery.epoch_published(upper, self.source.next_offsets(), force=force)
+            self.recovery.epoch_published(upper, self.source.next_offsets(), force=force, extra=self._checkpoint_extra)
         except Exception as exc:
             raise WorkerError(f"epoch up to {upper}: writing a checkpoint: {type(exc).__name__}: {exc}") from exc
+
+    def _checkpoint_extra(self) -> dict[str, Any]:
+        """What a checkpoint records besides the inputs: each input partition's frontier."""
+        progress = self.source.progress_state()
+        return {"progress": {topic: {str(p): list(v) for p, v in parts.items()} for topic, parts in progress.items()}}
 
     def run(
         self,

@@ -288,7 +288,8 @@ def test_late_updates_mixed_with_invalid_ones_carry_their_position_in_the_messag
             [(None, "late")],
         ]
         assert all(letter.raw == value for letter, value in zip(letters, messages))
-        assert letters[2].counts == {"late": 2, "zero_diff": 1} and "behind the input frontier 100" in letters[2].details["late"]
+        assert letters[2].counts == {"late": 2, "zero_diff": 1}
+        assert "behind its partition's frontier 100" in letters[2].details["late"]
         assert source.stats.input("kv").late == {"advance": 0, "reject": 5}
     finally:
         source.close()

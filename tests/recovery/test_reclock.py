@@ -128,7 +128,7 @@ def test_a_replay_assigns_the_recorded_times_and_holds_the_frontier(kafka_option
     original = []
     while len(original) < 30:
         original.extend(drain(first, max_messages=2, pause=0.002))  # small polls: several arrival times
-    first.persist_bindings()
+    first.persist()
     first.close()
     assert len({t for _, t, _ in original}) >= 2
     with UpdateProducer(topic, kafka_options) as producer:
