@@ -1,0 +1,107 @@
+"""Cold and warm start: compiling the engine's kernels, and `ddflow run` from launch to ready.
+
+Cold means an empty numba cache (``NUMBA_CACHE_DIR`` a fresh directory: every kernel is compiled),
+warm means the cache the cold run left. Two figures each:
+
+* ``python -m ddflow.operators.kernels.warm``: compile (cold) or load (warm) every kernel and run a
+  small dataflow touching every operator;
+* ``ddflow run`` on the reachability example against the embedded broker (or ``KAFKA_BOOTSTRAP``),
+  from process launch until ``/readyz`` answers 200, i.e. the first epoch of 1,000 edges is
+  published. The same-run baseline is the warm figure of each; the printed ratio is cold / warm.
+
+    .venv/bin/python tests/benchmarks/bench_startup.py [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+from ddflow.daemon.broker import EmbeddedBroker
+from ddflow.daemon.kafka import ensure_topics
+from ddflow.daemon.producer import UpdateProducer
+
+DDFLOW = str(Path(sys.executable).with_name("ddflow"))
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "examples" / "reachability.toml"
+
+
+def warm_up(cache: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ddflow.operators.kernels.warm"], check=True, capture_output=True,
+                   env={**os.environ, "NUMBA_CACHE_DIR": str(cache)}, timeout=900)
+    return time.perf_counter() - start
+
+
+def config(directory: Path, bootstrap: str) -> tuple[Path, str]:
+    suffix = uuid.uuid4().hex[:8]
+    text = EXAMPLE.read_text()
+    for topic in ("edges-dead-letters", "edges", "reachable"):
+        text = text.replace(f'topic = "{topic}"', f'topic = "{topic}-{suffix}"')
+    text = text.replace('group_id = "ddflow-reachability"', f'group_id = "bench-{suffix}"')
+    text = text.replace('address = "127.0.0.1:9464"', 'address = "127.0.0.1:0"')
+    path = directory / f"reachability-{suffix}.toml"
+    path.write_text(text)
+    options = {"bootstrap.servers": bootstrap}
+    ensure_topics(options, {f"edges-{suffix}": 1, f"reachable-{suffix}": 1, f"edges-dead-letters-{suffix}": 1})
+    producer = UpdateProducer(f"edges-{suffix}", options)
+    for k in range(1000):
+        producer.send([k % 1000, (k * 7 + 1) % 1000], 1_000_000 + k, 1)
+    producer.advance_to(2_000_000)
+    producer.flush()
+    return path, bootstrap
+
+
+def run_to_ready(path: Path, bootstrap: str, cache: Path) -> float:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "KAFKA_BOOTSTRAP": bootstrap}
+    start = time.perf_counter()
+    proc = subprocess.Popen([DDFLOW, "run", "--config", str(path)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        url = None
+        for line in proc.stdout:  # the daemon logs where it serves its endpoints
+            if "metrics on http://" in line:
+                url = line.split("metrics on ", 1)[1].split("/metrics", 1)[0]
+                break
+        assert url, "the daemon never logged its metrics address"
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/readyz", timeout=5) as response:
+                    if response.status == 200:
+                        return time.perf_counter() - start
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                raise SystemExit(f"the daemon exited {proc.returncode}:\n{proc.stdout.read()}")
+            assert time.perf_counter() - start < 600, "not ready after 600 s"
+            time.sleep(0.02)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2, help="cold/warm pairs (each cold one with a fresh cache)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
+        tmp_path = Path(tmp)
+        for i in range(args.runs):
+            cache = tmp_path / f"cache{i}"
+            cold, warm = warm_up(cache), warm_up(cache)
+            print(f"kernels.warm: cold {cold:5.1f} s (compile), warm {warm:5.1f} s (load) -> {cold / warm:.1f}x")
+            shutil.rmtree(cache, ignore_errors=True)
+            cold = run_to_ready(*config(tmp_path, broker.bootstrap), cache)
+            warm = run_to_ready(*config(tmp_path, broker.bootstrap), cache)
+            print(f"ddflow run to ready: cold {cold:5.1f} s, warm {warm:5.1f} s -> {cold / warm:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
