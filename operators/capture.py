@@ -29,6 +29,7 @@ class Capture(Node):
         self._frontier = Antichain([(np.iinfo(np.int64).min,)])
 
     def step(self, frontier: Antichain) -> None:
+        """Take the updates complete at ``frontier`` and record the frontier."""
         u = self.take_complete(frontier)
         if len(u):
             if self.history:

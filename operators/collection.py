@@ -30,6 +30,7 @@ class Collection:
 
     @property
     def dataflow(self):
+        """The dataflow this collection belongs to."""
         return self.scope.dataflow
 
     def _then(self, node: Node) -> Collection:
@@ -66,24 +67,31 @@ class Collection:
 
     # -- linear ----------------------------------------------------------------------------------
     def map(self, f: Callable) -> Collection:
+        """Each record replaced by ``f(record)`` (``f`` called once per distinct record)."""
         return self._then(linear.Map(self.scope, f))
 
     def filter(self, p: Callable) -> Collection:
+        """The records for which ``p(record)`` is true (``p`` called once per distinct record)."""
         return self._then(linear.Filter(self.scope, p))
 
     def flat_map(self, f: Callable) -> Collection:
+        """Each record replaced by the records of the iterable ``f(record)``, each with the record's diff."""
         return self._then(linear.FlatMap(self.scope, f))
 
     def negate(self) -> Collection:
+        """Every diff negated: ``c.concat(c.negate())`` is empty."""
         return self._then(linear.Negate(self.scope, name="negate"))
 
     def inspect(self, f: Callable) -> Collection:
+        """The same collection; ``f((record, time, diff))`` is called for every update passing through."""
         return self._then(linear.Inspect(self.scope, f))
 
     def consolidate(self) -> Collection:
+        """The same collection, its updates held until their time is complete and then consolidated."""
         return self._then(linear.Consolidate(self.scope, name="consolidate"))
 
     def concat(self, *others: Collection) -> Collection:
+        """The multiset union of this collection and ``others`` (diffs add up)."""
         for o in others:
             me = self._innermost(o)
             if me is not self:

@@ -33,6 +33,7 @@ class Dataflow:
         self._spines: list | None = None
 
     def new_input(self, name: str | None = None) -> InputSession:
+        """A new input session named ``name`` (unique in this dataflow), whose ``collection`` operators read."""
         name = name or f"input{len(self.inputs)}"
         if name in self.inputs:
             raise GraphError(f"an input named {name!r} already exists")
@@ -42,6 +43,7 @@ class Dataflow:
         return session
 
     def name_arrangement(self, kind: str) -> str:
+        """A fresh name for an arrangement of ``kind`` (``arrange0``, ``arrange1``, ...)."""
         n = self._arrangement_names.get(kind, 0)
         self._arrangement_names[kind] = n + 1
         return f"{kind}{n}"

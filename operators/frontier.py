@@ -48,6 +48,7 @@ class Antichain:
 
     @property
     def elements(self) -> list[tuple[int, ...]]:
+        """The antichain's times, as tuples, in a canonical order."""
         return sorted(self._elements)
 
     def less_equal(self, time: Time) -> bool:
@@ -77,9 +78,11 @@ class Antichain:
         return mask
 
     def array(self, depth: int) -> np.ndarray:
+        """The times as an ``(n, depth)`` int64 array."""
         return lattice.to_array(self._elements, depth)
 
     def is_empty(self) -> bool:
+        """True when the antichain holds no time (nothing may change any more)."""
         return not self._elements
 
     def __iter__(self):
@@ -125,6 +128,7 @@ class MutableAntichain:
         self._frontier: Antichain | None = None
 
     def update(self, time: Time, delta: int) -> None:
+        """Add ``delta`` to the count of ``time`` (counts never go negative)."""
         self._frontier = None
         t = time if type(time) is tuple else as_tuple(time)
         self._counts[t] += delta
@@ -141,9 +145,11 @@ class MutableAntichain:
             self.update(t, -1)
 
     def frontier(self) -> Antichain:
+        """The minimal times with a positive count."""
         if self._frontier is None:
             self._frontier = Antichain(self._counts)
         return self._frontier
 
     def is_empty(self) -> bool:
+        """True when no time has a positive count."""
         return not self._counts

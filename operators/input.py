@@ -104,6 +104,7 @@ class InputSession:
 
     @property
     def frontier(self) -> Antichain:
+        """The input frontier as an antichain (empty once closed)."""
         return Antichain() if self._frontier is None else Antichain([(self._frontier,)])
 
     @property
@@ -112,6 +113,7 @@ class InputSession:
         return self._frontier
 
     def insert(self, record: object, time: int) -> None:
+        """Add one copy of ``record`` at ``time`` (diff +1)."""
         # the common case checked inline (an int time at or after the open frontier), the rest by update
         if type(time) is int and self._frontier is not None and self._frontier <= time <= T_MAX:
             node = self._node
@@ -122,9 +124,11 @@ class InputSession:
             self.update(record, time, 1)
 
     def remove(self, record: object, time: int) -> None:
+        """Remove one copy of ``record`` at ``time`` (diff -1)."""
         self.update(record, time, -1)
 
     def update(self, record: object, time: int, diff: int = 1) -> None:
+        """Change the multiplicity of ``record`` by ``diff`` (a non-zero int) at ``time`` (not behind the frontier)."""
         t = check_time(time)
         d = check_diff(diff)
         if self._frontier is None:
@@ -164,6 +168,7 @@ class InputSession:
         self._node.chunks.append((records, t, d))
 
     def advance_to(self, time: int) -> None:
+        """Promise that no later update has a time before ``time`` (the frontier never goes back)."""
         t = check_time(time, "advance_to time")
         if self._frontier is None:
             raise GraphError(f"input {self.name!r} is closed; cannot advance_to({t})")
@@ -172,4 +177,5 @@ class InputSession:
         self._frontier = t
 
     def close(self) -> None:
+        """Promise no more updates at all: the input stops holding the dataflow's frontier back."""
         self._frontier = None

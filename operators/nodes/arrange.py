@@ -58,6 +58,7 @@ class Arranged:
 
     @property
     def trace(self) -> Spine:
+        """The shared trace (spine) of this arrangement."""
         return self.node.trace
 
     def __getattr__(self, name: str):
