@@ -4,25 +4,50 @@ The data path's public names are re-exported here: the embedded broker, the upda
 the result-topic client for users; sources, sinks, the epoch policy and the worker for the service.
 """
 
-from .broker import EmbeddedBroker
-from .deadletter import DeadLetter, decode_dead_letter
-from .exceptions import (
-    BrokerError,
-    DaemonError,
-    KafkaError,
-    OptionsError,
-    ProtocolError,
-    WireError,
-    WorkerError,
-)
-from .producer import UpdateProducer
-from .progress import EpochPolicy
-from .results import Change, ResultClient
-from .sink import KafkaSink, OutputSpec
-from .source import InputSpec, KafkaSource
-from .stats import EpochReport, Stats
-from .wire import REASONS
-from .worker import Worker
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> the module defining it; modules load on first use, so that `ddflow --help` and the
+# light commands do not import the Kafka, Arrow and engine stacks they do not need
+_WHERE = {
+    "BrokerError": "exceptions",
+    "Change": "results",
+    "DaemonError": "exceptions",
+    "DeadLetter": "deadletter",
+    "EmbeddedBroker": "broker",
+    "EpochPolicy": "progress",
+    "EpochReport": "stats",
+    "InputSpec": "source",
+    "KafkaError": "exceptions",
+    "KafkaSink": "sink",
+    "KafkaSource": "source",
+    "OptionsError": "exceptions",
+    "OutputSpec": "sink",
+    "ProtocolError": "exceptions",
+    "REASONS": "wire",
+    "ResultClient": "results",
+    "Stats": "stats",
+    "UpdateProducer": "producer",
+    "WireError": "exceptions",
+    "Worker": "worker",
+    "WorkerError": "exceptions",
+    "decode_dead_letter": "deadletter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __all__ = [
     "BrokerError",
