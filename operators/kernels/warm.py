@@ -57,6 +57,9 @@ def workload() -> None:
             session.advance_to(t + 1)
         df.run()
     assert all(p.at(39) is not None for p in probes)
+    for node in df._all_nodes():  # the traces' readers outside the operators (cursors, contents)
+        for _, trace in node.arrangements():
+            trace.contents()
 
 
 def main() -> int:

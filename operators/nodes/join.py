@@ -77,3 +77,5 @@ class Join(Node):
         for h in (self.left_handle, self.right_handle):
             h.set_logical_compaction(frontier)
             h.set_physical_compaction(frontier)
+            if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads
+                h.drop()

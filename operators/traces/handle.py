@@ -3,6 +3,10 @@
 A handle holds a *logical* compaction frontier (the times its reader still needs to tell apart) and a
 *physical* one (batch boundaries its reader still needs to see). The trace compacts only to the meet
 of its live handles' frontiers; ``drop`` releases a handle's holds.
+
+Holds are released only by ``drop``: a handle that is merely forgotten (no reference left, never
+dropped) keeps holding the trace at its frontiers, because compaction never waits for the garbage
+collector. A reader that stops reading drops its handle.
 """
 
 from __future__ import annotations
@@ -53,17 +57,19 @@ class TraceHandle:
             raise CompactionError(f"{what} compaction frontier moved backwards: {old} -> {new}")
 
     def lookup(self, keys: np.ndarray) -> Updates:
+        """The trace's updates whose key is in ``keys`` (see :meth:`Spine.lookup`)."""
+        if self._dropped:
+            raise CompactionError("trace handle already dropped")
         return self.trace.lookup(keys)
 
     def drop(self) -> None:
-        """Release this reader's holds."""
+        """Release this reader's holds (idempotent); the handle cannot be used afterwards."""
         if not self._dropped:
             self.trace._logical_holds.update_frontier(self.logical, None)
             self.trace._physical_holds.update_frontier(self.physical, None)
             self._dropped = True
 
-    def __del__(self) -> None:  # a dropped reference releases its hold
-        try:
-            self.drop()
-        except Exception:
-            pass
+    @property
+    def dropped(self) -> bool:
+        """True once :meth:`drop` was called."""
+        return self._dropped

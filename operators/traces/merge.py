@@ -1,74 +1,93 @@
 """A fueled merge of two adjacent trie batches.
 
-A ``Merge`` of two adjacent batches proceeds in key ranges, each range advanced by the compaction
-frontier and consolidated, so that its work can be spread over many insertions (fuel).
+A ``Merge`` of two adjacent batches proceeds key by key in the merge kernel
+(:mod:`ddflow.operators.kernels.merge`): each key's times are advanced by the compaction frontier of
+the moment and consolidated, so that its work can be spread over many insertions (fuel). Any number
+of merges advance together in one kernel call (:func:`work`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from ..errors import DiffError
 from ..frontier import Antichain
-from .batch import Updates, concat, consolidate
+from ..kernels import merge as kernel
+from ..kernels import trie as layout
 from .trie import Description, TrieBatch
+
+_TRIM = 0.75  # a result using less of its merge buffer than this is copied out (the rest freed)
+
+
+def frontier_array(frontier: Antichain, depth: int) -> np.ndarray:
+    """The frontier as the ``(m, depth)`` int64 array kernels take (``m == 0``: nothing advances)."""
+    return frontier.array(depth)
 
 
 class Merge:
-    """A merge in progress of two adjacent batches, advanced to ``frontier`` and consolidated by key range."""
+    """A merge in progress of two adjacent batches, advanced to ``frontier`` and consolidated key by key."""
+
+    __slots__ = ("older", "newer", "frontier", "buffer", "address")
 
     def __init__(self, older: TrieBatch, newer: TrieBatch, frontier: Antichain) -> None:
         self.older, self.newer, self.frontier = older, newer, frontier  # may advance while merging
-        self._pos = [0, 0]
-        self._chunks: list[Updates] = []
-        self._w: list[np.ndarray] | None = None  # cumulative weights per key, computed when chunking
-        self.work_done = 0
+        self.buffer, self.address = kernel.begin(*older.row, *newer.row, older.depth)
 
     def __len__(self) -> int:
         return len(self.older) + len(self.newer)
 
     @property
     def done(self) -> bool:
-        return self._pos[0] >= len(self.older.keys) and self._pos[1] >= len(self.newer.keys)
+        """True once every key is merged (the result is ready)."""
+        return bool(self.buffer[kernel.STATUS] == kernel.DONE)
+
+    @property
+    def work_done(self) -> int:
+        """Input updates merged so far."""
+        return int(self.buffer[kernel.WORK])
 
     def work(self, fuel: int, frontier: Antichain | None = None) -> int:
-        """Merge key ranges until about ``fuel`` updates have been processed; return fuel left.
+        """Merge keys until about ``fuel`` updates have been processed; return fuel left.
 
         ``frontier``, when given, is the trace's current compaction frontier: it is never behind the
-        one the merge started with, so the remaining ranges may be advanced by it instead."""
+        one the merge started with, so the remaining keys may be advanced by it instead."""
         if frontier is not None:
             self.frontier = frontier
-        a, b = self.older, self.newer
-        if self._pos == [0, 0] and len(self) <= fuel:  # the whole merge fits: one pass, no key ranges
-            part = concat([a.flat(), b.flat()], 2, a.depth)
-            self._chunks.append(consolidate(part.advance_by(self.frontier), runs=True))
-            self._pos = [len(a.keys), len(b.keys)]
-            self.work_done += len(part)
-            return fuel - len(part)
-        if self._w is None:
-            self._w = [np.cumsum(a.key_weights()), np.cumsum(b.key_weights())]
-        while fuel > 0 and not self.done:
-            p0, p1 = self._pos
-            base0 = self._w[0][p0 - 1] if p0 else 0
-            # the split key: where the older batch has consumed its share of the fuel
-            if p0 < len(a.keys):
-                j0 = int(np.searchsorted(self._w[0], base0 + max(fuel // 2, 1)))
-                j0 = min(max(j0, p0 + 1), len(a.keys))
-                bound = a.keys[j0] if j0 < len(a.keys) else None
-            else:
-                j0, bound = p0, None
-            j1 = len(b.keys) if bound is None else int(np.searchsorted(b.keys, bound))
-            j1 = max(j1, p1)
-            if bound is None and p0 >= len(a.keys):
-                base1 = self._w[1][p1 - 1] if p1 else 0
-                j1 = min(max(int(np.searchsorted(self._w[1], base1 + fuel)), p1 + 1), len(b.keys))
-            part = concat([a.flat(p0, j0), b.flat(p1, j1)], 2, a.depth)
-            self._pos = [j0, j1]
-            if len(part):
-                self._chunks.append(consolidate(part.advance_by(self.frontier), runs=True))
-            fuel -= len(part)
-            self.work_done += len(part)
-        return max(fuel, 0)
+        before = self.work_done
+        work([self], frontier_array(self.frontier, self.older.depth), fuel)
+        return max(fuel - (self.work_done - before), 0)
 
-    def result(self) -> TrieBatch:
-        desc = Description(self.older.desc.lower, self.newer.desc.upper, self.frontier)
-        return TrieBatch.from_updates(concat(self._chunks, 2, self.older.depth), desc)
+    def check(self) -> None:
+        """Raise :class:`DiffError` when the merge stopped on a sum of diffs outside int64."""
+        if self.buffer[kernel.STATUS] == kernel.OVERFLOW:
+            key, val = int(self.buffer[kernel.BAD_KEY]), int(self.buffer[kernel.BAD_VAL])
+            raise DiffError(f"diffs of key id {key}, val id {val} sum beyond int64 in a merge of the trace; "
+                            "multiplicities that large cannot be represented")
+
+    def result(self, since: Antichain | None = None) -> TrieBatch:
+        """The merged batch (only once :attr:`done`). ``since``: the frontier of the merge's last step
+        when a caller stepped it through :func:`work` (default: the frontier it was last given)."""
+        b = self.buffer
+        d = self.older.depth
+        nk, nv, n = int(b[kernel.OUT_KEYS]), int(b[kernel.OUT_VALS]), int(b[kernel.OUT_UPDATES])
+        since = self.frontier if since is None else since
+        desc = Description(self.older.desc.lower, self.newer.desc.upper, since)
+        end = kernel.HEADER + layout.size(nk, nv, n, d)
+        if end < _TRIM * len(b):
+            return TrieBatch(b[kernel.HEADER : end].copy(), nk, nv, n, d, desc)
+        return TrieBatch(b[kernel.HEADER : end], nk, nv, n, d, desc, self.address + 8 * kernel.HEADER)
+
+
+def work(merges: Sequence[Merge], frontier: np.ndarray, fuel: int, table: np.ndarray | None = None) -> int:
+    """Give each merge ``fuel`` in one kernel call (times advanced by the ``(m, d)`` array ``frontier``);
+    the number of merges that finished. ``table``: the merges' addresses, when the caller keeps it.
+    A merge stopped by a sum of diffs outside int64 raises :class:`DiffError`."""
+    if table is None:
+        table = np.asarray([m.address for m in merges], dtype=np.int64)
+    changed = kernel.work(table, frontier, fuel)
+    if changed:
+        for m in merges:
+            m.check()
+    return changed

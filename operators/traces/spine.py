@@ -19,13 +19,15 @@ import numpy as np
 
 from ..config import DEFAULT, EngineConfig
 from ..frontier import Antichain, MutableAntichain
-from ..kernels.sorting import distinct
+from ..kernels.lookup import flatten
+from ..kernels.lookup import lookup as lookup_kernel
 from ..lattice import T_MIN
-from .batch import Updates, concat, consolidate
+from .batch import Updates, consolidate
 from .cursor import TraceCursor
 from .handle import TraceHandle
-from .merge import Merge
-from .trie import Description, TrieBatch
+from .merge import Merge, frontier_array
+from .merge import work as merge_work
+from .trie import Description, TrieBatch, int64
 
 
 class Spine:
@@ -43,6 +45,9 @@ class Spine:
         self._compacted = Antichain([(T_MIN,) * depth])  # the last logical frontier given out
         self.merge_work = 0
         self._inserted = 0
+        self._batch_table: np.ndarray | None = None  # kernel tables of the items, rebuilt after changes
+        self._merges: tuple[list[Merge], np.ndarray] | None = None
+        self._frontier: tuple[Antichain | None, np.ndarray] = (None, np.empty((0, depth), dtype=np.int64))
 
     # -- readers ---------------------------------------------------------------------------------
     def handle(self) -> TraceHandle:
@@ -75,49 +80,79 @@ class Spine:
         self._inserted += len(batch)
         if len(batch):
             self.items.append(batch)
+            self._changed()
         self._maintain(max(self.min_fuel, self.fuel_per_update * len(batch)))
         return batch
 
     def advance_upper(self, upper: Antichain) -> None:
         self.upper = upper
 
-    def _maintain(self, fuel: int) -> None:
-        while True:
-            frontier = self.logical_frontier()
-            for item in reversed(self.items):
-                if isinstance(item, Merge):
-                    item.work(fuel, frontier)
-            changed = False
-            for i, item in enumerate(self.items):
-                if isinstance(item, Merge) and item.done:
-                    self.merge_work += item.work_done
-                    result = item.result()
-                    self.items[i] = result
-                    changed = True
-            self.items = [b for b in self.items if isinstance(b, Merge) or len(b)]
-            changed |= self._start_merges()
-            if not changed:
-                return
+    def _changed(self) -> None:
+        """Forget the kernel tables of the items (after any change of ``self.items``)."""
+        self._batch_table = None
+        self._merges = None
 
-    def _start_merges(self) -> bool:
+    def _frontier_array(self) -> np.ndarray:
+        """The logical frontier as the ``(m, depth)`` array kernels take (kept while it does not move)."""
+        frontier = self.logical_frontier()
+        if frontier is not self._frontier[0]:
+            self._frontier = (frontier, frontier_array(frontier, self.depth))
+        return self._frontier[1]
+
+    def _running(self) -> tuple[list[Merge], np.ndarray]:
+        """The merges in progress and the table of their addresses."""
+        if self._merges is None:
+            merges = [m for m in self.items if type(m) is Merge]
+            self._merges = (merges, np.asarray([m.address for m in merges], dtype=np.int64))
+        return self._merges
+
+    def _maintain(self, fuel: int) -> None:
+        """Give every merge in progress ``fuel`` (one kernel call), replace finished ones by their
+        results and start the merges the geometric invariant asks for; merges started on the way get
+        ``fuel`` too, until a round finishes nothing."""
+        self._start_merges()
+        merges, table = self._running()
+        while merges:
+            if not merge_work(merges, self._frontier_array(), fuel, table):
+                return
+            self._finish()
+            merges = self._start_merges()
+            table = None
+
+    def _finish(self) -> None:
+        """Replace finished merges by their results, dropping empty ones."""
+        items = []
+        for item in self.items:
+            if type(item) is Merge and item.done:
+                self.merge_work += item.work_done
+                item = item.result(self._frontier[0])
+            if len(item):
+                items.append(item)
+        self.items = items
+        self._changed()
+
+    def _start_merges(self) -> list[Merge]:
         """Start a merge of each adjacent pair of idle batches violating the geometric invariant."""
-        physical = self.physical_frontier()
-        started = False
-        j = len(self.items) - 1
+        items = self.items
+        started: list[Merge] = []
+        j = len(items) - 1
+        if j < 1:
+            return started
+        physical = None
         while j >= 1:
-            older, newer = self.items[j - 1], self.items[j]
-            if (
-                isinstance(older, TrieBatch)
-                and isinstance(newer, TrieBatch)
-                and len(older) <= 2 * len(newer)
-                and older.desc.upper.dominates(physical)
-                and newer.desc.upper.dominates(physical)
-            ):
-                self.items[j - 1 : j + 1] = [Merge(older, newer, self.logical_frontier())]
-                started = True
-                j -= 2
-            else:
-                j -= 1
+            older, newer = items[j - 1], items[j]
+            if type(older) is TrieBatch and type(newer) is TrieBatch and older.n <= 2 * newer.n:
+                if physical is None:
+                    physical = self.physical_frontier()
+                if newer.desc.upper.dominates(physical) and older.desc.upper.dominates(physical):
+                    merge = Merge(older, newer, self.logical_frontier())
+                    items[j - 1 : j + 1] = [merge]
+                    started.append(merge)
+                    j -= 2
+                    continue
+            j -= 1
+        if started:
+            self._changed()
         return started
 
     def exert(self) -> None:
@@ -132,7 +167,7 @@ class Spine:
         physical = self.physical_frontier()
         while budget > 0 and len(self.items) >= 2:
             older, newer = self.items[-2], self.items[-1]
-            if not (isinstance(older, TrieBatch) and isinstance(newer, TrieBatch)):
+            if not (type(older) is TrieBatch and type(newer) is TrieBatch):
                 break
             size = len(older) + len(newer)
             stale = older.desc.since != frontier or newer.desc.since != frontier
@@ -140,33 +175,41 @@ class Spine:
                                                   and newer.desc.upper.dominates(physical)):
                 break
             merge = Merge(older, newer, frontier)
-            merge.work(size + 1)
+            merge_work([merge], frontier_array(frontier, self.depth), size + 1)
             self.merge_work += merge.work_done
             self.items[-2:] = [merge.result()]
             if not len(self.items[-1]):
                 self.items.pop()
+            self._changed()
             budget -= size
 
     # -- reading ---------------------------------------------------------------------------------
     def batches(self) -> Iterator[TrieBatch]:
         for item in self.items:
-            if isinstance(item, Merge):
+            if type(item) is Merge:
                 yield item.older
                 yield item.newer
             else:
                 yield item
 
+    def _table(self) -> np.ndarray:
+        """Every batch as a row ``(address, nk, nv, n)`` of a kernel table, oldest first."""
+        if self._batch_table is None:
+            rows = [b.row for b in self.batches()]
+            self._batch_table = np.asarray(rows, dtype=np.int64).reshape(len(rows), 4)
+        return self._batch_table
+
     def lookup(self, keys: np.ndarray) -> Updates:
-        """Every update (unconsolidated across batches) whose key is in ``keys``."""
-        query = np.asarray(keys, dtype=np.int64)
-        if len(query) > 1 and not (query[1:] > query[:-1]).all():
-            query = distinct(query)
-        parts = [b.lookup(query) for b in self.batches()]
-        return concat(parts, 2, self.depth)
+        """Every update whose key is in ``keys`` (any int64 keys), unconsolidated across batches: one
+        kernel call for the whole trace. The result is sorted by key; within a key, batch by batch
+        (oldest first), each by val and time."""
+        k, v, t, d = lookup_kernel(int64(np.asarray(keys)), self._table(), self.depth)
+        return Updates((k, v), t, d)
 
     def contents(self) -> Updates:
         """All updates, consolidated across batches."""
-        return consolidate(concat([b.flat() for b in self.batches()], 2, self.depth), runs=True)
+        k, v, t, d = flatten(self._table(), self.depth)
+        return consolidate(Updates((k, v), t, d), runs=True)
 
     def cursor(self) -> TraceCursor:
         return TraceCursor(self.contents())
@@ -181,7 +224,7 @@ class Spine:
             "records": sum(len(b) for b in batches),
             "batches": len(batches),
             "bytes": sum(b.nbytes() for b in batches),
-            "merge_work": self.merge_work + sum(m.work_done for m in self.items if isinstance(m, Merge)),
+            "merge_work": self.merge_work + sum(m.work_done for m in self.items if type(m) is Merge),
         }
 
 

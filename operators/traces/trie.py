@@ -2,8 +2,10 @@
 
 A ``TrieBatch`` holds consolidated keyed updates ``((key, val), time, diff)`` sorted by key, val and
 time, as a columnar trie: ``keys`` (distinct, sorted) with ``key_offs`` into ``vals``; ``vals`` (sorted
-within a key) with ``val_offs`` into the ``times``/``diffs`` histories. Its ``Description`` says which
-updates it holds: those with ``lower <= time`` and not ``upper <= time``, with times advanced to ``since``.
+within a key) with ``val_offs`` into the ``times``/``diffs`` histories. The columns are regions of one
+int64 buffer (:mod:`ddflow.operators.kernels.trie`), so a kernel walks any number of batches given
+their addresses and sizes (:attr:`TrieBatch.row`). Its ``Description`` says which updates it holds:
+those with ``lower <= time`` and not ``upper <= time``, with times advanced to ``since``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..frontier import Antichain
-from ..kernels.gather import ranges_to_index
+from ..kernels import address as addresses
+from ..kernels import lookup as lookups
+from ..kernels import trie as layout
 from .batch import Updates
 
 
@@ -26,82 +30,108 @@ class Description:
     since: Antichain
 
 
+def int64(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous int64 array (itself when it already is one): what kernels take."""
+    if a.dtype == np.int64 and a.flags.c_contiguous:
+        return a
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
 class TrieBatch:
-    """Consolidated keyed updates in a keys -> vals -> (time, diff) trie."""
+    """Consolidated keyed updates in a keys -> vals -> (time, diff) trie, in one int64 buffer.
 
-    __slots__ = ("keys", "key_offs", "vals", "val_offs", "times", "diffs", "desc")
+    ``nk``, ``nv``, ``n``: distinct keys, distinct (key, val) pairs, updates; ``depth``: time
+    coordinates. The column properties are views of the buffer (never write into them).
+    """
 
-    def __init__(self, keys, key_offs, vals, val_offs, times, diffs, desc: Description) -> None:
-        self.keys, self.key_offs, self.vals, self.val_offs = keys, key_offs, vals, val_offs
-        self.times, self.diffs, self.desc = times, diffs, desc
+    __slots__ = ("buffer", "nk", "nv", "n", "depth", "desc", "_address")
+
+    def __init__(self, buffer: np.ndarray, nk: int, nv: int, n: int, depth: int, desc: Description,
+                 address: int | None = None) -> None:
+        self.buffer, self.nk, self.nv, self.n, self.depth, self.desc = buffer, nk, nv, n, depth, desc
+        self._address = address
 
     @staticmethod
     def from_updates(u: Updates, desc: Description) -> TrieBatch:
         """Build from keyed updates ``data == (keys, vals)`` that are consolidated (sorted, no zeros)."""
+        if len(u) == 0:
+            return TrieBatch.empty(u.depth, desc)
         k, v = u.data
-        n = len(u)
-        if n == 0:
-            e = np.empty(0, dtype=np.int64)
-            z = np.zeros(1, dtype=np.int64)
-            return TrieBatch(e, z, e, z, u.times, u.diffs, desc)
-        new_val = np.ones(n, dtype=bool)
-        new_val[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
-        val_starts = np.flatnonzero(new_val)
-        vk = k[val_starts]
-        new_key = np.ones(len(val_starts), dtype=bool)
-        new_key[1:] = vk[1:] != vk[:-1]
-        key_starts = np.flatnonzero(new_key)
-        return TrieBatch(
-            vk[key_starts],
-            np.append(key_starts, len(val_starts)).astype(np.int64),
-            v[val_starts],
-            np.append(val_starts, n).astype(np.int64),
-            u.times,
-            u.diffs,
-            desc,
-        )
+        buffer, address, nk, nv = layout.build(int64(k), int64(v), int64(u.times), int64(u.diffs))
+        return TrieBatch(buffer, nk, nv, len(u), u.depth, desc, address)
 
-    def __len__(self) -> int:
-        return len(self.diffs)
+    @staticmethod
+    def empty(depth: int, desc: Description) -> TrieBatch:
+        return TrieBatch(np.zeros(2, dtype=np.int64), 0, 0, 0, depth, desc)
+
+    # -- layout ------------------------------------------------------------------------------------
+    @property
+    def address(self) -> int:
+        """The data address of the buffer (for kernel tables)."""
+        if self._address is None:
+            self._address = addresses.address(self.buffer)
+        return self._address
 
     @property
-    def depth(self) -> int:
-        return self.times.shape[1]
+    def row(self) -> tuple[int, int, int, int]:
+        """``(address, nk, nv, n)``: this batch as a row of a kernel table."""
+        return self.address, self.nk, self.nv, self.n
+
+    def _region(self, i: int, length: int) -> np.ndarray:
+        start = layout.layout(self.nk, self.nv, self.n, self.depth)[i - 1] if i else 0
+        return self.buffer[start : start + length]
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self._region(0, self.nk)
+
+    @property
+    def key_offs(self) -> np.ndarray:
+        return self._region(1, self.nk + 1)
+
+    @property
+    def vals(self) -> np.ndarray:
+        return self._region(2, self.nv)
+
+    @property
+    def val_offs(self) -> np.ndarray:
+        return self._region(3, self.nv + 1)
+
+    @property
+    def diffs(self) -> np.ndarray:
+        return self._region(4, self.n)
+
+    @property
+    def times(self) -> np.ndarray:
+        return self._region(5, self.n * self.depth).reshape(self.n, self.depth)
+
+    def __len__(self) -> int:
+        return self.n
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.keys, self.key_offs, self.vals, self.val_offs, self.times, self.diffs))
+        return self.buffer.nbytes
 
+    # -- reading -----------------------------------------------------------------------------------
     def flat(self, lo: int = 0, hi: int | None = None) -> Updates:
-        """The updates of keys with index in ``[lo, hi)`` as flat columns ``(key, val)``."""
-        hi = len(self.keys) if hi is None else hi
-        v0, v1 = self.key_offs[lo], self.key_offs[hi]
-        h0, h1 = self.val_offs[v0], self.val_offs[v1]
-        hist_per_val = np.diff(self.val_offs[v0 : v1 + 1])
-        hist_per_key = self.val_offs[self.key_offs[lo + 1 : hi + 1]] - self.val_offs[self.key_offs[lo:hi]]
-        keys = np.repeat(self.keys[lo:hi], hist_per_key)
-        vals = np.repeat(self.vals[v0:v1], hist_per_val)
-        return Updates((keys, vals), self.times[h0:h1], self.diffs[h0:h1])
+        """The updates of keys with index in ``[lo, hi)`` as flat columns ``(key, val)`` (times and
+        diffs are views of the batch)."""
+        hi = self.nk if hi is None else hi
+        if self.n == 0 or lo >= hi:
+            return Updates.empty(2, self.depth)
+        keys, vals = lookups.expand(self.buffer, self.nk, self.nv, self.n, self.depth, lo, hi)
+        ko, _, vo, di, ti, _ = layout.layout(self.nk, self.nv, self.n, self.depth)
+        h0 = int(self.buffer[vo + self.buffer[ko + lo]])
+        h1 = h0 + len(keys)
+        times = self.buffer[ti + h0 * self.depth : ti + h1 * self.depth].reshape(h1 - h0, self.depth)
+        return Updates((keys, vals), times, self.buffer[di + h0 : di + h1])
 
     def key_weights(self) -> np.ndarray:
         """Number of (time, diff) entries under each key."""
-        return self.val_offs[self.key_offs[1:]] - self.val_offs[self.key_offs[:-1]]
+        val_offs, key_offs = self.val_offs, self.key_offs
+        return val_offs[key_offs[1:]] - val_offs[key_offs[:-1]]
 
     def lookup(self, query: np.ndarray) -> Updates:
-        """All updates whose key is in ``query`` (sorted, distinct): one ``searchsorted`` for all keys."""
-        if len(self.keys) == 0 or len(query) == 0:
-            return Updates.empty(2, self.depth)
-        idx = np.searchsorted(self.keys, query)
-        idx_c = np.minimum(idx, len(self.keys) - 1)
-        found = self.keys[idx_c] == query
-        ki = idx_c[found]
-        if len(ki) == 0:
-            return Updates.empty(2, self.depth)
-        v0, v1 = self.key_offs.take(ki), self.key_offs.take(ki + 1)
-        h0, h1 = self.val_offs.take(v0), self.val_offs.take(v1)
-        rows = ranges_to_index(h0, h1)
-        keys = np.repeat(query.compress(found), h1 - h0)
-        vi = ranges_to_index(v0, v1)
-        vals = np.repeat(self.vals.take(vi), self.val_offs.take(vi + 1) - self.val_offs.take(vi))
-        return Updates((keys, vals), self.times.take(rows, axis=0), self.diffs.take(rows))
-
-
+        """All updates whose key is in ``query`` (any int64 keys), by key, val and time."""
+        table = np.asarray([self.row], dtype=np.int64)
+        k, v, t, d = lookups.lookup(int64(np.asarray(query)), table, self.depth)
+        return Updates((k, v), t, d)

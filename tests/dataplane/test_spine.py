@@ -9,6 +9,8 @@ Fuel is made tiny for some scripts so that merges stay in progress across many i
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 from dataplane_oracle import (
@@ -26,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.operators.config import EngineConfig
+from ddflow.operators.errors import CompactionError
 from ddflow.operators.frontier import Antichain
 from ddflow.operators.lattice import T_MIN
 from ddflow.operators.traces.batch import Updates, concat
@@ -166,14 +169,44 @@ def test_two_readers_compact_to_their_meet_and_dropping_releases_the_hold():
     assert rows(content)[0] == ((1, 1), (20,), 0) or all(t >= (20,) for _, t, _ in rows(content))
 
 
-def test_a_garbage_collected_handle_releases_its_hold():
+def test_a_forgotten_handle_still_holds_and_drop_releases():
+    """Compaction never waits for garbage collection: only ``drop`` releases a reader's hold."""
     trace = Spine(1)
     keep, lost = trace.handle(), trace.handle()
     keep.set_logical_compaction(Antichain([50]))
     lost.set_logical_compaction(Antichain([5]))
     assert trace.logical_frontier() == Antichain([5])
+    dropped = trace.handle()
+    dropped.set_logical_compaction(Antichain([7]))
     del lost
-    assert trace.logical_frontier() == Antichain([50])
+    gc.collect()
+    assert trace.logical_frontier() == Antichain([5]), "an unreferenced handle keeps its hold until dropped"
+    dropped.drop()
+    dropped.drop()  # idempotent
+    assert dropped.dropped and trace.logical_frontier() == Antichain([5])
+    with pytest.raises(CompactionError, match="dropped"):
+        dropped.lookup(np.asarray([1]))
+    keep.set_physical_compaction(Antichain([100]))
+    for t in range(10):
+        trace.insert(keyed([(1, 1, t, 1)]), Antichain([t + 1]))
+    settle(trace)
+    assert trace.stats()["batches"] == 10, "the forgotten handle's physical hold keeps every batch apart"
+
+
+def test_dropping_every_handle_releases_the_trace():
+    trace = Spine(1)
+    a, b = trace.handle(), trace.handle()
+    a.set_logical_compaction(Antichain([3]))
+    b.set_logical_compaction(Antichain([4]))
+    for t in range(10):
+        trace.insert(keyed([(1, 1, t, 1)]), Antichain([t + 1]))
+    assert trace.logical_frontier() == Antichain([3])
+    a.drop()
+    assert trace.logical_frontier() == Antichain([4])
+    b.drop()
+    assert trace.logical_frontier() == Antichain([10]), "no reader: the trace may compact to its upper"
+    settle(trace)
+    assert rows(trace.contents()) == [((1, 1), (10,), 10)]
 
 
 def test_compaction_frontier_cannot_move_backwards():

@@ -25,8 +25,8 @@ def test_warm_up_compiles_every_kernel_into_the_cache_dir(tmp_path: Path) -> Non
     assert first.returncode == 0, first.stderr
     assert f"{len(names)} of {len(names)} kernels" in first.stdout and str(tmp_path) in first.stdout
     index = sorted(p.name for p in tmp_path.rglob("*.nbi"))
-    for name in names:  # one index file per kernel: <function>-<line>.py311.nbi
-        assert any(i.startswith(name.split(".", 1)[1] + "-") for i in index), (name, index)
+    for name in names:  # one index file per kernel: <module>.<function>-<line>.py311.nbi
+        assert any(i.startswith(name + "-") for i in index), (name, index)
     stamp = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.nbc")}
     second = run_warm(tmp_path)
     assert second.returncode == 0, second.stderr
@@ -43,4 +43,5 @@ def test_a_kernel_the_workload_misses_is_named(monkeypatch, capsys) -> None:
     monkeypatch.setitem(kernels.KERNELS, "test.never_called", never_called)
     monkeypatch.setattr(warm, "workload", lambda: None)
     assert warm.main() == 1
-    assert "not exercised by the warm-up workload: test.never_called" in capsys.readouterr().err
+    err = capsys.readouterr().err  # kernels this process has not called yet are named too
+    assert err.startswith("not exercised by the warm-up workload: ") and "test.never_called" in err

@@ -116,6 +116,8 @@ class Reduce(Node):
         for h in (self.handle, self.output_handle):
             h.set_logical_compaction(frontier)
             h.set_physical_compaction(frontier)
+            if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads
+                h.drop()
 
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain) -> None:
         keys = distinct(cand_keys)

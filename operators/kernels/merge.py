@@ -1,0 +1,310 @@
+"""Merging two trie batches: times advanced by a frontier and consolidated, in one linear pass, fueled.
+
+A *merge* combines an older and a newer trie (see :mod:`.trie`) into one: for every key in either
+(ascending), every val in either (ascending), the two histories are concatenated, each time ``s`` is
+advanced by the compaction frontier ``F`` to ``advance(s, F) = meet over f in F of join(s, f)``
+(coordinate-wise: ``min_f max(s, f)``; an empty ``F`` leaves ``s`` as it is), equal times are summed
+and zero sums dropped; vals and keys left with no update are dropped too. The result is a trie of the
+same layout.
+
+A merge runs in steps: each step is given *fuel* and processes whole keys until it has read at least
+``fuel`` input updates (or the inputs are exhausted), so its work can be spread over many insertions
+of a trace. The frontier may move forward between steps: each key is advanced by the frontier of the
+step that processes it.
+
+A merge in progress is one int64 buffer (made by :func:`begin`): a header of ``HEADER`` values
+(inputs, cursors, status) followed by the output trie laid out with room for every input update. When
+the last key is processed the output is packed to the exact trie layout in place, starting right
+after the header. :func:`work` steps any number of merges in one call, given the addresses of their
+buffers. Sums of diffs are exact: a sum outside int64 stops the merge with status ``OVERFLOW`` and
+the offending key and val in the header (the caller raises; nothing wraps).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from . import kernel
+from .address import column
+from .trie import regions
+
+# header fields of a merge buffer
+OLDER = 0  # 0..3: address, nk, nv, n of the older trie
+NEWER = 4  # 4..7: the same for the newer trie
+POS_OLDER, POS_NEWER = 8, 9  # next key of each input
+OUT_KEYS, OUT_VALS, OUT_UPDATES = 10, 11, 12  # output written so far
+WORK = 13  # input updates processed so far
+STATUS = 14
+BAD_KEY, BAD_VAL = 15, 16  # where a sum left int64 (status OVERFLOW)
+DEPTH = 17
+HEADER = 18
+
+RUNNING, DONE, OVERFLOW = 0, 1, 2
+
+_jit = numba.njit(cache=True, nogil=True)
+_inline = numba.njit(cache=True, nogil=True, inline="always")
+
+
+@kernel
+def begin(a_address, a_nk, a_nv, a_n, b_address, b_nk, b_nv, b_n, depth):
+    """``(buffer, address)``: a new merge of the older trie ``a`` into the newer ``b`` (by address and
+    sizes), nothing processed yet. The output has room for every key, val and update of both."""
+    ck, cv, cn = a_nk + b_nk, a_nv + b_nv, a_n + b_n
+    ko, va, vo, di, ti, end = regions(ck, cv, cn, depth)
+    buf = np.empty(HEADER + end, np.int64)
+    buf[:HEADER] = 0
+    buf[OLDER], buf[OLDER + 1], buf[OLDER + 2], buf[OLDER + 3] = a_address, a_nk, a_nv, a_n
+    buf[NEWER], buf[NEWER + 1], buf[NEWER + 2], buf[NEWER + 3] = b_address, b_nk, b_nv, b_n
+    buf[DEPTH] = depth
+    buf[HEADER + ko] = 0
+    buf[HEADER + vo] = 0
+    return buf, buf.ctypes.data
+
+
+@_jit
+def _views(buf, nk, nv, n, d):
+    """``(keys, key_offs, vals, val_offs, diffs, times)`` of a trie laid out for these sizes."""
+    ko, va, vo, di, ti, end = regions(nk, nv, n, d)
+    return buf[:nk], buf[ko:va], buf[va:vo], buf[vo:di], buf[di:ti], buf[ti:end].reshape((n, d))
+
+
+@_inline
+def _add(total, carry, x):
+    """``total + x`` wrapping, with ``carry`` counting wraps (+1 up, -1 down): exact two-word sums."""
+    s = np.int64(np.uint64(total) + np.uint64(x))
+    if ((total ^ s) & (x ^ s)) < 0:
+        carry += 1 if x >= 0 else -1
+    return s, carry
+
+
+@_inline
+def _compare(times, i, j):
+    """-1, 0 or 1 as row ``i`` of ``times`` is lexicographically below, equal to or above row ``j``."""
+    for c in range(times.shape[1]):
+        if times[i, c] != times[j, c]:
+            return -1 if times[i, c] < times[j, c] else 1
+    return 0
+
+
+@_inline
+def _sort_rows(times, diffs, lo, hi):
+    """Sort rows ``lo .. hi`` of ``times`` (with their diffs) lexicographically: a natural merge sort,
+    linear when the rows are a few sorted runs (the histories of two batches)."""
+    first = lo + 1
+    while first < hi and _compare(times, first - 1, first) <= 0:
+        first += 1
+    if first >= hi:  # already sorted: the common case
+        return
+    runs = np.empty(hi - lo + 1, np.int64)
+    runs[0] = lo
+    runs[1] = first
+    count = 1
+    for r in range(first + 1, hi):
+        if _compare(times, r - 1, r) > 0:
+            count += 1
+            runs[count] = r
+    count += 1
+    runs[count] = hi
+    src = np.arange(lo, hi)
+    dst = np.empty(hi - lo, np.int64)
+    while count > 1:
+        merged = 0
+        for p in range(0, count, 2):
+            s, m = runs[p], runs[p + 1]
+            e = runs[p + 2] if p + 2 <= count else m
+            i, j, w = s, m, s
+            while i < m and j < e:
+                if _compare(times, src[i - lo], src[j - lo]) <= 0:
+                    dst[w - lo] = src[i - lo]
+                    i += 1
+                else:
+                    dst[w - lo] = src[j - lo]
+                    j += 1
+                w += 1
+            while i < m:
+                dst[w - lo] = src[i - lo]
+                i += 1
+                w += 1
+            while j < e:
+                dst[w - lo] = src[j - lo]
+                j += 1
+                w += 1
+            runs[merged] = s
+            merged += 1
+        runs[merged] = hi
+        count = merged
+        src, dst = dst, src
+    t = times[lo:hi].copy()
+    x = diffs[lo:hi].copy()
+    for r in range(hi - lo):
+        for c in range(times.shape[1]):
+            times[lo + r, c] = t[src[r] - lo, c]
+        diffs[lo + r] = x[src[r] - lo]
+
+
+@_inline
+def _consolidate_rows(times, diffs, lo, hi):
+    """Sum the diffs of equal rows among the sorted rows ``lo .. hi`` and drop zero sums, packing the
+    rest from ``lo``; the new end, or ``-1`` when a sum leaves int64."""
+    w = lo
+    r = lo
+    while r < hi:
+        total, carry = diffs[r], 0
+        e = r + 1
+        while e < hi and _compare(times, e, r) == 0:
+            total, carry = _add(total, carry, diffs[e])
+            e += 1
+        if carry != 0:
+            return -1
+        if total != 0:
+            if w != r:
+                for c in range(times.shape[1]):
+                    times[w, c] = times[r, c]
+            diffs[w] = total
+            w += 1
+        r = e
+    return w
+
+
+@_inline
+def _advance_into(times, diffs, r0, r1, out_times, out_diffs, w, frontier):
+    """Copy updates ``r0 .. r1`` to ``w ..`` of the output with times advanced by ``frontier``."""
+    m = frontier.shape[0]
+    d = times.shape[1]
+    for r in range(r0, r1):
+        out_diffs[w] = diffs[r]
+        for c in range(d):
+            t = times[r, c]
+            if m > 0:
+                best = max(t, frontier[0, c])
+                for f in range(1, m):
+                    best = min(best, max(t, frontier[f, c]))
+                t = best
+            out_times[w, c] = t
+        w += 1
+    return w
+
+
+@_jit
+def _step(h, a, b, out, frontier, fuel):
+    """Process whole keys of the merge with header ``h`` until ``fuel`` input updates are read or the
+    inputs end; the updates read, or ``-1`` on overflow (header then at the offending key)."""
+    ak, ako, av, avo, ad, at = a
+    bk, bko, bv, bvo, bd, bt = b
+    ok, oko, ov, ovo, od, ot = out
+    pa, pb = h[POS_OLDER], h[POS_NEWER]
+    nk, nv, n = h[OUT_KEYS], h[OUT_VALS], h[OUT_UPDATES]
+    na, nb = len(ak), len(bk)
+    read = 0
+    while read < fuel and (pa < na or pb < nb):
+        use_a = pa < na and (pb >= nb or ak[pa] <= bk[pb])
+        use_b = pb < nb and (pa >= na or bk[pb] <= ak[pa])
+        key = ak[pa] if use_a else bk[pb]
+        i, ie = (ako[pa], ako[pa + 1]) if use_a else (0, 0)
+        j, je = (bko[pb], bko[pb + 1]) if use_b else (0, 0)
+        first_val = nv
+        while i < ie or j < je:
+            take_a = i < ie and (j >= je or av[i] <= bv[j])
+            take_b = j < je and (i >= ie or bv[j] <= av[i])
+            val = av[i] if take_a else bv[j]
+            start = n
+            if take_a:
+                n = _advance_into(at, ad, avo[i], avo[i + 1], ot, od, n, frontier)
+                i += 1
+            if take_b:
+                n = _advance_into(bt, bd, bvo[j], bvo[j + 1], ot, od, n, frontier)
+                j += 1
+            read += n - start
+            _sort_rows(ot, od, start, n)
+            n = _consolidate_rows(ot, od, start, n)
+            if n < 0:
+                h[BAD_KEY], h[BAD_VAL] = key, val
+                h[POS_OLDER], h[POS_NEWER] = pa, pb
+                return -1
+            if n > start:
+                ov[nv] = val
+                nv += 1
+                ovo[nv] = n
+        if nv > first_val:
+            ok[nk] = key
+            nk += 1
+            oko[nk] = nv
+        pa += 1 if use_a else 0
+        pb += 1 if use_b else 0
+    h[POS_OLDER], h[POS_NEWER] = pa, pb
+    h[OUT_KEYS], h[OUT_VALS], h[OUT_UPDATES] = nk, nv, n
+    h[WORK] += read
+    return read
+
+
+@_jit
+def _pack(body, ck, cv, cn, nk, nv, n, d):
+    """Move the output regions laid out for capacities ``(ck, cv, cn)`` to the exact layout."""
+    src = regions(ck, cv, cn, d)
+    dst = regions(nk, nv, n, d)
+    lengths = (nk + 1, nv, nv + 1, n, n * d)
+    for region in range(5):
+        s, t = src[region], dst[region]
+        if s != t:
+            for x in range(lengths[region]):
+                body[t + x] = body[s + x]
+
+
+@kernel
+def work(merges, frontier, fuel):
+    """Step every running merge whose buffer address is in ``merges`` with ``fuel`` each.
+
+    ``frontier`` is the compaction frontier as an ``(m, d)`` int64 array (``m == 0``: no advance).
+    A merge whose inputs are exhausted is packed and gets status ``DONE``; one whose sum leaves int64
+    gets ``OVERFLOW``. Returns how many merges changed status in this call.
+    """
+    changed = 0
+    for address in merges:
+        h = column(address, HEADER)
+        if h[STATUS] != RUNNING:
+            continue
+        d = h[DEPTH]
+        a_nk, a_nv, a_n = h[OLDER + 1], h[OLDER + 2], h[OLDER + 3]
+        b_nk, b_nv, b_n = h[NEWER + 1], h[NEWER + 2], h[NEWER + 3]
+        a = _views(column(h[OLDER], regions(a_nk, a_nv, a_n, d)[5]), a_nk, a_nv, a_n, d)
+        b = _views(column(h[NEWER], regions(b_nk, b_nv, b_n, d)[5]), b_nk, b_nv, b_n, d)
+        ck, cv, cn = a_nk + b_nk, a_nv + b_nv, a_n + b_n
+        body = column(address + 8 * HEADER, regions(ck, cv, cn, d)[5])
+        if _step(h, a, b, _views(body, ck, cv, cn, d), frontier, fuel) < 0:
+            h[STATUS] = OVERFLOW
+            changed += 1
+        elif h[POS_OLDER] >= a_nk and h[POS_NEWER] >= b_nk:
+            _pack(body, ck, cv, cn, h[OUT_KEYS], h[OUT_VALS], h[OUT_UPDATES], d)
+            h[STATUS] = DONE
+            changed += 1
+    return changed
+
+
+def advance_reference(time: tuple[int, ...], frontier: np.ndarray) -> tuple[int, ...]:
+    """``meet over f in frontier of join(time, f)``, one time at a time."""
+    if len(frontier) == 0:
+        return time
+    joins = [tuple(max(s, f) for s, f in zip(time, row, strict=True)) for row in frontier.tolist()]
+    return tuple(min(column) for column in zip(*joins, strict=True))
+
+
+def merge_reference(older, newer, frontier: np.ndarray):
+    """The updates of a complete merge, by dictionary: ``older`` and ``newer`` are flat columns
+    ``(keys, vals, times, diffs)``; returns the same columns, sorted by (key, val, time), advanced,
+    summed and without zeros. Raises ``OverflowError`` when a sum leaves int64."""
+    sums: dict[tuple[int, int, tuple[int, ...]], int] = {}
+    for keys, vals, times, diffs in (older, newer):
+        for k, v, t, x in zip(keys.tolist(), vals.tolist(), times.tolist(), diffs.tolist(), strict=True):
+            at = (k, v, advance_reference(tuple(t), frontier))
+            sums[at] = sums.get(at, 0) + x
+    rows = sorted((k, v, t, x) for (k, v, t), x in sums.items() if x != 0)
+    if any(not -(2**63) <= x < 2**63 for *_, x in rows):
+        raise OverflowError("a sum of diffs leaves int64")
+    d = frontier.shape[1]
+    return (
+        np.asarray([r[0] for r in rows], dtype=np.int64),
+        np.asarray([r[1] for r in rows], dtype=np.int64),
+        np.asarray([r[2] for r in rows], dtype=np.int64).reshape(len(rows), d),
+        np.asarray([r[3] for r in rows], dtype=np.int64),
+    )
