@@ -34,7 +34,9 @@ from typing import Any, TypeVar
 
 from .errors import ConfigError, Problem
 from .schema import (
+    DEBEZIUM_TIMES,
     FIELD_TYPES,
+    FORMATS,
     LATE_POLICIES,
     PROGRESS_POLICIES,
     CheckpointConfig,
@@ -111,11 +113,18 @@ def parse_config(text: str, source: str | Path = "<string>") -> Config:
     _unique(problems, "outputs", [o.name for o in outputs], "name")
     _unique(problems, "outputs", [o.topic for o in outputs], "topic")
     input_topics = {i.topic for i in inputs}
+    output_topics = {o.topic for o in outputs}
     for n, o in enumerate(outputs):
         if o.topic in input_topics:
             problems.append(Problem(f"outputs[{n}].topic", f"{o.topic!r} is also an input topic"))
         if o.topic == dead_letter_topic:
             problems.append(Problem(f"outputs[{n}].topic", f"{o.topic!r} is also the dead-letter topic"))
+        if o.progress_topic is not None and o.progress_topic != o.topic:  # (that one is reported already)
+            clash = ("an input topic" if o.progress_topic in input_topics else "an output's data topic"
+                     if o.progress_topic in output_topics else "the dead-letter topic"
+                     if o.progress_topic == dead_letter_topic else None)
+            if clash:
+                problems.append(Problem(f"outputs[{n}].progress_topic", f"{o.progress_topic!r} is also {clash}"))
     if dead_letter_topic in input_topics:
         problems.append(Problem("dead_letter.topic", f"{dead_letter_topic!r} is also an input topic"))
     if problems:
@@ -186,18 +195,29 @@ def _input(t: _Table) -> InputConfig:
     late = t.get("late", str, "advance", check=_choice(LATE_POLICIES))
     idle = t.duration("idle_timeout", None)
     max_bytes = t.get("max_message_bytes", int, 1 << 20, check=_positive)
+    fmt = t.get("format", str, "msgpack", check=_choice(FORMATS))
+    debezium_time = t.get("debezium_time", str, None, check=_choice(DEBEZIUM_TIMES))
     t.finish()
+    if fmt == "debezium" and progress == "explicit":
+        t.problems.append(Problem(t.key("progress"), "a debezium input carries no progress markers: set progress = "
+                                  "'monotonic' (event times non-decreasing per partition) or 'reclock' (arrival times)"))
+    if debezium_time is not None and fmt != "debezium":
+        t.problems.append(Problem(t.key("debezium_time"), f"only debezium inputs use it (format is {fmt!r})"))
+    if fmt == "json":
+        for clash in sorted({"time", "diff"} & {f.name for f in fields}):
+            t.problems.append(Problem(t.key("fields"), f"field {clash!r}: in the json format 'time' and 'diff' are "
+                                      "the update's own keys; rename the field"))
     if idle is not None and progress != "monotonic":
         t.problems.append(Problem(t.key("idle_timeout"),
                                   f"only the 'monotonic' progress policy uses it (progress is {progress!r})"))
     if idle is not None and idle <= 0:
         t.problems.append(Problem(t.key("idle_timeout"), "must be greater than 0"))
-    return InputConfig(name, topic, fields, progress, late, idle, max_bytes)
+    return InputConfig(name, topic, fields, progress, late, idle, max_bytes, fmt, debezium_time or "envelope")
 
 
-def _fields(t: _Table) -> tuple[Field, ...]:
+def _fields(t: _Table, *, required: bool = True) -> tuple[Field, ...]:
     key = t.key("fields")
-    raw = t.get("fields", (list, dict), None, required=True)
+    raw = t.get("fields", (list, dict), None, required=required)
     if raw is None:
         return ()
     if isinstance(raw, list):
@@ -224,8 +244,39 @@ def _fields(t: _Table) -> tuple[Field, ...]:
 def _output(t: _Table) -> OutputConfig:
     name = t.get("name", str, "", required=True, check=_name)
     topic = t.get("topic", str, "", required=True, check=_topic)
+    fmt = t.get("format", str, "msgpack", check=_choice(FORMATS))
+    fields = _fields(t, required=fmt == "debezium")
+    raw_key = t.get("key", (str, list), None)
+    progress_topic = t.get("progress_topic", str, None, check=_topic)
+    schemas = t.get("schemas", bool, False)
     t.finish()
-    return OutputConfig(name, topic)
+    if fmt == "msgpack":
+        for option, given in (("fields", "fields" in t.data), ("key", raw_key is not None),
+                              ("progress_topic", progress_topic is not None), ("schemas", "schemas" in t.data)):
+            if given:
+                t.problems.append(Problem(t.key(option), "only json and debezium outputs use it (format is 'msgpack')"))
+        return OutputConfig(name, topic)
+    if progress_topic is None and "progress_topic" not in t.data:
+        t.problems.append(Problem(t.key("progress_topic"), f"is required: a {fmt} output's data topic holds only "
+                                  "change events, its progress markers go to this companion topic"))
+    elif progress_topic == topic:
+        t.problems.append(Problem(t.key("progress_topic"), f"{topic!r} is the output's own topic; name another"))
+    names = [f.name for f in fields]
+    key: list[str] = [raw_key] if isinstance(raw_key, str) else list(raw_key or names[:1])
+    if raw_key is not None and not fields:
+        t.problems.append(Problem(t.key("key"), "name the record's fields first (fields)"))
+    elif any(not isinstance(k, str) or k not in names for k in key) or len(set(key)) != len(key):
+        t.problems.append(Problem(t.key("key"), f"{raw_key!r} must name distinct fields of {names}"))
+    if schemas:
+        untyped = [f.name for f in fields if f.type == "any"]
+        if not fields or untyped:
+            t.problems.append(Problem(t.key("schemas"), "Kafka Connect schemas need a type for every field "
+                                      f"(int, float, str, bytes, bool){': ' + ', '.join(untyped) if untyped else ''}"))
+    if fmt == "json":
+        for clash in sorted({"time", "diff"} & set(names)):
+            t.problems.append(Problem(t.key("fields"), f"field {clash!r}: in the json format 'time' and 'diff' are "
+                                      "the update's own keys; rename the field"))
+    return OutputConfig(name, topic, fmt, fields, tuple(k for k in key if isinstance(k, str)), progress_topic, schemas)
 
 
 def _epoch(t: _Table) -> EpochConfig:

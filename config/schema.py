@@ -21,6 +21,8 @@ from .errors import ConfigError, Problem
 from .secrets import SecretRef, mask
 
 __all__ = [
+    "FORMATS",
+    "DEBEZIUM_TIMES",
     "PROGRESS_POLICIES",
     "LATE_POLICIES",
     "FIELD_TYPES",
@@ -35,6 +37,8 @@ __all__ = [
     "Config",
 ]
 
+FORMATS = ("msgpack", "json", "debezium")
+DEBEZIUM_TIMES = ("envelope", "source")
 PROGRESS_POLICIES = ("explicit", "monotonic", "reclock")
 LATE_POLICIES = ("advance", "reject")
 FIELD_TYPES = ("any", "int", "float", "str", "bytes", "bool")
@@ -105,6 +109,8 @@ class InputConfig:
     partition; a partition idle for ``idle_timeout_ns`` at its end stops holding the frontier),
     ``reclock`` (the daemon assigns arrival time). ``late``: ``advance`` an update behind its
     partition's frontier to that frontier (counted) or ``reject`` it to the dead-letter topic.
+    ``format``: how messages are written (``msgpack``, ``json``, ``debezium``);
+    ``debezium_time``: a Debezium event's time is the ``envelope``'s ``ts_*`` or its ``source``'s.
     """
 
     name: str
@@ -114,14 +120,25 @@ class InputConfig:
     late: str = "advance"
     idle_timeout_ns: int | None = None
     max_message_bytes: int = 1 << 20
+    format: str = "msgpack"
+    debezium_time: str = "envelope"
 
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """One output collection published to a topic."""
+    """One output collection published to a topic in ``format`` (``msgpack``, ``json``,
+    ``debezium``). The json and debezium formats write one change event per message: ``fields``
+    names the record's fields (required by debezium), ``key`` the fields of the message key
+    (default: the first field), ``progress_topic`` the companion topic of the progress markers
+    (required), ``schemas`` wraps events in Kafka Connect's ``{"schema", "payload"}``."""
 
     name: str
     topic: str
+    format: str = "msgpack"
+    fields: tuple[Field, ...] = ()
+    key: tuple[str, ...] = ()
+    progress_topic: str | None = None
+    schemas: bool = False
 
 
 @dataclass(frozen=True)
@@ -221,10 +238,17 @@ class Config:
                     "late": i.late,
                     "idle_timeout_ns": i.idle_timeout_ns,
                     "max_message_bytes": i.max_message_bytes,
+                    "format": i.format,
+                    **({"debezium_time": i.debezium_time} if i.format == "debezium" else {}),
                 }
                 for i in self.inputs
             ],
-            "outputs": [{"name": o.name, "topic": o.topic} for o in self.outputs],
+            "outputs": [
+                {"name": o.name, "topic": o.topic, "format": o.format}
+                | ({"fields": {f.name: f.type for f in o.fields}, "key": list(o.key),
+                    "progress_topic": o.progress_topic, "schemas": o.schemas} if o.format != "msgpack" else {})
+                for o in self.outputs
+            ],
             "epoch": {
                 "resolution_ns": self.epoch.resolution_ns,
                 "max_records": self.epoch.max_records,

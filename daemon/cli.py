@@ -265,6 +265,7 @@ def _run(args: argparse.Namespace) -> int:
         from .kafka import ensure_topics
 
         topics = [i.topic for i in config.inputs] + [o.topic for o in config.outputs] + [config.dead_letter_topic]
+        topics += [o.progress_topic for o in config.outputs if o.progress_topic is not None]
         created = ensure_topics(config.client_options(), dict.fromkeys(topics, args.create_topics))
         if created:
             log.info("created topics %s with %d partitions", created, args.create_topics)

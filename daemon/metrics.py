@@ -61,6 +61,7 @@ METRIC_NAMES = (
     "ddflow_compaction_merge_records_total",
     "ddflow_late_updates_total",
     "ddflow_dead_letters_total",
+    "ddflow_input_tombstones_total",
     "ddflow_ready",
 )
 
@@ -82,6 +83,7 @@ class MetricsSnapshot:
     consumer_lag: Mapping[tuple[str, int], int] = field(default_factory=dict)
     late_updates: Mapping[tuple[str, str], int] = field(default_factory=dict)
     dead_letters: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    tombstones: Mapping[str, int] = field(default_factory=dict)
     ready: bool = False
 
 
@@ -90,12 +92,13 @@ def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool) -
 
     ``topics`` maps input names to their topics (lag is labelled by topic and partition).
     """
-    input_updates, input_frontier = {}, {}
+    input_updates, input_frontier, tombstones = {}, {}, {}
     lag: dict[tuple[str, int], int] = {}
     late: dict[tuple[str, str], int] = {}
     dead: dict[tuple[str, str], int] = {}
     for name, s in list(stats.inputs.items()):
         input_updates[name] = s.updates
+        tombstones[name] = s.tombstones
         input_frontier[name] = s.frontier
         for policy, count in s.late.items():
             if count:
@@ -117,6 +120,7 @@ def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool) -
         consumer_lag=lag,
         late_updates=late,
         dead_letters=dead,
+        tombstones=tombstones,
         ready=ready,
     )
 
@@ -202,8 +206,14 @@ class _SnapshotCollector(Collector):
         for (name, reason), value in sorted(dead_series.items()):
             dead.add_metric([name, reason], value)
 
+        tombstones = CounterMetricFamily("ddflow_input_tombstones",
+                                         "Null values (Debezium tombstones) skipped, by input.", labels=["input"])
+        for name in _known(o.inputs, s.tombstones):
+            tombstones.add_metric([name], s.tombstones.get(name, 0))
+
         ready = GaugeMetricFamily("ddflow_ready", "1 once assigned and past the first epoch.", value=int(s.ready))
-        return [build, updates_in, updates_out, epochs, frontier_in, frontier_out, last_epoch, lag, late, dead, ready]
+        return [build, updates_in, updates_out, epochs, frontier_in, frontier_out, last_epoch, lag, late, dead,
+                tombstones, ready]
 
 
 def _known(configured: Iterable[str], *observed: Mapping[str, Any]) -> list[str]:

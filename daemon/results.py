@@ -14,6 +14,12 @@ output when they do.
 The topic's frontier is the minimum over partitions. `view` is the collection accumulated over
 every time below it; only complete times are ever visible. `poll` returns a `Change` each time
 the frontier moves, with the updates that became final; `changes()` iterates them live.
+
+Outputs in the json and debezium formats keep their markers on a companion progress topic (see
+`formats.rows`): each data message names its epoch and incarnation in a header, and a marker
+names its data partition and the number of data messages. The client reads both topics; as the
+two are not read in step, a marker waits until that many data messages of its incarnation and
+range have been read (`_CompanionFollower`), then the same rules apply.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
-from .exceptions import KafkaError, ProtocolError
+from .exceptions import KafkaError, OptionsError, ProtocolError, WireError
 from .kafka import client_config, topic_partitions
 from .wire import MIN_TIME, OutputBatch, decode_output
 
@@ -61,12 +67,13 @@ class ProtocolStats:
 class _Partition:
     final: int = MIN_TIME
     pending: dict[tuple[str, int, int | None], list[Update]] = field(default_factory=lambda: defaultdict(list))
-    at_end: bool = False
     mismatch: str = ""
+    counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # data messages (companion)
+    waiting: list[Any] = field(default_factory=list)  # markers waiting for their data (companion)
 
 
-class _Follower:
-    """The protocol state machine of one result topic (no I/O)."""
+class _View:
+    """The final frontier over partitions and the view accumulated below it (no I/O)."""
 
     def __init__(self, topic: str, partitions: int, *, keep_view: bool, stats: ProtocolStats) -> None:
         self.topic = topic
@@ -76,6 +83,39 @@ class _Follower:
         self.staged: list[Update] = []
         self.view: dict[Any, int] = {}
         self.frontier = MIN_TIME
+
+    def topics(self) -> dict[str, int]:
+        """The topics this follower reads, with their partition counts."""
+        return {self.topic: len(self.partitions)}
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        """Apply one message of one of `topics`; a Change when it moved the frontier."""
+        raise NotImplementedError
+
+    def _advance(self) -> Change | None:
+        frontier = min(p.final for p in self.partitions)
+        if frontier <= self.frontier:
+            return None
+        self.frontier = frontier
+        final = [u for u in self.staged if u[1] < frontier]
+        self.staged = [u for u in self.staged if u[1] >= frontier] if len(final) < len(self.staged) else []
+        final.sort(key=lambda u: u[1])
+        if self.keep_view:
+            view = self.view
+            for record, _, diff in final:
+                count = view.get(record, 0) + diff
+                if count:
+                    view[record] = count
+                else:
+                    del view[record]
+        return Change(None if frontier >= CLOSED else frontier, final)
+
+
+class _Follower(_View):
+    """The protocol state machine of one msgpack result topic (no I/O)."""
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        return self.apply(partition, offset, value)
 
     def apply(self, partition: int, offset: int, value: bytes | None) -> Change | None:
         """Apply one message; a Change when it moved the topic's frontier."""
@@ -128,23 +168,122 @@ class _Follower:
             self.stats.dropped_updates += len(state.pending.pop(stale))
         return self._advance()
 
-    def _advance(self) -> Change | None:
-        frontier = min(p.final for p in self.partitions)
-        if frontier <= self.frontier:
+
+class _CompanionFollower(_View):
+    """The protocol of a json/debezium output: change events on the data topic, markers on a
+    companion progress topic (shared by several outputs, each marker naming its data topic).
+
+    A marker for ``[lower, upper)`` of an incarnation on data partition ``p`` is accepted once
+    ``lower`` is at or behind ``p``'s final frontier (earlier epochs first) and exactly ``count``
+    data messages of that incarnation and range have been read on ``p``; more than ``count``
+    makes it incomplete (dropped, as on a msgpack topic). Markers of ranges already final and
+    data of such ranges are dropped."""
+
+    def __init__(self, topic: str, partitions: int, progress_topic: str, progress_partitions: int, reader: Any,
+                 *, keep_view: bool, stats: ProtocolStats) -> None:
+        super().__init__(topic, partitions, keep_view=keep_view, stats=stats)
+        self.progress_topic = progress_topic
+        self.progress_partitions = progress_partitions
+        self.reader = reader
+
+    def topics(self) -> dict[str, int]:
+        return {self.topic: len(self.partitions), self.progress_topic: self.progress_partitions}
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        from .formats.rows import read_epoch_header, read_marker
+
+        self.stats.messages += 1
+        where = f"{topic}[{partition}] offset {offset}"
+        try:
+            if topic == self.progress_topic:
+                marker = read_marker(value)
+                if marker.topic != self.topic:
+                    return None  # another output's marker on a shared progress topic
+                if not 0 <= marker.partition < len(self.partitions):
+                    raise WireError(f"partition {marker.partition} is not one of {self.topic}'s "
+                                    f"{len(self.partitions)} partitions")
+                self.partitions[marker.partition].waiting.append(marker)
+                return self._settle(marker.partition)
+            key = read_epoch_header(headers)
+            updates = self.reader.updates(value)
+        except WireError as exc:
+            raise ProtocolError(f"{where}: {exc}") from exc
+        state = self.partitions[partition]
+        if (CLOSED if key[2] is None else key[2]) <= state.final:
+            self.stats.dropped_updates += len(updates)
             return None
-        self.frontier = frontier
-        final = [u for u in self.staged if u[1] < frontier]
-        self.staged = [u for u in self.staged if u[1] >= frontier] if len(final) < len(self.staged) else []
-        final.sort(key=lambda u: u[1])
-        if self.keep_view:
-            view = self.view
-            for record, _, diff in final:
-                count = view.get(record, 0) + diff
-                if count:
-                    view[record] = count
-                else:
-                    del view[record]
-        return Change(None if frontier >= CLOSED else frontier, final)
+        state.pending[key].extend(updates)
+        state.counts[key] = state.counts.get(key, 0) + 1
+        return self._settle(partition)
+
+    def _settle(self, partition: int) -> Change | None:
+        state = self.partitions[partition]
+        moved = True
+        accepted = False
+        while moved:
+            moved = False
+            for marker in list(state.waiting):
+                upper = CLOSED if marker.upper is None else marker.upper
+                key = (marker.incarnation, marker.lower, marker.upper)
+                where = (f"{self.topic}[{partition}]: epoch [{marker.lower}, {marker.upper}) of incarnation "
+                         f"{marker.incarnation}")
+                if upper <= state.final:
+                    state.waiting.remove(marker)
+                    self.stats.duplicate_epochs += 1
+                    continue
+                seen = state.counts.get(key, 0)
+                if marker.lower > state.final or seen < marker.count:
+                    continue  # an earlier epoch is not final yet, or its data is still to be read
+                state.waiting.remove(marker)
+                found = state.pending.pop(key, [])
+                del state.counts[key]
+                if seen > marker.count:
+                    state.mismatch = f"{where}: the marker counts {marker.count} messages, the topic holds {seen}"
+                    self.stats.incomplete_epochs += 1
+                    self.stats.dropped_updates += len(found)
+                    continue
+                fresh = []
+                for update in found:
+                    if not marker.lower <= update[1] < upper:
+                        raise ProtocolError(f"{where}: update {update!r:.120} has a time outside the epoch")
+                    if update[1] >= state.final:
+                        fresh.append(update)
+                    else:
+                        self.stats.dropped_updates += 1
+                state.final = upper
+                state.mismatch = ""
+                self.stats.epochs += 1
+                self.staged.extend(fresh)
+                for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= upper]:
+                    self.stats.dropped_updates += len(state.pending.pop(stale))
+                    state.counts.pop(stale, None)
+                moved = accepted = True
+                break
+        return self._advance() if accepted else None
+
+
+class _Routes:
+    """Which follower reads which topic; where every assigned partition is (at its end or not)."""
+
+    def __init__(self, followers: Sequence[_View]) -> None:
+        self.counts: dict[str, int] = {}
+        self.followers: dict[str, list[_View]] = {}
+        for f in followers:
+            for topic, count in f.topics().items():
+                self.counts[topic] = count
+                self.followers.setdefault(topic, []).append(f)
+        self.at_end = {(t, p): False for t, n in self.counts.items() for p in range(n)}
+
+    def take(self, msg: Any) -> list[Change]:
+        """Apply one message (not an error); the Changes it caused."""
+        topic, partition = msg.topic(), msg.partition()
+        self.at_end[(topic, partition)] = False
+        changes = []
+        for follower in self.followers[topic]:
+            change = follower.take(topic, partition, msg.offset(), msg.value(), msg.headers())
+            if change is not None:
+                changes.append(change)
+        return changes
 
 
 def _consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -160,75 +299,108 @@ def _consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping
     return config
 
 
-def _read(consumer: Consumer, followers: Mapping[str, _Follower], timeout: float, max_messages: int) -> list[tuple[str, Change]]:
+def _messages(consumer: Consumer, routes: _Routes, timeout: float, max_messages: int) -> Iterator[Any]:
+    """The messages of one consume call, end-of-partition events recorded and left out."""
     try:
         messages = consumer.consume(num_messages=max_messages, timeout=timeout)
     except KafkaException as exc:
-        raise KafkaError(f"reading result topics {sorted(followers)}: {exc}") from exc
-    changes = []
+        raise KafkaError(f"reading result topics {sorted(routes.counts)}: {exc}") from exc
     for msg in messages:
-        follower = followers[msg.topic()]
         err = msg.error()
         if err is not None:
             if err.code() == RdKafkaError._PARTITION_EOF:
-                follower.partitions[msg.partition()].at_end = True
+                routes.at_end[(msg.topic(), msg.partition())] = True
                 continue
             raise KafkaError(f"reading {msg.topic()}[{msg.partition()}]: {err}")
-        follower.partitions[msg.partition()].at_end = False
-        change = follower.apply(msg.partition(), msg.offset(), msg.value())
-        if change is not None:
-            changes.append((msg.topic(), change))
-    return changes
+        yield msg
 
 
-def _catch_up(consumer: Consumer, followers: Mapping[str, _Follower], timeout: float) -> None:
+def _read(consumer: Consumer, routes: _Routes, timeout: float, max_messages: int) -> list[Change]:
+    return [c for msg in _messages(consumer, routes, timeout, max_messages) for c in routes.take(msg)]
+
+
+def _catch_up(consumer: Consumer, routes: _Routes, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    states = [p for f in followers.values() for p in f.partitions]
     # at_end is set by the consumer's end-of-partition event and cleared by every message; the
     # event comes once per arrival at the end, so it is not reset here
-    while not all(p.at_end for p in states):
+    while not all(routes.at_end.values()):
         if time.monotonic() > deadline:
-            behind = [f"{f.topic}[{i}]" for f in followers.values() for i, p in enumerate(f.partitions) if not p.at_end]
+            behind = [f"{t}[{p}]" for (t, p), done in routes.at_end.items() if not done]
             raise KafkaError(f"catching up on result topics: {behind} not at their end after {timeout} s")
-        _read(consumer, followers, 0.05, 10_000)
+        _read(consumer, routes, 0.05, 10_000)
 
 
-def _assign(consumer: Consumer, followers: Mapping[str, _Follower]) -> None:
+def _assign(consumer: Consumer, routes: _Routes) -> None:
     # offset 0 (not OFFSET_BEGINNING): librdkafka waits ~0.5 s before resolving a logical offset;
     # auto.offset.reset=earliest covers topics whose start was deleted
-    assignment = [TopicPartition(t, p, 0) for t, f in followers.items() for p in range(len(f.partitions))]
+    assignment = [TopicPartition(t, p, 0) for t, p in routes.at_end]
     try:
         consumer.assign(assignment)
     except KafkaException as exc:
-        raise KafkaError(f"assigning result topics {sorted(followers)}: {exc}") from exc
+        raise KafkaError(f"assigning result topics {sorted(routes.counts)}: {exc}") from exc
+
+
+def _follower(topic: str, kafka_options: Mapping[str, Any], *, format: str, progress_topic: str | None,
+              fields: Sequence[str] | Mapping[str, str] | None, keep_view: bool, stats: ProtocolStats) -> _View:
+    """The follower of output ``topic`` in ``format`` (partition counts read from the broker)."""
+    count = topic_partitions(kafka_options, topic)
+    if format == "msgpack":
+        if progress_topic is not None:
+            raise OptionsError(f"result client for {topic!r}: a msgpack output keeps its markers in its own topic "
+                               "(progress_topic is for json and debezium outputs)")
+        return _Follower(topic, count, keep_view=keep_view, stats=stats)
+    from .formats import reader
+
+    if progress_topic is None:
+        raise OptionsError(f"result client for {topic!r}: a {format} output needs its progress_topic")
+    return _CompanionFollower(topic, count, progress_topic, topic_partitions(kafka_options, progress_topic),
+                              reader(format, fields), keep_view=keep_view, stats=stats)
 
 
 class ResultClient:
-    """Consume a result topic from the beginning and maintain the final accumulated view."""
+    """Consume a result topic from the beginning and maintain the final accumulated view.
+
+    ``format``: the output's format; a ``json`` or ``debezium`` output also needs its
+    ``progress_topic``, and ``fields`` (the output's field names, or name -> type to read
+    ``bytes`` fields back from base64) gives the order of a record's values (default: each row's
+    own order). A record with one field is its value, with several a tuple."""
 
     def __init__(
         self,
         topic: str,
         kafka_options: Mapping[str, Any],
         *,
+        format: str = "msgpack",
+        progress_topic: str | None = None,
+        fields: Sequence[str] | Mapping[str, str] | None = None,
         consumer_options: Mapping[str, Any] | None = None,
         keep_view: bool = True,
     ) -> None:
+        from .formats import FORMATS
+
+        if format not in FORMATS:
+            raise OptionsError(f"result client format: {format!r} is not one of {', '.join(FORMATS)}")
         self.topic = topic
+        self.format = format
+        self.progress_topic = progress_topic
+        self.fields = fields
         self.keep_view = keep_view
         self._kafka_options = dict(kafka_options)
         self._config = _consumer_config(kafka_options, consumer_options)
         self._consumer: Consumer | None = None
         self.stats = ProtocolStats()
-        self._follower = _Follower(topic, 0, keep_view=keep_view, stats=self.stats)
+        self._follower: _View = _Follower(topic, 0, keep_view=keep_view, stats=self.stats)
+        self._routes = _Routes([])
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def open(self) -> ResultClient:
-        count = topic_partitions(self._kafka_options, self.topic)
-        self._follower = _Follower(self.topic, count, keep_view=self.keep_view, stats=self.stats)
+        self._follower = _follower(self.topic, self._kafka_options, format=self.format,
+                                   progress_topic=self.progress_topic, fields=self.fields, keep_view=self.keep_view,
+                                   stats=self.stats)
+        self._routes = _Routes([self._follower])
         self._consumer = Consumer(self._config)
-        _assign(self._consumer, {self.topic: self._follower})
+        _assign(self._consumer, self._routes)
         return self
 
     def close(self) -> None:
@@ -274,11 +446,11 @@ class ResultClient:
 
     def poll(self, timeout: float = 0.1, *, max_messages: int = 10_000) -> list[Change]:
         """Read what is available (waiting up to ``timeout``); one Change per frontier move."""
-        return [c for _, c in _read(self._require(), {self.topic: self._follower}, timeout, max_messages)]
+        return _read(self._require(), self._routes, timeout, max_messages)
 
     def catch_up(self, timeout: float = 30.0) -> None:
         """Read until every partition is at its end; KafkaError after ``timeout`` seconds."""
-        _catch_up(self._require(), {self.topic: self._follower}, timeout)
+        _catch_up(self._require(), self._routes, timeout)
 
     def wait_for(self, frontier: int | None, timeout: float = 30.0) -> bool:
         """Poll until the frontier reaches ``frontier`` (None: until closed); False on timeout."""
@@ -300,35 +472,31 @@ class ResultClient:
 
     def _changes_one_by_one(self, consumer: Consumer, timeout: float) -> Iterator[Change]:
         # apply message by message so the view matches each Change when it is yielded
-        try:
-            messages = consumer.consume(num_messages=10_000, timeout=timeout)
-        except KafkaException as exc:
-            raise KafkaError(f"reading result topic {self.topic!r}: {exc}") from exc
-        follower = self._follower
-        for msg in messages:
-            err = msg.error()
-            if err is not None:
-                if err.code() == RdKafkaError._PARTITION_EOF:
-                    follower.partitions[msg.partition()].at_end = True
-                    continue
-                raise KafkaError(f"reading {self.topic}[{msg.partition()}]: {err}")
-            follower.partitions[msg.partition()].at_end = False
-            change = follower.apply(msg.partition(), msg.offset(), msg.value())
-            if change is not None:
-                yield change
+        for msg in _messages(consumer, self._routes, timeout, 10_000):
+            yield from self._routes.take(msg)
 
 
 def read_final_frontiers(
-    topics: Sequence[str], kafka_options: Mapping[str, Any], *, timeout: float = 30.0
+    topics: Sequence[str],
+    kafka_options: Mapping[str, Any],
+    *,
+    timeout: float = 30.0,
+    formats: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, list[int]]:
     """Per topic and partition, the frontier the result topic already marks final (MIN_TIME if
-    none; `CLOSED` if closed). One consumer reads all topics to their end."""
+    none; `CLOSED` if closed). ``formats``: topic -> (format, progress topic) of the json and
+    debezium outputs among ``topics``. One consumer reads all topics to their end."""
     stats = ProtocolStats()
-    followers = {t: _Follower(t, topic_partitions(kafka_options, t), keep_view=False, stats=stats) for t in topics}
+    followers = {}
+    for t in topics:
+        format, progress = (formats or {}).get(t, ("msgpack", None))
+        followers[t] = _follower(t, kafka_options, format=format, progress_topic=progress, fields=None,
+                                 keep_view=False, stats=stats)
+    routes = _Routes(list(followers.values()))
     consumer = Consumer(_consumer_config(kafka_options, None))
     try:
-        _assign(consumer, followers)
-        _catch_up(consumer, followers, timeout)
+        _assign(consumer, routes)
+        _catch_up(consumer, routes, timeout)
     finally:
         consumer.close()
     return {t: [p.final for p in f.partitions] for t, f in followers.items()}

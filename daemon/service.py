@@ -137,10 +137,14 @@ def make_worker(config: Config, stats: Any, *, snapshot_from: str | None = None)
     inputs = [
         InputSpec(i.name, i.topic, {f.name: f.type for f in i.fields}, policy=i.progress, late=i.late,
                   idle_timeout=None if i.idle_timeout_ns is None else i.idle_timeout_ns / 1e9,
-                  max_message_bytes=i.max_message_bytes)
+                  max_message_bytes=i.max_message_bytes, format=i.format, time_source=i.debezium_time)
         for i in config.inputs
     ]
-    outputs = [OutputSpec(o.name, o.topic) for o in config.outputs]
+    outputs = [
+        OutputSpec(o.name, o.topic, format=o.format, fields={f.name: f.type for f in o.fields} or None,
+                   key=o.key or None, progress_topic=o.progress_topic, schemas=o.schemas)
+        for o in config.outputs
+    ]
     epoch = EpochPolicy(
         resolution_ns=config.epoch.resolution_ns,
         max_records=config.epoch.max_records,

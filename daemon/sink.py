@@ -9,6 +9,10 @@ for a time on a partition is the same set of updates: a consumer may take the fi
 epoch it sees for each range and drop the rest (re-sent epochs, duplicates, aborted transactions
 that the broker shows anyway).
 
+Outputs in the json and debezium formats (`formats`) write change events to the data topic
+instead, partitioned by their key, and the progress markers to the output's companion progress
+topic; the rules above are the same.
+
 On open, the sink reads the output topics back and does not re-publish times that a partition
 already marks final (a restarted daemon replays its inputs and recomputes them).
 
@@ -24,7 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -32,8 +36,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from .deadletter import DeadLetterWriter
 from .exceptions import KafkaError, OptionsError
 from .kafka import client_config, topic_partitions
+from .formats import Encoder, Message, encoder
 from .stats import Stats
-from .wire import MIN_TIME, encode_output_progress, encode_output_updates, pack_record, record_partition
+from .wire import MIN_TIME
 
 __all__ = ["OutputSpec", "KafkaSink"]
 
@@ -42,13 +47,22 @@ log = logging.getLogger("ddflow.daemon.sink")
 Staged = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]] | None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OutputSpec:
-    """One output: the dataflow collection ``name`` published to ``topic``."""
+    """One output: the dataflow collection ``name`` published to ``topic`` in ``format``
+    (``msgpack``, ``json`` or ``debezium``). The json and debezium formats take the record's
+    ``fields`` (names, or name -> type), its ``key`` fields (default: the first), the companion
+    ``progress_topic`` and ``schemas`` (Kafka Connect's schema/payload wrapper); see `formats`."""
 
     name: str
     topic: str
     max_batch_updates: int = 5000
+    format: str = "msgpack"
+    fields: Sequence[str] | Mapping[str, str] | None = None
+    key: Sequence[str] | None = None
+    progress_topic: str | None = None
+    schemas: bool = False
+    encoder: Encoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -59,6 +73,10 @@ class OutputSpec:
             raise OptionsError(
                 f"output {self.name!r} max_batch_updates: expected a positive int, got {self.max_batch_updates!r}"
             )
+        made = encoder(self.format, self.name, self.topic, fields=self.fields, key=self.key,
+                       progress_topic=self.progress_topic, schemas=self.schemas,
+                       max_batch_updates=self.max_batch_updates)
+        object.__setattr__(self, "encoder", made)
 
 
 class KafkaSink:
@@ -105,6 +123,7 @@ class KafkaSink:
         self.transactional = False
         self._producer: Producer | None = None
         self._partitions: dict[str, int] = {}
+        self._encoders = {t: o.encoder for o in outputs for t in (o.topic, o.progress_topic) if t is not None}
         self.final: dict[str, list[int]] = {}  # output topic -> per-partition final frontier
         self._staged: list[Staged] = []
         self._staged_since: float | None = None
@@ -118,6 +137,8 @@ class KafkaSink:
     def open(self) -> None:
         for o in self.outputs:
             self._partitions[o.topic] = topic_partitions(self._kafka_options, o.topic)
+            if o.progress_topic is not None:
+                topic_partitions(self._kafka_options, o.progress_topic)  # it exists
         if self.dead_letters is not None:
             topic_partitions(self._kafka_options, self.dead_letters.topic)
         base = {"linger.ms": 5, **self._kafka_options, **self._producer_options}
@@ -138,7 +159,9 @@ class KafkaSink:
         if self.resume:
             from .results import read_final_frontiers
 
-            self.final = read_final_frontiers([o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout)
+            formats = {o.topic: (o.format, o.progress_topic) for o in self.outputs if o.progress_topic is not None}
+            self.final = read_final_frontiers([o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout,
+                                              formats=formats)
         else:
             self.final = {o.topic: [MIN_TIME] * self._partitions[o.topic] for o in self.outputs}
         log.info(
@@ -198,11 +221,11 @@ class KafkaSink:
 
     def _encode(
         self, lower: int, upper: int | None, updates: Mapping[str, Sequence[tuple[Any, int, int]]]
-    ) -> tuple[list[tuple[str, int, bytes]], dict[str, int]]:
+    ) -> tuple[list[Message], dict[str, int]]:
         unknown = set(updates) - {o.name for o in self.outputs}
         if unknown:
             raise OptionsError(f"publishing epoch [{lower}, {upper}): unknown outputs {sorted(unknown)}")
-        messages: list[tuple[str, int, bytes]] = []
+        messages: list[Message] = []
         written: dict[str, int] = {}
         for o in self.outputs:
             partitions = self._partitions[o.topic]
@@ -214,7 +237,7 @@ class KafkaSink:
             else:
                 by_partition = [[] for _ in range(partitions)]
                 for u in ups:
-                    by_partition[record_partition(pack_record(u[0], o.name), partitions)].append(u)
+                    by_partition[o.encoder.partition(u[0], partitions)].append(u)
             suppressed = 0
             count = 0
             for p, entries in enumerate(by_partition):
@@ -225,12 +248,10 @@ class KafkaSink:
                     kept = [u for u in entries if u[1] >= final[p]]
                     suppressed += len(entries) - len(kept)
                     entries = kept
-                size = o.max_batch_updates
-                for i in range(0, len(entries), size):
-                    chunk = entries[i : i + size]
-                    messages.append((o.topic, p, encode_output_updates(lower, upper, self.incarnation, chunk, o.name)))
-                    ostats.messages += 1
-                messages.append((o.topic, p, encode_output_progress(lower, upper, self.incarnation, len(entries))))
+                data, marker = o.encoder.epoch(lower, upper, self.incarnation, p, entries)
+                messages.extend(data)
+                messages.append(marker)
+                ostats.messages += len(data)
                 ostats.progress_markers += 1
                 count += len(entries)
             ostats.updates += count
@@ -242,12 +263,12 @@ class KafkaSink:
         if err is not None:
             self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
 
-    def _produce_all(self, messages: list[tuple[str, int, bytes]]) -> None:
+    def _produce_all(self, messages: list[Message]) -> None:
         producer = self.producer
         for topic, partition, key, value, headers in self._staged:
             self._produce(producer, topic, partition, key, value, headers)
-        for topic, partition, value in messages:
-            self._produce(producer, topic, partition, None, value, None)
+        for topic, partition, key, value, headers in messages:
+            self._produce(producer, topic, partition, key, value, headers)
 
     def _produce(
         self,
@@ -274,7 +295,7 @@ class KafkaSink:
 
     def _commit(
         self,
-        messages: list[tuple[str, int, bytes]],
+        messages: list[Message],
         offsets: list[TopicPartition] | None,
         consumer: Consumer | None,
         *,
@@ -313,13 +334,6 @@ class KafkaSink:
                 self.incarnation = uuid.uuid4().hex[:16]
                 messages = self._reincarnate(messages)
 
-    def _reincarnate(self, messages: list[tuple[str, int, bytes]]) -> list[tuple[str, int, bytes]]:
+    def _reincarnate(self, messages: list[Message]) -> list[Message]:
         """The same messages naming the new incarnation (a consumer must not mix attempts)."""
-        import msgpack
-
-        out = []
-        for topic, partition, value in messages:
-            obj = msgpack.unpackb(value, raw=False, strict_map_key=False)
-            obj["incarnation"] = self.incarnation
-            out.append((topic, partition, msgpack.packb(obj, use_bin_type=True)))
-        return out
+        return [self._encoders[m[0]].restamp(m, self.incarnation) for m in messages]

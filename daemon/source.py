@@ -1,8 +1,10 @@
 """Kafka sources: read input topics in batches, validate, track per-partition progress.
 
 One `KafkaSource` reads every input of a worker through one consumer that is *assigned* all
-partitions of the input topics (no group rebalancing: a worker owns its inputs). Each poll
-returns the good updates per input, ready for the engine; malformed messages and rejected late
+partitions of the input topics (no group rebalancing: a worker owns its inputs). Each message is
+decoded by its input's format (`formats`: msgpack, json, debezium). Each poll returns the good
+updates per input, ready for the engine; null values of debezium inputs (tombstones) are counted
+and skipped; malformed messages and rejected late
 updates go to the dead-letter writer with their topic/partition/offset and reason, and the rest
 of the message is kept. Progress follows the input's policy (`progress.InputProgress`); the
 worker's input frontier is the meet over inputs (`frontier`).
@@ -35,11 +37,12 @@ from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException
 from .deadletter import DeadLetterWriter
 from .exceptions import KafkaError, OptionsError, RecoveryError
 from .floors import FloorLog
+from .formats import Decoder, decoder
 from .kafka import client_config, topic_partitions
 from .progress import LATE_POLICIES, POLICIES, Bound, InputProgress, ReclockClock, meet_bounds
 from .reclock import ReclockBindings
 from .stats import InputStats, PartitionStats, Stats
-from .wire import MIN_TIME, Decoded, InputFormat, Malformed, decode_input
+from .wire import MIN_TIME, Decoded, InputFormat, Malformed
 
 __all__ = ["InputSpec", "Polled", "KafkaSource"]
 
@@ -55,7 +58,10 @@ class InputSpec:
     ``fields``: names (or name -> type) of the data fields, None for any data; ``policy``: one of
     ``explicit``, ``monotonic``, ``reclock``; ``late``: ``advance`` or ``reject``;
     ``idle_timeout``: seconds (monotonic only); ``max_message_bytes``: larger messages are
-    dead-lettered as ``oversized``.
+    dead-lettered as ``oversized``; ``format``: ``msgpack``, ``json`` or ``debezium`` (see
+    `formats`; debezium sends no progress markers, so its policy is ``monotonic`` or
+    ``reclock``); ``time_source``: where a Debezium event's time is read (``envelope`` or
+    ``source``). ``records`` validates the records and ``decoder`` reads the messages.
     """
 
     name: str
@@ -65,7 +71,10 @@ class InputSpec:
     late: str = "advance"
     idle_timeout: float | None = None
     max_message_bytes: int = 1 << 20
-    format: InputFormat = field(init=False, repr=False)
+    format: str = "msgpack"
+    time_source: str = "envelope"
+    records: InputFormat = field(init=False, repr=False)
+    decoder: Decoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         where = f"input {self.name!r}"
@@ -79,11 +88,15 @@ class InputSpec:
             raise OptionsError(f"{where} late: {self.late!r} is not one of {', '.join(LATE_POLICIES)}")
         if self.idle_timeout is not None and self.policy != "monotonic":
             raise OptionsError(f"{where} idle_timeout: only the 'monotonic' policy uses it (policy is {self.policy!r})")
+        if self.format == "debezium" and self.policy == "explicit":
+            raise OptionsError(f"{where} policy: a debezium input has no progress markers; use 'monotonic' or 'reclock'")
         try:
             fmt = InputFormat(self.fields, self.max_message_bytes, time_required=self.policy != "reclock")
+            made = decoder(self.format, fmt, time_source=self.time_source, time_required=fmt.time_required)
         except OptionsError as exc:
             raise OptionsError(f"{where}: {exc}") from exc
-        object.__setattr__(self, "format", fmt)
+        object.__setattr__(self, "records", fmt)
+        object.__setattr__(self, "decoder", made)
 
 
 @dataclass
@@ -345,7 +358,9 @@ class KafkaSource:
             state.progress.on_message(partition, now_mono)
             if spec.policy != "reclock":
                 self._apply_floors(state, topic, partition, offset)
-            decoded = decode_input(value, spec.format)
+            decoded = spec.decoder.decode(value)
+            if decoded.tombstone:
+                stats.tombstones += 1
             bad = list(decoded.malformed or ())  # one dead letter per message, whatever is wrong
             if decoded.progress is not None:
                 if spec.policy == "reclock":

@@ -36,6 +36,7 @@ class InputStats:
     updates: int = 0
     progress_markers: int = 0
     ignored_progress_markers: int = 0  # markers on reclocked inputs
+    tombstones: int = 0  # null values skipped (Debezium's tombstones after deletes)
     late_advanced: int = 0
     late_rejected: int = 0
     dead_letters: Counter[str] = field(default_factory=Counter)  # by reason

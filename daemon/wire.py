@@ -72,6 +72,9 @@ REASONS: dict[str, str] = {
     "zero_diff": "the diff is zero",
     "diff_range": "the diff is outside int64",
     "bad_progress": "a progress marker whose time is not an int64 integer",
+    "bad_json": "the value is not one valid JSON document (json and debezium inputs)",
+    "missing_field": "a JSON object or Debezium row lacks a declared field, or a JSON update its time or diff",
+    "bad_event": "a Debezium change event without a usable op, before/after row or timestamp",
     "late": "the update's time is behind the input frontier and the late policy is 'reject'",
 }
 
@@ -118,6 +121,10 @@ class InputFormat:
             raise OptionsError(f"input max_message_bytes: expected a positive int, got {self.max_message_bytes!r}")
         object.__setattr__(self, "_validator", _Validator(self))
 
+    def check(self, item: tuple[Any, Any, Any], index: int | None = None) -> tuple[Any, int | None, int] | Malformed:
+        """One update ``(data, time, diff)`` (data a tuple) validated and converted, or why not."""
+        return self._validator.check(item, index)  # type: ignore[attr-defined, no-any-return]
+
     @property
     def field_types(self) -> tuple[str, ...] | None:
         if self.fields is None:
@@ -153,6 +160,7 @@ class Decoded:
     malformed: list[Malformed] | None = None
     indexes: list[int] | None = None
     single: bool = False
+    tombstone: bool = False  # a null value (Debezium's after a delete): skipped and counted, not an error
 
     def index(self, i: int) -> int | None:
         """The position in the message of ``updates[i]`` (None for a single-update message)."""

@@ -23,7 +23,7 @@ EXPECTED = {
     "ddflow_input_frontier_timestamp_seconds", "ddflow_output_frontier_timestamp_seconds",
     "ddflow_last_epoch_timestamp_seconds", "ddflow_consumer_lag_messages", "ddflow_arrangement_records",
     "ddflow_arrangement_batches", "ddflow_arrangement_bytes", "ddflow_compaction_merge_records_total",
-    "ddflow_late_updates_total", "ddflow_dead_letters_total", "ddflow_ready",
+    "ddflow_late_updates_total", "ddflow_dead_letters_total", "ddflow_input_tombstones_total", "ddflow_ready",
 }
 
 
@@ -73,6 +73,7 @@ def test_fresh_daemon_exports_every_family_with_known_series_at_zero(registry: C
     assert values[("ddflow_output_updates_total", (("output", "reachable"),))] == 0
     assert values[("ddflow_late_updates_total", (("input", "edges"), ("policy", "reject")))] == 0
     assert values[("ddflow_dead_letters_total", (("input", "roots"), ("reason", "late")))] == 0
+    assert values[("ddflow_input_tombstones_total", (("input", "roots"),))] == 0
     assert values[("ddflow_epochs_total", ())] == 0
     assert values[("ddflow_ready", ())] == 0
     assert values[("ddflow_end_to_end_latency_seconds_count", ())] == 0

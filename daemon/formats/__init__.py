@@ -1,0 +1,163 @@
+"""Wire formats of input and output topics: one decoder and one encoder per format.
+
+Formats are pure: bytes in -> validated updates (or, per bad update, a `wire.Malformed` with one
+of `wire.REASONS`) out; updates out -> Kafka messages (topic, partition, key, value, headers).
+No Kafka client is touched here; the source decodes with an input's `Decoder`, the sink encodes
+with an output's `Encoder`, and the result client reads an output back with its `Reader`.
+
+* ``msgpack`` (the default): ddflow's own format (`wire` has its definition).
+* ``json``: an update ``[data, time_ns, diff]`` or an object with the declared field names plus
+  ``time`` and ``diff``, a batch of either, or a progress marker ``{"progress": time_ns}``.
+* ``debezium``: Debezium's JSON change-event envelope (with or without Kafka Connect's
+  ``schema``/``payload`` wrapper): ``c``/``r`` insert ``after``, ``d`` retracts ``before``, ``u``
+  retracts ``before`` and inserts ``after``, at the event's ``ts_ns``/``ts_us``/``ts_ms``.
+
+On json/debezium outputs the data topic holds only change events (one per message, keyed by the
+record's key fields, tagged with their epoch in a header), and the epoch's progress markers go to
+a companion progress topic (`Encoder.progress_topic`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from ..exceptions import OptionsError
+from ..wire import Decoded, InputFormat
+
+__all__ = [
+    "FORMATS",
+    "TIME_SOURCES",
+    "Update",
+    "Message",
+    "Decoder",
+    "Encoder",
+    "Reader",
+    "decoder",
+    "encoder",
+    "reader",
+]
+
+FORMATS = ("msgpack", "json", "debezium")
+TIME_SOURCES = ("envelope", "source")  # where a Debezium event's time is read
+
+Update = tuple[Any, int, int]
+# (topic, partition or None for the producer's partitioner on the key, key, value, headers)
+Message = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]] | None]
+
+
+class Decoder(Protocol):
+    """Turns one input message value into a `wire.Decoded`; never raises on bad input."""
+
+    name: str
+
+    def decode(self, value: bytes | None) -> Decoded: ...
+
+
+class Encoder(Protocol):
+    """Writes one output's epochs. ``progress_topic``: where the markers go (None: the data topic)."""
+
+    name: str
+    topic: str
+    progress_topic: str | None
+
+    def partition(self, record: Any, partitions: int) -> int:
+        """The data partition of ``record`` (stable across processes and runs)."""
+        ...
+
+    def epoch(
+        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update]
+    ) -> tuple[list[Message], Message]:
+        """The data messages of ``updates`` (all of ``partition``) for epoch ``[lower, upper)``
+        and the progress marker that closes the epoch on that partition."""
+        ...
+
+    def restamp(self, message: Message, incarnation: str) -> Message:
+        """``message`` (one `epoch` made) naming ``incarnation`` instead (a re-sent epoch)."""
+        ...
+
+
+class Reader(Protocol):
+    """Reads an output's data messages back (the result client's side of an `Encoder`)."""
+
+    def updates(self, value: bytes | None) -> list[Update]:
+        """The updates one data message holds; raises `WireError` on anything else."""
+        ...
+
+
+def decoder(
+    format: str, fields: InputFormat, *, time_source: str = "envelope", time_required: bool = True
+) -> Decoder:
+    """The decoder of an input in ``format``; ``fields`` validates the records (and carries
+    ``max_message_bytes``); ``time_source``: the Debezium envelope's or its ``source``'s time."""
+    if format == "msgpack":
+        from .msgpack import MsgpackDecoder
+
+        return MsgpackDecoder(fields)
+    if format == "json":
+        from .json import JsonDecoder
+
+        return JsonDecoder(fields)
+    if format == "debezium":
+        from .debezium import DebeziumDecoder
+
+        if time_source not in TIME_SOURCES:
+            raise OptionsError(f"debezium time: {time_source!r} is not one of {', '.join(TIME_SOURCES)}")
+        return DebeziumDecoder(fields, time_source=time_source, time_required=time_required)
+    raise OptionsError(f"input format: {format!r} is not one of {', '.join(FORMATS)}")
+
+
+def encoder(
+    format: str,
+    name: str,
+    topic: str,
+    *,
+    fields: Sequence[str] | Mapping[str, str] | None = None,
+    key: Sequence[str] | None = None,
+    progress_topic: str | None = None,
+    schemas: bool = False,
+    max_batch_updates: int = 5000,
+) -> Encoder:
+    """The encoder of output ``name`` on ``topic`` in ``format`` (see the format modules for
+    what ``fields``, ``key``, ``progress_topic`` and ``schemas`` mean there)."""
+    if format == "msgpack":
+        from .msgpack import MsgpackEncoder
+
+        for option, given in (("fields", fields), ("key", key), ("progress_topic", progress_topic)):
+            if given:
+                raise OptionsError(f"output {name!r} {option}: only the json and debezium formats use it")
+        if schemas:
+            raise OptionsError(f"output {name!r} schemas: only the json and debezium formats use it")
+        return MsgpackEncoder(name, topic, max_batch_updates=max_batch_updates)
+    if format in ("json", "debezium"):
+        from .rows import RowLayout
+
+        if not progress_topic:
+            raise OptionsError(f"output {name!r} progress_topic: a {format} output needs a companion progress topic")
+        if progress_topic == topic:
+            raise OptionsError(f"output {name!r} progress_topic: {topic!r} is the data topic itself")
+        layout = RowLayout(name, topic, fields, key, schemas=schemas, format=format)
+        if format == "json":
+            from .json import JsonEncoder
+
+            return JsonEncoder(layout, progress_topic)
+        from .debezium import DebeziumEncoder
+
+        return DebeziumEncoder(layout, progress_topic)
+    raise OptionsError(f"output {name!r} format: {format!r} is not one of {', '.join(FORMATS)}")
+
+
+def reader(format: str, fields: Sequence[str] | Mapping[str, str] | None = None) -> Reader:
+    """How a result client reads the data messages of an output in ``format``; ``fields``: the
+    record's field names in order (None: the order of each object's keys), typed to turn base64
+    strings back into bytes."""
+    if format == "json":
+        from .json import JsonReader
+
+        return JsonReader(fields)
+    if format == "debezium":
+        from .debezium import DebeziumReader
+
+        return DebeziumReader(fields)
+    raise OptionsError(f"result reader format: {format!r} is not one of json, debezium (msgpack outputs carry "
+                       "their epochs in the data topic)")

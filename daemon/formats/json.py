@@ -1,0 +1,178 @@
+"""The json format: updates as JSON, for services that write JSON to Kafka.
+
+Input message values (one JSON document each, UTF-8):
+
+* an update ``[data, time_ns, diff]`` (``data`` an array with one value per declared field), or an
+  object with the declared field names plus ``time`` and ``diff``:
+  ``{"user": 7, "page": "home", "time": 1700000000000000000, "diff": 1}`` (other keys ignored);
+* a batch: an array of updates (either form; a value is one array update exactly when it has
+  three elements and its second is neither an array nor an object);
+* a progress marker ``{"progress": time_ns}`` (as in msgpack).
+
+``bytes`` fields are base64 strings. Each bad update is reported with its reason and position in
+the batch (`wire.REASONS`); the others are kept.
+
+Output data messages: one update per message, an object with the declared fields plus ``time``
+and ``diff`` (``[data, time, diff]`` without declared fields), optionally in Kafka Connect's
+``{"schema", "payload"}`` wrapper; the key is the record's key fields; the epoch's markers go to
+the companion progress topic (see `rows`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import WireError
+from ..wire import MAX_TIME, MIN_TIME, Decoded, InputFormat, Malformed, to_record
+from . import Message, Update
+from .rows import Marker, RowLayout, dumps, epoch_header, marker_message, parse, record_from_row, restamp, row_data
+
+__all__ = ["JsonDecoder", "JsonEncoder", "JsonReader"]
+
+
+class JsonDecoder:
+    """Input messages in JSON (see the module docstring)."""
+
+    name = "json"
+
+    def __init__(self, fields: InputFormat) -> None:
+        self.fields = fields
+
+    def decode(self, value: bytes | None) -> Decoded:
+        if value is None:
+            return Decoded([], None, [Malformed("empty", "the message value is null")])
+        obj, bad = parse(value, self.fields)
+        if bad is not None:
+            return Decoded([], None, [bad])
+        if type(obj) is dict:
+            if "progress" in obj and len(obj) == 1:
+                t = obj["progress"]
+                if type(t) is not int or not MIN_TIME <= t <= MAX_TIME:
+                    return Decoded([], None, [Malformed("bad_progress", f"progress time {t!r:.40} is not an int64 integer")])
+                return Decoded([], t, None)
+            checked = self._check(obj, None)
+            if type(checked) is Malformed:
+                return Decoded([], None, [checked])
+            return Decoded([checked], single=True)  # type: ignore[list-item]
+        if type(obj) is not list:
+            return Decoded([], None, [Malformed("shape", f"a JSON {_kind(obj)} ({obj!r:.60}), expected an update "
+                                                "(array or object), a batch or a progress marker")])
+        if len(obj) == 3 and type(obj[1]) is not list and type(obj[1]) is not dict:
+            checked = self._check(obj, None)
+            if type(checked) is Malformed:
+                return Decoded([], None, [checked])
+            return Decoded([checked], single=True)  # type: ignore[list-item]
+        updates: list[tuple[Any, int | None, int]] = []
+        indexes: list[int] = []
+        malformed: list[Malformed] = []
+        for i, item in enumerate(obj):
+            checked = self._check(item, i)
+            if type(checked) is Malformed:
+                malformed.append(checked)  # type: ignore[arg-type]
+            else:
+                updates.append(checked)  # type: ignore[arg-type]
+                indexes.append(i)
+        return Decoded(updates, None, malformed or None, indexes if malformed else None)
+
+    def _check(self, item: Any, index: int | None) -> tuple[Any, int | None, int] | Malformed:
+        fields = self.fields
+        if type(item) is dict:
+            if fields.field_names is None:
+                return Malformed("shape", "an object update needs the input's declared fields", index)
+            data = row_data(item, fields, "the update", index)
+            if type(data) is Malformed:
+                return data
+            for key in ("time", "diff"):
+                if key not in item and (key == "diff" or fields.time_required):
+                    return Malformed("missing_field", f"the update has no {key!r}", index)
+            return fields.check((data, item.get("time"), item["diff"]), index)
+        if type(item) is not list or len(item) != 3:
+            what = f"an array of {len(item)}" if type(item) is list else f"a JSON {_kind(item)}"
+            return Malformed("arity", f"expected [data, time, diff] or an object, got {what}", index)
+        data, time, diff = item
+        if type(data) is list and fields.field_types is not None and "bytes" in fields.field_types:
+            # base64 strings of bytes fields, converted through the same path as object rows
+            names = fields.field_names or ()
+            if len(data) == len(names):
+                named = dict(zip(names, data))
+                converted = row_data(named, fields, "the update's data", index)
+                if type(converted) is Malformed:
+                    return converted
+                return fields.check((converted, time, diff), index)
+        return fields.check((to_record(data) if type(data) is list else data, time, diff), index)
+
+
+def _kind(obj: Any) -> str:
+    return {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null",
+            list: "array", dict: "object"}.get(type(obj), type(obj).__name__)
+
+
+class JsonEncoder:
+    """One message per output update, keyed by the record's key fields."""
+
+    name = "json"
+
+    def __init__(self, layout: RowLayout, progress_topic: str) -> None:
+        self.layout = layout
+        self.topic = layout.topic
+        self.progress_topic = progress_topic
+        self._schema: dict[str, Any] | None = None
+        if layout.schemas and layout.names is not None:
+            schema = layout.struct(f"{layout.topic}.Value", layout.names, optional=False)
+            schema["fields"] += [{"type": "int64", "optional": False, "field": "time"},
+                                 {"type": "int64", "optional": False, "field": "diff"}]
+            self._schema = schema
+
+    def partition(self, record: Any, partitions: int) -> int:
+        return self.layout.partition(self.layout.key(record), partitions)
+
+    def value(self, record: Any, time: int, diff: int) -> bytes:
+        layout = self.layout
+        if layout.names is None:
+            return dumps([layout.plain(record), time, diff])
+        row: dict[str, Any] = layout.row(record)
+        row["time"], row["diff"] = time, diff
+        return dumps(row if self._schema is None else {"schema": self._schema, "payload": row})
+
+    def epoch(
+        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update]
+    ) -> tuple[list[Message], Message]:
+        header = epoch_header(lower, upper, incarnation)
+        data: list[Message] = [
+            (self.topic, partition, self.layout.key(record), self.value(record, time, diff), header)
+            for record, time, diff in sorted(updates, key=lambda u: u[1])
+        ]
+        marker = Marker(self.topic, partition, lower, upper, incarnation, len(data))
+        return data, marker_message(self.progress_topic, marker)
+
+    def restamp(self, message: Message, incarnation: str) -> Message:
+        return restamp(message, self.progress_topic, incarnation)
+
+
+class JsonReader:
+    """The updates of a json output's data message (the result client's side)."""
+
+    def __init__(self, fields: Sequence[str] | Mapping[str, str] | None = None) -> None:
+        self.names = None if fields is None else tuple(fields)
+        self.types = tuple(fields.values()) if isinstance(fields, Mapping) else None
+
+    def updates(self, value: bytes | None) -> list[Update]:
+        try:
+            obj = json.loads(value or b"")
+        except ValueError as exc:
+            raise WireError(f"a json output message {value!r:.80} is not JSON ({exc})") from None
+        if type(obj) is dict and set(obj) == {"schema", "payload"}:
+            obj = obj["payload"]
+        if type(obj) is list and len(obj) == 3:
+            data, time, diff = obj
+            record = to_record(data)
+        elif type(obj) is dict and "time" in obj and "diff" in obj:
+            record = record_from_row(obj, self.names, self.types, skip=("time", "diff"))
+            time, diff = obj["time"], obj["diff"]
+        else:
+            raise WireError(f"a json output message {value!r:.80} is not an update")
+        if type(time) is not int or type(diff) is not int:
+            raise WireError(f"a json output message {value!r:.80} has a time or diff that is not an integer")
+        return [(record, time, diff)]

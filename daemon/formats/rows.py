@@ -1,0 +1,316 @@
+"""What the JSON-based formats share: parsing, rows <-> records, keys, Connect schemas, epochs.
+
+* Parsing: a message value is one JSON document (UTF-8); NaN and Infinity are not JSON and are
+  refused, like anything else `json` cannot read (reason ``bad_json``).
+* Rows: an input row (a JSON object) gives the record's fields in declared order; extra columns
+  are ignored (a table or event may carry more than the dataflow reads); a ``bytes`` field is
+  a base64 string, as Kafka Connect's JSON converter writes binary columns; JSON arrays become
+  tuples. An output record becomes an object with the declared field names (a single-field
+  output's record is the field's value; tuples become arrays, bytes base64 strings).
+* Keys: the record's key fields as a JSON object (``{"page": "home"}``), the message key of every
+  change event; a record's data partition is the crc32 of its key bytes, so all changes of one
+  key are on one partition, in time order.
+* Epochs: every data message carries the header ``ddflow-epoch`` =
+  ``{"lower": l, "upper": u, "incarnation": id}``; the progress topic holds the markers
+  ``{"topic": data topic, "partition": p, "lower": l, "upper": u, "incarnation": id, "count": n}``
+  (``n`` data messages of that incarnation and range on ``p``), keyed ``"topic:p"``. Kafka
+  Connect sinks ignore the header; `ddflow.daemon.results.ResultClient` pairs the two.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import OptionsError, WireError
+from ..wire import MAX_TIME, MIN_TIME, InputFormat, Malformed, to_record
+from . import Message
+
+__all__ = [
+    "EPOCH_HEADER",
+    "Marker",
+    "RowLayout",
+    "parse",
+    "row_data",
+    "dumps",
+    "epoch_header",
+    "read_epoch_header",
+    "marker_message",
+    "read_marker",
+    "restamp",
+    "record_from_row",
+]
+
+EPOCH_HEADER = "ddflow-epoch"
+CONNECT_TYPES = {"int": "int64", "float": "float64", "str": "string", "bytes": "bytes", "bool": "boolean"}
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse(value: bytes | None, fields: InputFormat) -> tuple[Any, Malformed | None]:
+    """The JSON document of an input message value, or why it is not one (``empty``,
+    ``oversized``, ``bad_json``). A null value is returned as None with no error (the caller
+    decides whether it is a tombstone or empty)."""
+    if value is None:
+        return None, None
+    if not value:
+        return None, Malformed("empty", "the message value is empty (zero bytes)")
+    if len(value) > fields.max_message_bytes:
+        return None, Malformed("oversized", f"{len(value)} bytes > max_message_bytes {fields.max_message_bytes}")
+    try:
+        return json.loads(value, parse_constant=_refuse_constant), None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, digit limits
+        return None, Malformed("bad_json", f"{type(exc).__name__}: {exc}")
+
+
+def _base64(value: Any, name: str) -> Any:
+    """A base64 string as bytes (Kafka Connect's JSON for binary columns); else unchanged, so
+    that the type check reports it."""
+    if type(value) is not str:
+        return value
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise TypeError(f"field {name!r} = {value!r:.60} is not base64 ({exc})") from None
+
+
+def row_data(row: Mapping[str, Any], fields: InputFormat, what: str, index: int | None) -> tuple[Any, ...] | Malformed:
+    """The data tuple of ``row`` (a JSON object) in declared field order, values converted for
+    the engine (arrays -> tuples, base64 -> bytes for ``bytes`` fields); type checks are left
+    to `InputFormat.check`. ``what`` names the row in details ("the 'after' row")."""
+    names = fields.field_names
+    if names is None:  # no declared fields: every column, in the row's order
+        return tuple(to_record(v) for v in row.values())
+    types = fields.field_types or ()
+    data = []
+    for name, kind in zip(names, types):
+        if name not in row:
+            shown = ", ".join(map(str, list(row)[:20]))
+            return Malformed("missing_field", f"{what} has no field {name!r} (it has: {shown})", index)
+        value = row[name]
+        if kind == "bytes":
+            try:
+                value = _base64(value, name)
+            except TypeError as exc:
+                return Malformed("field_type", str(exc), index)
+        data.append(to_record(value))
+    return tuple(data)
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON, keys in insertion order (deterministic for equal inputs)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _json_value(value: Any, where: str) -> Any:
+    """An engine value as JSON: tuples -> arrays, bytes -> base64; WireError if not writable."""
+    kind = type(value)
+    if kind is int or kind is str or kind is bool or value is None:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise WireError(f"{where}: {value!r} cannot be written as JSON (not a finite number)")
+        return value
+    if kind is tuple or kind is list:
+        return [_json_value(v, where) for v in value]
+    if kind is bytes:
+        return base64.b64encode(value).decode("ascii")
+    raise WireError(f"{where}: a {kind.__name__} ({value!r:.80}) cannot be written as JSON")
+
+
+class RowLayout:
+    """How the records of one json/debezium output become rows, keys and partitions.
+
+    ``fields``: the record's field names (or name -> type); required by debezium, optional for
+    json (without them an update is written ``[data, time, diff]``). ``key``: the key fields
+    (default: the first field). ``schemas``: wrap values and keys in Kafka Connect's
+    ``{"schema", "payload"}`` (needs a type other than ``any`` for every field)."""
+
+    def __init__(
+        self,
+        output: str,
+        topic: str,
+        fields: Sequence[str] | Mapping[str, str] | None,
+        key: Sequence[str] | None,
+        *,
+        schemas: bool,
+        format: str,
+    ) -> None:
+        where = f"output {output!r}"
+        self.output, self.topic, self.schemas = output, topic, bool(schemas)
+        if fields is not None:
+            shape = InputFormat(fields)  # validates names and types like an input's
+            self.names: tuple[str, ...] | None = shape.field_names
+            self.types: tuple[str, ...] | None = shape.field_types
+        else:
+            self.names = self.types = None
+        if self.names is None:
+            if format == "debezium":
+                raise OptionsError(f"{where} fields: a debezium output needs the record's field names")
+            if key:
+                raise OptionsError(f"{where} key: name the record's fields first (fields)")
+            if schemas:
+                raise OptionsError(f"{where} schemas: needs typed fields")
+            self.key_positions: tuple[int, ...] = ()
+            return
+        key = list(key) if key else [self.names[0]]
+        unknown = [k for k in key if k not in self.names]
+        if unknown or len(set(key)) != len(key):
+            raise OptionsError(f"{where} key: {key!r} must name distinct fields of {list(self.names)}")
+        self.key_positions = tuple(self.names.index(k) for k in key)
+        if schemas:
+            untyped = [n for n, t in zip(self.names, self.types or ()) if t == "any"]
+            if untyped:
+                raise OptionsError(f"{where} schemas: fields {untyped} need a type (int, float, str, bytes, bool)")
+        if format == "json" and {"time", "diff"} & set(self.names):
+            raise OptionsError(f"{where} fields: 'time' and 'diff' are the update's own keys in the json format")
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def values(self, record: Any) -> tuple[Any, ...]:
+        """The record's field values in order (a single-field record is its value)."""
+        assert self.names is not None
+        if len(self.names) == 1:
+            return (record,)
+        if type(record) is not tuple or len(record) != len(self.names):
+            raise WireError(f"output {self.output!r}: record {record!r:.120} is not a tuple of {len(self.names)} "
+                            f"values ({', '.join(self.names)})")
+        return record
+
+    def row(self, record: Any) -> dict[str, Any]:
+        """The record as a JSON object of its declared fields."""
+        assert self.names is not None
+        where = f"output {self.output!r} record {record!r:.80}"
+        return {n: _json_value(v, where) for n, v in zip(self.names, self.values(record))}
+
+    def plain(self, record: Any) -> Any:
+        """The record as a JSON value (tuples as arrays): the data of an output without fields."""
+        return _json_value(record, f"output {self.output!r} record {record!r:.80}")
+
+    def key(self, record: Any) -> bytes:
+        """The message key: the key fields as an object (the whole record without fields)."""
+        if self.names is None:
+            key: Any = self.plain(record)
+        else:
+            values = self.values(record)
+            where = f"output {self.output!r} record {record!r:.80}"
+            key = {self.names[i]: _json_value(values[i], where) for i in self.key_positions}
+            if self.schemas:
+                key = {"schema": self.struct(f"{self.topic}.Key", [self.names[i] for i in self.key_positions],
+                                             optional=False), "payload": key}
+        return dumps(key)
+
+    def partition(self, key: bytes, partitions: int) -> int:
+        return zlib.crc32(key) % partitions
+
+    # -- Kafka Connect schemas -------------------------------------------------------------------
+
+    def field_schema(self, name: str) -> dict[str, Any]:
+        assert self.names is not None and self.types is not None
+        kind = self.types[self.names.index(name)]
+        return {"type": CONNECT_TYPES[kind], "optional": False, "field": name}
+
+    def struct(self, name: str, fields: Sequence[str], *, optional: bool, field: str | None = None) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "struct", "fields": [self.field_schema(f) for f in fields],
+                                  "optional": optional, "name": name}
+        if field is not None:
+            schema["field"] = field
+        return schema
+
+
+def record_from_row(row: Any, names: Sequence[str] | None, types: Sequence[str] | None, skip: tuple[str, ...] = ()) -> Any:
+    """The record a result row stands for: its fields' values in ``names`` order (the row's own
+    order without names, ``skip`` left out), a tuple for several fields, the value for one."""
+    if type(row) is not dict:
+        raise WireError(f"a row must be a JSON object, got {type(row).__name__}")
+    if names is None:
+        values = [to_record(v) for k, v in row.items() if k not in skip]
+    else:
+        try:
+            values = [to_record(row[n]) for n in names]
+        except KeyError as exc:
+            raise WireError(f"row {row!r:.120} has no field {exc.args[0]!r}") from None
+        if types is not None:
+            values = [base64.b64decode(v) if t == "bytes" and type(v) is str else v for v, t in zip(values, types)]
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+# -- epochs: the data messages' header and the companion progress topic ----------------------------
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A progress marker on a companion progress topic: ``count`` data messages of
+    ``incarnation`` for ``[lower, upper)`` are on ``topic[partition]``."""
+
+    topic: str
+    partition: int
+    lower: int
+    upper: int | None
+    incarnation: str
+    count: int
+
+
+def epoch_header(lower: int, upper: int | None, incarnation: str) -> list[tuple[str, bytes]]:
+    return [(EPOCH_HEADER, dumps({"lower": lower, "upper": upper, "incarnation": incarnation}))]
+
+
+def _time(value: Any, name: str, nullable: bool = False) -> int | None:
+    if value is None and nullable:
+        return None
+    if type(value) is not int or not MIN_TIME <= value <= MAX_TIME:
+        raise WireError(f"{name} {value!r:.40} is not an int64 time")
+    return value
+
+
+def read_epoch_header(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[str, int, int | None]:
+    """(incarnation, lower, upper) of a data message; WireError without a valid header."""
+    for name, raw in headers or ():
+        if name == EPOCH_HEADER:
+            try:
+                obj = json.loads(raw or b"")
+                inc = obj["incarnation"]
+                if type(inc) is not str:
+                    raise TypeError("incarnation")
+                return inc, _time(obj["lower"], "lower"), _time(obj["upper"], "upper", nullable=True)  # type: ignore[return-value]
+            except (ValueError, KeyError, TypeError, WireError) as exc:
+                raise WireError(f"header {EPOCH_HEADER} {raw!r:.120} is malformed ({exc})") from None
+    raise WireError(f"a data message without the {EPOCH_HEADER} header (not written by a ddflow daemon)")
+
+
+def marker_message(progress_topic: str, marker: Marker) -> Message:
+    """The progress-topic message of ``marker`` (partitioned by its key ``"topic:partition"``)."""
+    value = dumps({"topic": marker.topic, "partition": marker.partition, "lower": marker.lower,
+                   "upper": marker.upper, "incarnation": marker.incarnation, "count": marker.count})
+    return progress_topic, None, f"{marker.topic}:{marker.partition}".encode(), value, None
+
+
+def read_marker(value: bytes | None) -> Marker:
+    """A progress-topic message back; WireError on anything else."""
+    try:
+        obj = json.loads(value or b"")
+        topic, partition, inc, count = obj["topic"], obj["partition"], obj["incarnation"], obj["count"]
+        if type(topic) is not str or type(partition) is not int or type(inc) is not str or type(count) is not int:
+            raise TypeError("topic/partition/incarnation/count")
+        return Marker(topic, partition, _time(obj["lower"], "lower"), _time(obj["upper"], "upper", True), inc,  # type: ignore[arg-type]
+                      count)
+    except (ValueError, KeyError, TypeError, WireError) as exc:
+        raise WireError(f"a progress-topic message {value!r:.120} is not a ddflow progress marker ({exc})") from None
+
+
+def restamp(message: Message, progress_topic: str, incarnation: str) -> Message:
+    """A data message or marker of a json/debezium output naming ``incarnation`` instead."""
+    topic, partition, key, value, headers = message
+    if topic == progress_topic and headers is None:
+        m = read_marker(value)
+        return marker_message(progress_topic, Marker(m.topic, m.partition, m.lower, m.upper, incarnation, m.count))
+    _, lower, upper = read_epoch_header(headers)  # type: ignore[arg-type]
+    return topic, partition, key, value, epoch_header(lower, upper, incarnation)
