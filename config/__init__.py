@@ -23,6 +23,7 @@ from .schema import (
     KafkaConfig,
     MetricsConfig,
     OutputConfig,
+    WorkerConfig,
 )
 from .secrets import Secret, SecretRef
 
@@ -40,6 +41,7 @@ __all__ = [
     "Problem",
     "Secret",
     "SecretRef",
+    "WorkerConfig",
     "build_dataflow",
     "example_paths",
     "load_config",

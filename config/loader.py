@@ -48,6 +48,7 @@ from .schema import (
     KafkaConfig,
     MetricsConfig,
     OutputConfig,
+    WorkerConfig,
 )
 from .secrets import SecretRef, is_inline_refused
 
@@ -107,6 +108,7 @@ def parse_config(text: str, source: str | Path = "<string>") -> Config:
     dead_letter.finish()
     checkpoint = _checkpoint(root.table("checkpoint"), base)
     metrics = _metrics(root.table("metrics"))
+    worker = _worker(root.table("worker"))
     root.finish()
     _unique(problems, "inputs", [i.name for i in inputs], "name")
     _unique(problems, "inputs", [i.topic for i in inputs], "topic")
@@ -139,6 +141,7 @@ def parse_config(text: str, source: str | Path = "<string>") -> Config:
         dead_letter_topic=dead_letter_topic,
         checkpoint=checkpoint,
         metrics=metrics,
+        worker=worker,
     )
 
 
@@ -156,6 +159,9 @@ def _dataflow(t: _Table, base: Path) -> DataflowConfig:
 def _kafka(t: _Table, base: Path) -> KafkaConfig:
     bootstrap = t.get("bootstrap", str, None, check=_bootstrap)
     group_id = t.get("group_id", str, "ddflow", check=_nonempty)
+    transaction_timeout = t.duration("transaction_timeout", 60_000_000_000)
+    if transaction_timeout < 10**9:
+        t.problems.append(Problem(t.key("transaction_timeout"), "must be at least 1s"))
     options_table = t.table("options")
     options: dict[str, Any] = {}
     for name in options_table.keys():
@@ -163,6 +169,9 @@ def _kafka(t: _Table, base: Path) -> KafkaConfig:
         value = options_table.get(name, (str, int, float, bool), None)
         if name == "bootstrap.servers":
             t.problems.append(Problem(key, "set the broker with kafka.bootstrap (or KAFKA_BOOTSTRAP / --bootstrap)"))
+        elif name == "transaction.timeout.ms":
+            t.problems.append(Problem(key, 'set it with kafka.transaction_timeout (e.g. "60s"): it also bounds '
+                                      "how long the daemon waits for a transaction"))
         elif is_inline_refused(name):
             t.problems.append(
                 Problem(key, "is a credential: do not write it in the file; reference it under "
@@ -184,7 +193,7 @@ def _kafka(t: _Table, base: Path) -> KafkaConfig:
         ref.finish()
     secrets_table.finish()
     t.finish()
-    return KafkaConfig(bootstrap, group_id or "ddflow", options, secrets)
+    return KafkaConfig(bootstrap, group_id or "ddflow", options, secrets, transaction_timeout)
 
 
 def _input(t: _Table) -> InputConfig:
@@ -321,6 +330,16 @@ def _metrics(t: _Table) -> MetricsConfig:
         t.problems.append(Problem(t.key("address"), str(exc)))
         return MetricsConfig()
     return MetricsConfig(host, port, max_connections, request_timeout)
+
+
+def _worker(t: _Table) -> WorkerConfig:
+    stall = t.duration("stall_timeout", 300_000_000_000)
+    stop = t.duration("stop_timeout", 75_000_000_000)
+    t.finish()
+    for key, value in (("stall_timeout", stall), ("stop_timeout", stop)):
+        if value < 10**9:
+            t.problems.append(Problem(t.key(key), "must be at least 1s"))
+    return WorkerConfig(stall, stop)
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -34,6 +34,7 @@ __all__ = [
     "EpochConfig",
     "CheckpointConfig",
     "MetricsConfig",
+    "WorkerConfig",
     "Config",
 ]
 
@@ -67,15 +68,18 @@ class DataflowConfig:
 
 @dataclass(frozen=True)
 class KafkaConfig:
-    """Kafka connection: bootstrap, pass-through client options, and secret references."""
+    """Kafka connection: bootstrap, pass-through client options, secret references, and how long
+    the output producer's blocking calls (a transaction's commit among them) may take: a broker
+    that stalls for less is ridden out, a longer stall fails the epoch."""
 
     bootstrap: str | None = None
     group_id: str = "ddflow"
     options: Mapping[str, Any] = field(default_factory=dict)
     secrets: Mapping[str, SecretRef] = field(default_factory=dict)
+    transaction_timeout_ns: int = 60_000_000_000
 
     def with_bootstrap(self, bootstrap: str) -> KafkaConfig:
-        return KafkaConfig(bootstrap, self.group_id, self.options, self.secrets)
+        return KafkaConfig(bootstrap, self.group_id, self.options, self.secrets, self.transaction_timeout_ns)
 
     def client_options(self, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         """librdkafka options with secrets resolved (plain values: hand to a client, never log).
@@ -96,6 +100,7 @@ class KafkaConfig:
         return {
             "bootstrap": self.bootstrap,
             "group_id": self.group_id,
+            "transaction_timeout_ns": self.transaction_timeout_ns,
             "options": mask(dict(self.options)),
             "secrets": {name: ref.describe() for name, ref in self.secrets.items()},
         }
@@ -183,6 +188,17 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class WorkerConfig:
+    """How the worker loop is supervised: ``/healthz`` fails once the loop has made no progress
+    for ``stall_timeout_ns`` (a step, or a phase of an epoch); after SIGTERM the daemon waits
+    ``stop_timeout_ns`` for the epoch in progress, then exits 1 without it (keep it below the
+    supervisor's stop timeout, e.g. systemd's ``TimeoutStopSec``)."""
+
+    stall_timeout_ns: int = 300_000_000_000
+    stop_timeout_ns: int = 75_000_000_000
+
+
+@dataclass(frozen=True)
 class Config:
     """One daemon's whole configuration, as loaded from ``source``."""
 
@@ -195,6 +211,7 @@ class Config:
     dead_letter_topic: str = "ddflow-dead-letters"
     checkpoint: CheckpointConfig = CheckpointConfig()
     metrics: MetricsConfig = MetricsConfig()
+    worker: WorkerConfig = WorkerConfig()
 
     def input(self, name: str) -> InputConfig:
         for spec in self.inputs:
@@ -265,5 +282,9 @@ class Config:
                 "address": self.metrics.address,
                 "max_connections": self.metrics.max_connections,
                 "request_timeout_ns": self.metrics.request_timeout_ns,
+            },
+            "worker": {
+                "stall_timeout_ns": self.worker.stall_timeout_ns,
+                "stop_timeout_ns": self.worker.stop_timeout_ns,
             },
         }

@@ -296,6 +296,7 @@ def _with_metrics_address(config: Config, address: str) -> Config:
 def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: str | None = None) -> int:
     """``ddflow run``: log the effective config, serve the endpoints, run until SIGTERM/SIGINT."""
     log.info("effective configuration: %s", json.dumps(config.redacted(), sort_keys=True))
+    from .exceptions import StuckWorker
     from .service import Service
 
     service = Service(config, snapshot_from=snapshot_from)
@@ -304,7 +305,13 @@ def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: s
         server = service.serve()
         log.info("metrics on %s/metrics (health %s/healthz, readiness %s/readyz)", server.url, server.url, server.url)
         stack.enter_context(on_signals(service.stop))
-        service.run(timeout=timeout)
+        try:
+            service.run(timeout=timeout)
+        except StuckWorker as exc:  # its thread is blocked in a call that cannot be interrupted
+            log.error("%s", exc)
+            print(f"ddflow run: {exc}", file=sys.stderr, flush=True)
+            logging.shutdown()
+            os._exit(EXIT_FAILURE)
     log.info("stopped: %d epochs, output frontier %s", service.stats.epochs, service.stats.output_frontier)
     return EXIT_OK
 

@@ -3,10 +3,13 @@
     DaemonError
     ├── BrokerError          the embedded broker would not start / answer
     ├── KafkaError           a Kafka client call failed (names the topic/partition)
+    │   ├── BrokerTimeout    a blocking broker call did not return within its bound
+    │   └── TopicChanged     a topic vanished, was recreated or changed partitions while running
     ├── OptionsError         a bad option passed to a source, sink, producer or worker
     ├── WireError            an encoding that cannot be written (e.g. an unencodable record)
     ├── ProtocolError        a result topic that breaks the output protocol
     ├── WorkerError          the worker loop failed (names the epoch and the step)
+    │   └── StuckWorker      the worker loop is blocked and could not be stopped in time
     ├── SnapshotError        a snapshot that is torn, corrupt or does not fit the inputs
     ├── RecoveryError        a restore that would lose data (offsets gone, reclock bindings missing)
     └── BackfillError        the Spark backfill job refused its archive or failed
@@ -21,10 +24,13 @@ __all__ = [
     "DaemonError",
     "BrokerError",
     "KafkaError",
+    "BrokerTimeout",
+    "TopicChanged",
     "OptionsError",
     "WireError",
     "ProtocolError",
     "WorkerError",
+    "StuckWorker",
     "SnapshotError",
     "RecoveryError",
     "BackfillError",
@@ -43,6 +49,15 @@ class KafkaError(DaemonError):
     """A Kafka client operation failed."""
 
 
+class BrokerTimeout(KafkaError):
+    """A blocking broker call did not return within its bound (librdkafka ignored its timeout)."""
+
+
+class TopicChanged(KafkaError):
+    """A topic the daemon uses vanished, was deleted and recreated, or changed its partition count
+    while the daemon ran: its offsets and published results no longer match the broker's."""
+
+
 class OptionsError(DaemonError):
     """An option given to a daemon component is invalid; the message names the option."""
 
@@ -57,6 +72,11 @@ class ProtocolError(DaemonError):
 
 class WorkerError(DaemonError):
     """The worker loop failed; the message names the epoch and the step."""
+
+
+class StuckWorker(WorkerError):
+    """The worker loop is blocked (e.g. inside a broker call) and did not stop within the stop
+    timeout: the process must exit without finishing the epoch (a restart resumes safely)."""
 
 
 class SnapshotError(DaemonError):

@@ -1,5 +1,11 @@
 """Kafka client plumbing shared by sources, sinks, the producer helper and the result client.
 
+librdkafka does not always honour the timeout of a blocking call (``send_offsets_to_transaction``
+was seen blocked for minutes after a broker restart), and while the calling thread is inside it no
+Python code runs there. `bounded` runs such a call in a helper thread and gives up on it after its
+own timeout plus a grace, raising `BrokerTimeout` naming the call: every blocking broker call of
+the data path goes through it, so none can hang the worker.
+
 ``kafka_options`` everywhere is a plain dict of librdkafka settings (``bootstrap.servers``,
 ``security.protocol``, ``sasl.*``, ...) passed through unchanged; each component adds only the
 settings its role needs (and never logs values of secret keys, see `redact`). Topic metadata
@@ -8,16 +14,51 @@ and creation go through the AdminClient.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..config.secrets import mask
-from .exceptions import KafkaError, OptionsError
+from .exceptions import BrokerTimeout, KafkaError, OptionsError
 
-__all__ = ["client_config", "redact", "topic_partitions", "ensure_topics", "option_problems"]
+__all__ = ["client_config", "redact", "topic_partitions", "ensure_topics", "option_problems", "bounded",
+           "BOUNDED_GRACE"]
+
+T = TypeVar("T")
+
+# seconds a bounded call may run past the timeout it gives librdkafka, before it is given up on
+BOUNDED_GRACE = 5.0
+
+
+def bounded(call: Callable[[], T], timeout: float, what: str, *, grace: float = BOUNDED_GRACE) -> T:
+    """``call()``, given up on after ``timeout + grace`` seconds with a `BrokerTimeout` naming ``what``.
+
+    ``call`` runs in a daemon thread; its exceptions are raised here. ``timeout`` should be the one
+    ``call`` passes to librdkafka, so that librdkafka's own timeout error normally comes first. A call
+    given up on keeps its thread (librdkafka cannot be interrupted); the client it used must not be
+    used again, and the caller is expected to fail.
+    """
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # handed to the caller
+            box.append((False, exc))
+
+    thread = threading.Thread(target=target, name=f"ddflow-kafka-call: {what}"[:60], daemon=True)
+    thread.start()
+    thread.join(timeout + grace)
+    if not box:
+        raise BrokerTimeout(f"{what}: no answer within {timeout + grace:.0f} s (librdkafka was given {timeout:.0f} s "
+                            "and did not return); the broker is unreachable, frozen or was restarted")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def client_config(kafka_options: Mapping[str, Any], role: Mapping[str, Any], *, who: str) -> dict[str, Any]:

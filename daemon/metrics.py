@@ -54,6 +54,7 @@ METRIC_NAMES = (
     "ddflow_input_frontier_timestamp_seconds",
     "ddflow_output_frontier_timestamp_seconds",
     "ddflow_last_epoch_timestamp_seconds",
+    "ddflow_worker_loop_timestamp_seconds",
     "ddflow_consumer_lag_messages",
     "ddflow_arrangement_records",
     "ddflow_arrangement_batches",
@@ -80,6 +81,7 @@ class MetricsSnapshot:
     input_frontier_ns: Mapping[str, float | None] = field(default_factory=dict)
     output_frontier_ns: Mapping[str, float | None] = field(default_factory=dict)
     last_epoch_wall: float | None = None
+    loop_wall: float | None = None  # when the worker loop last stepped (None: not running yet)
     consumer_lag: Mapping[tuple[str, int], int] = field(default_factory=dict)
     late_updates: Mapping[tuple[str, str], int] = field(default_factory=dict)
     dead_letters: Mapping[tuple[str, str], int] = field(default_factory=dict)
@@ -117,6 +119,7 @@ def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool) -
         input_frontier_ns=input_frontier,
         output_frontier_ns={name: o.frontier for name, o in outputs},
         last_epoch_wall=max(last) if last else None,
+        loop_wall=getattr(stats, "loop_time", None),
         consumer_lag=lag,
         late_updates=late,
         dead_letters=dead,
@@ -212,7 +215,10 @@ class _SnapshotCollector(Collector):
             tombstones.add_metric([name], s.tombstones.get(name, 0))
 
         ready = GaugeMetricFamily("ddflow_ready", "1 once assigned and past the first epoch.", value=int(s.ready))
-        return [build, updates_in, updates_out, epochs, frontier_in, frontier_out, last_epoch, lag, late, dead,
+        loop = GaugeMetricFamily("ddflow_worker_loop_timestamp_seconds",
+                                 "Unix time when the worker loop last stepped (0: not running yet); it stops "
+                                 "advancing when the loop is blocked", value=s.loop_wall or 0.0)
+        return [build, updates_in, updates_out, epochs, frontier_in, frontier_out, last_epoch, loop, lag, late, dead,
                 tombstones, ready]
 
 

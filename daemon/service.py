@@ -4,26 +4,40 @@
 ``ddflow.config.Config`` into the data path's specs (inputs, outputs, epoch policy, client
 options with secrets resolved) in one place, ``make_worker``; connects the worker's ``Stats`` to
 ``DaemonMetrics`` (counters read at scrape time, histograms fed per epoch); and answers the probes:
-alive while the worker loop runs, ready once the inputs are assigned and the first epoch is
-published. ``stop()`` may be called from any thread (a signal handler): the worker finishes the
-epoch in progress, so everything below the last published frontier is final.
+alive while the worker loop runs and makes progress, ready once the inputs are assigned and the
+first epoch is published. ``stop()`` may be called from any thread (a signal handler): the worker
+finishes the epoch in progress, so everything below the last published frontier is final.
+
+The worker loop runs in a thread of its own and the calling thread supervises it, so that a loop
+blocked where no Python code runs (inside a librdkafka call, a long engine step) can neither
+silence the probes nor swallow SIGTERM: ``/healthz`` answers 503 once the loop has made no progress
+for ``worker.stall_timeout`` (naming what it was doing), and once stopped (SIGTERM, or a topic the
+worker watches changed) the loop gets ``worker.stop_timeout`` to finish; after that `run` raises
+`StuckWorker` and the process must exit without the epoch (a restart resumes from what is final).
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
+import time
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from ..config import Config, build_dataflow, resolve_dataflow
+from .exceptions import StuckWorker
 from .health import EndpointServer
 from .metrics import DaemonMetrics, snapshot_from_stats
 from .stats import Stats
 from .wire import REASONS
 
 __all__ = ["Service", "make_worker"]
+
+log = logging.getLogger("ddflow.daemon.service")
 
 
 class Service:
@@ -61,11 +75,23 @@ class Service:
         counts = [count for _, count in report.latencies]
         self.metrics.observe_epoch(report.seconds, latencies, counts)
 
+    def stalled(self) -> float | None:
+        """Seconds the running worker loop has made no progress, if over ``worker.stall_timeout``."""
+        worker = self.worker
+        if worker is None or not self._running.is_set() or self._done.is_set():
+            return None
+        idle = time.monotonic() - worker.progressed
+        return idle if idle > self.config.worker.stall_timeout_ns / 1e9 else None
+
     def alive(self) -> tuple[bool, str]:
         if self.failure is not None:
             return False, f"worker failed: {type(self.failure).__name__}: {self.failure}"
         if self._done.is_set():
             return False, "worker stopped"
+        idle = self.stalled()
+        if idle is not None:
+            return False, (f"worker loop stalled: no progress for {idle:.0f} s (worker.stall_timeout "
+                           f"{self.config.worker.stall_timeout_ns / 1e9:g} s) while {self.worker.activity}")
         return True, "worker running" if self._running.is_set() else "starting"
 
     def ready(self) -> tuple[bool, str]:
@@ -98,17 +124,61 @@ class Service:
         return self.endpoints
 
     def run(self, *, timeout: float | None = None) -> None:
+        """Run the worker until stopped, ``timeout`` or a failure (raised here). Raises `StuckWorker`
+        when a stopped worker loop did not finish within ``worker.stop_timeout``: its thread is left
+        blocked, and the caller should exit the process."""
         try:
             self.worker = make_worker(self.config, self.stats, snapshot_from=self.snapshot_from)
             if self._stop.is_set():
                 return
             self._running.set()
-            self.worker.run(timeout=timeout)
+            errors: list[BaseException] = []
+            thread = threading.Thread(target=self._work, args=(timeout, errors), name="ddflow-worker", daemon=True)
+            thread.start()
+            self._supervise(thread)
+            if errors:
+                raise errors[0]
         except BaseException as exc:
             self.failure = exc
             raise
         finally:
             self._done.set()
+
+    def _work(self, timeout: float | None, errors: list[BaseException]) -> None:
+        try:
+            self.worker.run(timeout=timeout)
+        except BaseException as exc:  # handed to run() in the supervising thread
+            errors.append(exc)
+
+    def _supervise(self, thread: threading.Thread) -> None:
+        """Wait for the worker thread, free for signals; bound the time a stopped loop may take."""
+        stopping_since: float | None = None
+        reported = False
+        while True:
+            thread.join(0.2)
+            if not thread.is_alive():
+                return
+            watch = self.worker.watch
+            if stopping_since is None and (self._stop.is_set() or (watch is not None and watch.problem)):
+                stopping_since = time.monotonic()  # a changed topic: the loop raises it at its next step
+            idle = self.stalled()
+            if idle is not None and not reported:
+                reported = True
+                log.error("%s; the loop is at:\n%s", self.alive()[1], self._stack(thread))
+            elif idle is None:
+                reported = False
+            limit = self.config.worker.stop_timeout_ns / 1e9
+            if stopping_since is not None and time.monotonic() - stopping_since > limit:
+                why = watch.problem if watch is not None and watch.problem else "stopping"
+                raise StuckWorker(
+                    f"{why}: the worker loop did not finish within {limit:g} s (worker.stop_timeout) while "
+                    f"{self.worker.activity}; exiting without the epoch in progress (what is published is "
+                    f"final; a restart resumes from there). The loop is at:\n{self._stack(thread)}")
+
+    @staticmethod
+    def _stack(thread: threading.Thread) -> str:
+        frame = sys._current_frames().get(thread.ident or -1)
+        return "".join(traceback.format_stack(frame, limit=8)).rstrip() if frame is not None else "(unknown)"
 
     def stop(self) -> None:
         self._stop.set()
@@ -161,4 +231,5 @@ def make_worker(config: Config, stats: Any, *, snapshot_from: str | None = None)
         checkpoint_shards=config.checkpoint.shards,
         snapshot_from=snapshot_from,
         stats=stats,
+        transaction_timeout=config.kafka.transaction_timeout_ns / 1e9,
     )

@@ -20,6 +20,11 @@ With a ``transactional_id``, dead letters, outputs, markers and the consumed inp
 one epoch commit in one Kafka transaction (``send_offsets_to_transaction``); an abortable
 failure aborts and re-sends the epoch under a new incarnation. Without one, the producer is
 idempotent, the sink flushes at each epoch and the input offsets are committed afterwards.
+
+Every blocking producer call is bounded by ``transaction_timeout`` (also the producer's
+``transaction.timeout.ms``): a broker that stalls for less is ridden out, one that stalls longer
+(or a librdkafka call that ignores its timeout) fails the epoch with a `KafkaError` naming the
+call, and the daemon exits for its supervisor to restart it.
 """
 
 from __future__ import annotations
@@ -32,11 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError as RdKafkaError
 
 from .deadletter import DeadLetterWriter
-from .exceptions import KafkaError, OptionsError
-from .kafka import client_config, topic_partitions
+from .exceptions import BrokerTimeout, KafkaError, OptionsError
 from .formats import Encoder, Message, encoder
+from .kafka import bounded, client_config, topic_partitions
 from .stats import Stats
 from .wire import MIN_TIME
 
@@ -95,6 +101,7 @@ class KafkaSink:
         resume: bool = True,
         max_attempts: int = 3,
         timeout: float = 30.0,
+        transaction_timeout: float = 60.0,
     ) -> None:
         if not outputs:
             raise OptionsError("KafkaSink: no outputs given")
@@ -108,6 +115,8 @@ class KafkaSink:
             raise OptionsError(f"KafkaSink transactions: expected 'auto', True or False, got {transactions!r}")
         if transactions is True and not transactional_id:
             raise OptionsError("KafkaSink: transactions=True needs a transactional_id")
+        if not isinstance(transaction_timeout, (int, float)) or not transaction_timeout >= 1:
+            raise OptionsError(f"KafkaSink transaction_timeout: expected seconds >= 1, got {transaction_timeout!r}")
         self.outputs = list(outputs)
         self.stats = stats or Stats()
         for o in outputs:
@@ -119,6 +128,7 @@ class KafkaSink:
         self.resume = resume
         self.max_attempts = max_attempts
         self.timeout = timeout
+        self.transaction_timeout = float(transaction_timeout)
         self.incarnation = uuid.uuid4().hex[:16]
         self.transactional = False
         self._producer: Producer | None = None
@@ -143,10 +153,12 @@ class KafkaSink:
             topic_partitions(self._kafka_options, self.dead_letters.topic)
         base = {"linger.ms": 5, **self._kafka_options, **self._producer_options}
         if self._transactional_id:
-            role = {"transactional.id": self._transactional_id, "enable.idempotence": True}
+            role = {"transactional.id": self._transactional_id, "enable.idempotence": True,
+                    "transaction.timeout.ms": int(self.transaction_timeout * 1000)}
             producer = Producer(client_config(base, role, who="output producer"))
             try:
-                producer.init_transactions(self.timeout)
+                self._bounded(lambda: producer.init_transactions(self.transaction_timeout), "init_transactions",
+                              "initialising transactions")
                 self._producer, self.transactional = producer, True
             except KafkaException as exc:
                 if self._transactions_required:
@@ -173,7 +185,18 @@ class KafkaSink:
     def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            producer.flush(self.timeout)
+            try:
+                self._bounded(lambda: producer.flush(self.transaction_timeout), "flush", "closing the output producer")
+            except KafkaError as exc:
+                log.warning("%s", exc)
+
+    def _bounded(self, call: Any, name: str, what: str) -> Any:
+        """``call()`` (a producer call given ``transaction_timeout``), bounded even if librdkafka
+        ignores the timeout; a timeout names the call and ``kafka.transaction_timeout``."""
+        try:
+            return bounded(call, self.transaction_timeout, f"{what}: {name}")
+        except BrokerTimeout as exc:
+            raise BrokerTimeout(f"{exc} (kafka.transaction_timeout = {self.transaction_timeout:g} s)") from None
 
     @property
     def producer(self) -> Producer:
@@ -286,11 +309,17 @@ class KafkaSink:
             kwargs["key"] = key
         if headers:
             kwargs["headers"] = headers
+        deadline: float | None = None
         while True:
             try:
                 producer.produce(topic, value, **kwargs)
                 return
             except BufferError:
+                now = time.monotonic()
+                deadline = now + self.transaction_timeout if deadline is None else deadline
+                if now >= deadline:  # the broker takes nothing: the queue never drains
+                    raise KafkaError(f"producing to {topic}[{partition}]: the producer's queue stayed full for "
+                                     f"{self.transaction_timeout:g} s (kafka.transaction_timeout)") from None
                 producer.poll(0.05)
 
     def _commit(
@@ -304,19 +333,25 @@ class KafkaSink:
         producer = self.producer
         for attempt in range(1, self.max_attempts + 1):
             try:
+                timeout = self.transaction_timeout
                 if self.transactional:
                     producer.begin_transaction()
                     self._produce_all(messages)
                     if offsets and consumer is not None:
-                        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), self.timeout)
-                    producer.commit_transaction(self.timeout)
+                        group = consumer.consumer_group_metadata()
+                        self._bounded(lambda: producer.send_offsets_to_transaction(offsets, group, timeout),
+                                      "send_offsets_to_transaction", f"publishing {what}")
+                    self._bounded(lambda: producer.commit_transaction(timeout), "commit_transaction",
+                                  f"publishing {what}")
                 else:
                     self._produce_all(messages)
-                    remaining = producer.flush(self.timeout)
+                    remaining = self._bounded(lambda: producer.flush(timeout), "flush", f"publishing {what}")
                     if remaining:
-                        raise KafkaError(f"publishing {what}: {remaining} messages not delivered in {self.timeout} s")
+                        raise KafkaError(f"publishing {what}: {remaining} messages not delivered in {timeout:g} s "
+                                         "(kafka.transaction_timeout)")
                     if offsets and consumer is not None:
-                        consumer.commit(offsets=offsets, asynchronous=False)
+                        self._bounded(lambda: consumer.commit(offsets=offsets, asynchronous=False), "commit",
+                                      f"publishing {what}: committing the input offsets")
                 if self._errors:
                     errors, self._errors = self._errors, []
                     raise KafkaError(f"publishing {what}: {len(errors)} deliveries failed, first: {errors[0]}")
@@ -327,9 +362,17 @@ class KafkaSink:
                 error = exc.args[0] if exc.args else None
                 abortable = self.transactional and error is not None and error.txn_requires_abort()
                 if not abortable or attempt == self.max_attempts:
-                    raise KafkaError(f"publishing {what} (attempt {attempt}): {exc}") from exc
+                    timed_out = error is not None and error.code() == RdKafkaError._TIMED_OUT
+                    note = (f" (the broker did not answer within kafka.transaction_timeout = "
+                            f"{self.transaction_timeout:g} s)" if timed_out else "")
+                    raise KafkaError(f"publishing {what} (attempt {attempt}): {exc}{note}") from exc
                 log.warning("publishing %s failed (%s); aborting and re-sending under a new incarnation", what, exc)
-                producer.abort_transaction(self.timeout)
+                try:
+                    self._bounded(lambda: producer.abort_transaction(self.transaction_timeout), "abort_transaction",
+                                  f"publishing {what} (attempt {attempt})")
+                except KafkaException as abort_exc:
+                    raise KafkaError(f"publishing {what} (attempt {attempt}): {exc}; aborting the transaction "
+                                     f"failed too: {abort_exc}") from abort_exc
                 self._errors.clear()
                 self.incarnation = uuid.uuid4().hex[:16]
                 messages = self._reincarnate(messages)

@@ -82,6 +82,7 @@ class Stats:
     input_frontier: int | None = None
     output_frontier: int | None = None
     last_epoch: EpochReport | None = None
+    loop_time: float | None = None  # wall-clock seconds when the worker loop last stepped
     listeners: list[Callable[[EpochReport], None]] = field(default_factory=list)
 
     def input(self, name: str) -> InputStats:

@@ -16,6 +16,12 @@ inputs at the recorded offsets; reclocked inputs replay their recorded times. Wi
 loads, the worker consumes live input but holds its frontier at the snapshot's frontier ``F``;
 then it publishes the output at ``F`` and the live epochs follow. `stop()` (e.g. from a SIGTERM
 handler) makes `run` publish what is complete, write a checkpoint, and return.
+
+While open, a `TopicWatch` compares the input, output and dead-letter topics with what they were at
+open; a topic that vanished, was recreated or changed its partition count stops the worker with
+`TopicChanged` naming it. The loop records its progress: ``progressed`` (monotonic seconds) and
+``activity`` change at every step and at every phase of an epoch, and ``stats.loop_time`` holds the
+wall time of the last step, so a supervisor can tell a loop that stopped (see `service`).
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType, TracebackType
 from typing import Any
 
-from .exceptions import OptionsError, WorkerError
+from .exceptions import KafkaError, OptionsError, TopicChanged, WorkerError
+from .kafka import bounded
 from .progress import EpochPolicy
 from .recovery import Recovery, SnapshotLoader
 from .sink import KafkaSink, OutputSpec
 from .source import InputSpec, KafkaSource
 from .stats import EpochReport, Stats
+from .topics import TopicWatch
 from .wire import MIN_TIME
 
 __all__ = ["Worker", "DataflowFactory", "stop_on_signals"]
@@ -73,6 +81,8 @@ class Worker:
         dead_letter_commit_s: float = 5.0,
         consumer_options: Mapping[str, Any] | None = None,
         producer_options: Mapping[str, Any] | None = None,
+        transaction_timeout: float = 60.0,
+        watch_interval: float | None = 5.0,
     ) -> None:
         if not callable(dataflow_factory):
             raise OptionsError(f"Worker dataflow_factory: expected a callable, got {dataflow_factory!r}")
@@ -95,6 +105,7 @@ class Worker:
             dead_letter_topic=dead_letter_topic,
             stats=self.stats,
             producer_options=producer_options,
+            transaction_timeout=transaction_timeout,
         )
         self.source = KafkaSource(
             inputs, kafka_options,
@@ -109,6 +120,11 @@ class Worker:
                      interval=checkpoint_interval, keep=checkpoint_keep, shards=checkpoint_shards)
             if checkpoint_dir is not None or snapshot_from is not None else None
         )
+        self._kafka_options = dict(kafka_options)
+        self.watch_interval = watch_interval
+        self.watch: TopicWatch | None = None
+        self.progressed = time.monotonic()  # when the loop last moved on (a step, a phase of an epoch)
+        self.activity = "opening"  # what the loop is doing now, for a stall's report
         self._loading: SnapshotLoader | None = None
         self._held = MIN_TIME  # the frontier of the snapshot being loaded
         self.dataflow: Any = None
@@ -162,6 +178,12 @@ class Worker:
             stack.callback(self.sink.close)
             self.source.open(start_offsets, bindings, floors=floors, progress=Recovery.progress(snapshot),
                              floor=None if snapshot is None else snapshot.frontier)
+            if self.watch_interval is not None:
+                roles = {i.topic: f"input {i.name!r}" for i in self.input_specs}
+                roles |= {o.topic: f"output {o.name!r}" for o in self.output_specs}
+                if self.sink.dead_letters is not None:
+                    roles[self.sink.dead_letters.topic] = "dead-letter"
+                self.watch = TopicWatch(self._kafka_options, roles, interval=self.watch_interval).start()
             stack.pop_all()
         if snapshot is not None and self.recovery is not None:
             self._loading = self.recovery.load(snapshot)
@@ -180,8 +202,14 @@ class Worker:
         if not self._open:
             return
         self._open = False
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            watch.close()
         try:
-            self.source.close()
+            try:
+                bounded(self.source.close, 10.0, "closing the input consumer")
+            except KafkaError as exc:
+                log.warning("%s", exc)
         finally:
             try:
                 self.sink.close()
@@ -203,10 +231,19 @@ class Worker:
 
     # -- the loop ----------------------------------------------------------------------------------
 
+    def _doing(self, activity: str) -> None:
+        """The loop moves on to ``activity`` (its progress, for stall detection)."""
+        self.activity = activity
+        self.progressed = time.monotonic()
+
     def step(self) -> EpochReport | None:
         """Poll once, feed the dataflow, and close an epoch if the policy says so."""
         if not self._open:
             raise WorkerError("worker step: the worker is not open (call open() or use it as a context manager)")
+        if self.watch is not None and self.watch.problem is not None:
+            raise TopicChanged(self.watch.problem)
+        self._doing("polling the inputs")
+        self.stats.loop_time = time.time()
         late_at = self.frontier if self._loading is None else max(self.frontier, self._held)
         polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=self.poll_timeout)
         for name, updates in polled.updates.items():
@@ -279,6 +316,7 @@ class Worker:
         lower = self.frontier
         started = time.perf_counter()
         step = "advancing inputs"
+        self._doing(f"epoch [{lower}, {upper}): running the dataflow")
         try:
             for session in self._sessions.values():
                 session.advance_to(upper)
@@ -295,6 +333,7 @@ class Worker:
                     f"epoch [{lower}, {upper}): output {name!r} drained {len(late)} updates outside the epoch, "
                     f"e.g. {late[0]!r:.120}"
                 )
+        self._doing(f"epoch [{lower}, {upper}): publishing")
         self.source.raise_to(upper)  # partitions behind the new frontier (idle ones) start there
         self.source.persist()  # reclock times and partition floors are durable before outputs depend on them
         written = self.sink.publish(lower, upper, outputs, offsets=self.source.positions(), consumer=self.source.consumer)
@@ -324,6 +363,7 @@ class Worker:
         self._epoch_opened = time.monotonic()
         self.stats.epoch_published(report)
         if self.recovery is not None:
+            self._doing(f"epoch [{lower}, {upper}): checkpointing")
             self._checkpoint(upper, force=False)
         return report
 
@@ -357,31 +397,48 @@ class Worker:
         deadline = None if timeout is None else time.monotonic() + timeout
         epochs = 0
         try:
-            while True:
-                if self._stop.is_set() or (stop_event is not None and stop_event.is_set()):
-                    if self._loading is not None:
-                        self._finish_loading()
-                        epochs += 1
-                    if self._maybe_close(force=True) is not None:
-                        epochs += 1
-                    recovery = self.recovery
-                    if recovery is not None and recovery.enabled:
-                        recovery.finish()
-                        if recovery.last_frontier != self.frontier and self.frontier > MIN_TIME:
-                            self._checkpoint(self.frontier, force=True)
-                    log.info("worker stopping at frontier %s after %d epochs", self.frontier, epochs)
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-                if self.step() is not None:
-                    epochs += 1
-                    if count is not None and epochs >= count:
-                        break
-                if until is not None and self.frontier >= until:
-                    break
+            try:
+                epochs = self._loop(stop_event, deadline, count, until)
+            except Exception as exc:
+                watch = self.watch
+                if watch is not None and not isinstance(exc, TopicChanged) and watch.check() is not None:
+                    raise TopicChanged(watch.problem or "") from exc  # the cause, not its symptom
+                raise
         finally:
             if opened_here:
                 self.close()
+        return epochs
+
+    def _loop(self, stop_event: threading.Event | None, deadline: float | None, count: int | None,
+              until: int | None) -> int:
+        """`run`'s loop; returns the number of epochs published."""
+        epochs = 0
+        while True:
+            if self.watch is not None and self.watch.problem is not None:
+                raise TopicChanged(self.watch.problem)  # before a stop publishes on a changed topic
+            if self._stop.is_set() or (stop_event is not None and stop_event.is_set()):
+                if self._loading is not None:
+                    self._finish_loading()
+                    epochs += 1
+                self._doing("stopping: publishing what is complete")
+                if self._maybe_close(force=True) is not None:
+                    epochs += 1
+                recovery = self.recovery
+                if recovery is not None and recovery.enabled:
+                    recovery.finish()
+                    if recovery.last_frontier != self.frontier and self.frontier > MIN_TIME:
+                        self._checkpoint(self.frontier, force=True)
+                self._doing("stopped")
+                log.info("worker stopping at frontier %s after %d epochs", self.frontier, epochs)
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if self.step() is not None:
+                epochs += 1
+                if count is not None and epochs >= count:
+                    break
+            if until is not None and self.frontier >= until:
+                break
         return epochs
 
 

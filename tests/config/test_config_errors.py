@@ -280,3 +280,20 @@ def test_durations(text: str, ns: int) -> None:
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+def test_supervision_and_transaction_timeouts(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, VALID.replace('bootstrap = "127.0.0.1:9092"',
+                                                       'bootstrap = "127.0.0.1:9092"\ntransaction_timeout = "90s"')
+                               + '[worker]\nstall_timeout = "2m"\nstop_timeout = "20s"\n'))
+    assert config.kafka.transaction_timeout_ns == 90 * 10**9
+    assert (config.worker.stall_timeout_ns, config.worker.stop_timeout_ns) == (120 * 10**9, 20 * 10**9)
+    assert config.redacted()["worker"] == {"stall_timeout_ns": 120 * 10**9, "stop_timeout_ns": 20 * 10**9}
+    defaults = load_config(write(tmp_path, VALID))
+    assert defaults.kafka.transaction_timeout_ns == 60 * 10**9 and defaults.worker.stop_timeout_ns == 75 * 10**9
+    err = error_for(tmp_path, VALID.replace('bootstrap = "127.0.0.1:9092"',
+                                            'bootstrap = "127.0.0.1:9092"\ntransaction_timeout = "10ms"')
+                    + '[kafka.options]\n"transaction.timeout.ms" = 5000\n[worker]\nstall_timeout = "0s"\nstop_tmeout = "1s"\n')
+    assert set(err.keys) == {"kafka.transaction_timeout", 'kafka.options."transaction.timeout.ms"',
+                             "worker.stall_timeout", "worker.stop_tmeout"}
+    assert "set it with kafka.transaction_timeout" in str(err) and "did you mean 'stop_timeout'" in str(err)

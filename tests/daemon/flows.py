@@ -39,3 +39,19 @@ def oracle(flow: Any, updates: Mapping[str, Iterable[tuple[Any, int, int]]], nam
         s.close()
     df.run()
     return captures
+
+
+def gated(df: Any, inputs: Mapping[str, Any], *, gate: str) -> dict[str, Any]:
+    """``a`` passed through a map that a test can hold: a record ``(-k, x)`` writes the file
+    ``GATE/reached-k`` and then waits while ``GATE/hold`` exists (the worker loop is stuck there)."""
+    import os
+    import time
+
+    def through(record: Any) -> Any:
+        if record[0] < 0:
+            open(os.path.join(gate, f"reached-{-record[0]}"), "w").close()
+            while os.path.exists(os.path.join(gate, "hold")):
+                time.sleep(0.02)
+        return record
+
+    return {"out": inputs["a"].map(through)}

@@ -58,3 +58,20 @@ def test_endpoints_are_not_served_on_every_interface(path: Path) -> None:
     assert metrics.max_connections <= 64 and metrics.request_timeout_ns <= 30 * 10**9
     everything = "".join(p.read_text() for p in DEPLOY.rglob("*") if p.is_file() and p.suffix != ".json")
     assert "= \"0.0.0.0" not in everything and "\"0.0.0.0:" not in everything
+
+
+def test_the_stop_timeout_fits_inside_the_supervisors_stop_timeouts() -> None:
+    """After SIGTERM a blocked worker loop gets worker.stop_timeout, then the daemon exits 1 by itself:
+    that must come before systemd's TimeoutStopSec or the pod's grace period SIGKILLs it."""
+    import yaml
+
+    from ddflow.config import load_config
+    from deploy_support import last, unit
+
+    systemd_stop = int(last(unit("ddflow.service"), "Service", "TimeoutStopSec").rstrip("s"))
+    assert load_config(SYSTEMD / "ddflow.toml").worker.stop_timeout_ns / 1e9 + 5 <= systemd_stop
+    assert last(unit("ddflow@.service"), "Service", "TimeoutStopSec") == f"{systemd_stop}s"
+    statefulset = yaml.safe_load((KUBERNETES / "base" / "statefulset.yaml").read_text())
+    grace = statefulset["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    for path in (KUBERNETES / "base" / "ddflow.toml", KUBERNETES / "overlays" / "example" / "ddflow.toml"):
+        assert load_config(path).worker.stop_timeout_ns / 1e9 + 5 <= grace, path

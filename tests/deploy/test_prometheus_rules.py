@@ -14,8 +14,9 @@ import yaml
 from deploy_support import (ALERT_RULES, ALERT_TESTS, KUBERNETES, PROMETHEUS_SYNTHETIC, RULE_FILE_SCHEMA,
                             metric_names, range_functions, run)
 
-REQUIRED_ALERTS = {  # issue 8: frontier stalled, consumer lag growing, dead letters appearing, daemon down
+REQUIRED_ALERTS = {  # frontier stalled, consumer lag growing, dead letters appearing, daemon down, loop stopped
     "DdflowFrontierStalled", "DdflowConsumerLagGrowing", "DdflowDeadLetters", "DdflowDaemonDown",
+    "DdflowWorkerLoopStalled",
 }
 RATE_FUNCTIONS = {"rate", "irate", "increase", "resets"}  # only meaningful on counters
 GAUGE_FUNCTIONS = {"deriv", "delta", "idelta", "predict_linear"}  # only meaningful on gauges
@@ -60,7 +61,7 @@ def test_rules_select_only_metrics_the_daemon_exports(daemon_scrape: dict[str, s
     assert not unknown, f"alert rules use metrics the daemon does not export: {sorted(unknown)}"
     # and they cover what the alerts are about
     assert {"ddflow_output_frontier_timestamp_seconds", "ddflow_consumer_lag_messages",
-            "ddflow_dead_letters_total", "up"} <= used
+            "ddflow_dead_letters_total", "ddflow_worker_loop_timestamp_seconds", "up"} <= used
 
 
 def test_functions_fit_the_metric_types(daemon_scrape: dict[str, str]) -> None:
@@ -85,16 +86,24 @@ def test_promtool_unit_tests_pass(promtool: str) -> None:
     assert "SUCCESS" in result.stdout
 
 
-def test_promtool_unit_tests_catch_a_broken_rule(promtool: str, tmp_path: Path) -> None:
-    """The unit tests are not vacuous: an alert that waits too long fails them."""
+@pytest.mark.parametrize(("original", "broken", "alert"), [
+    ('expr: up{job="ddflow"} == 0\n        for: 2m', 'expr: up{job="ddflow"} == 0\n        for: 30m', "DdflowDaemonDown"),
+    ('time() - ddflow_worker_loop_timestamp_seconds{job="ddflow"} > 300',
+     'time() - ddflow_worker_loop_timestamp_seconds{job="ddflow"} > 3000', "DdflowWorkerLoopStalled"),
+    ('ddflow_worker_loop_timestamp_seconds{job="ddflow"} > 0\n', 'ddflow_worker_loop_timestamp_seconds{job="ddflow"} >= 0\n',
+     "DdflowWorkerLoopStalled"),  # a loop that has not started is not a stalled one
+])
+def test_promtool_unit_tests_catch_a_broken_rule(promtool: str, tmp_path: Path, original: str, broken: str,
+                                                 alert: str) -> None:
+    """The unit tests are not vacuous: an alert that waits too long, or fires on a daemon still
+    starting, fails them."""
     text = ALERT_RULES.read_text()
-    broken = text.replace('expr: up{job="ddflow"} == 0\n        for: 2m', 'expr: up{job="ddflow"} == 0\n        for: 30m')
-    assert broken != text
-    (tmp_path / ALERT_RULES.name).write_text(broken)
+    assert text.count(original) == 1
+    (tmp_path / ALERT_RULES.name).write_text(text.replace(original, broken))
     shutil.copy(ALERT_TESTS, tmp_path / ALERT_TESTS.name)
     result = run([promtool, "test", "rules", ALERT_TESTS.name], cwd=tmp_path)
     assert result.returncode != 0
-    assert "DdflowDaemonDown" in result.stdout + result.stderr
+    assert alert in result.stdout + result.stderr
 
 
 def test_prometheus_operator_rule_carries_the_same_groups() -> None:

@@ -21,7 +21,7 @@ EXPECTED = {
     "ddflow_build_info", "ddflow_input_updates_total", "ddflow_output_updates_total", "ddflow_epochs_total",
     "ddflow_epoch_processing_seconds", "ddflow_end_to_end_latency_seconds",
     "ddflow_input_frontier_timestamp_seconds", "ddflow_output_frontier_timestamp_seconds",
-    "ddflow_last_epoch_timestamp_seconds", "ddflow_consumer_lag_messages", "ddflow_arrangement_records",
+    "ddflow_last_epoch_timestamp_seconds", "ddflow_worker_loop_timestamp_seconds", "ddflow_consumer_lag_messages", "ddflow_arrangement_records",
     "ddflow_arrangement_batches", "ddflow_arrangement_bytes", "ddflow_compaction_merge_records_total",
     "ddflow_late_updates_total", "ddflow_dead_letters_total", "ddflow_input_tombstones_total", "ddflow_ready",
 }
@@ -89,6 +89,7 @@ def test_scrape_reports_the_values_the_worker_holds(registry: CollectorRegistry)
         input_frontier_ns={"edges": 1_700_000_000_500_000_000},
         output_frontier_ns={"reachable": 1_700_000_000_000_000_000},
         last_epoch_wall=1_700_000_123.25,
+        loop_wall=1_700_000_124.5,
         consumer_lag={("edges", 0): 5, ("edges", 1): 0},
         late_updates={("edges", "reject"): 3},
         dead_letters={("edges", "malformed"): 2},
@@ -110,6 +111,7 @@ def test_scrape_reports_the_values_the_worker_holds(registry: CollectorRegistry)
     assert v[("ddflow_input_frontier_timestamp_seconds", (("input", "edges"),))] == pytest.approx(1_700_000_000.5)
     assert v[("ddflow_output_frontier_timestamp_seconds", (("output", "reachable"),))] == pytest.approx(1.7e9)
     assert v[("ddflow_last_epoch_timestamp_seconds", ())] == 1_700_000_123.25
+    assert v[("ddflow_worker_loop_timestamp_seconds", ())] == 1_700_000_124.5
     assert v[("ddflow_consumer_lag_messages", (("partition", "0"), ("topic", "edges")))] == 5
     assert v[("ddflow_late_updates_total", (("input", "edges"), ("policy", "reject")))] == 3
     assert v[("ddflow_dead_letters_total", (("input", "edges"), ("reason", "malformed")))] == 2
