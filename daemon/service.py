@@ -78,8 +78,8 @@ class Service:
     def stalled(self) -> float | None:
         """Seconds the running worker loop has made no progress, if over ``worker.stall_timeout``."""
         worker = self.worker
-        if worker is None or not self._running.is_set() or self._done.is_set():
-            return None
+        if worker is None or not self._running.is_set() or self._done.is_set() or not worker.assigned:
+            return None  # opening (restoring a checkpoint, reading the result topics) is not a stall
         idle = time.monotonic() - worker.progressed
         return idle if idle > self.config.worker.stall_timeout_ns / 1e9 else None
 

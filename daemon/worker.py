@@ -189,6 +189,7 @@ class Worker:
             self._loading = self.recovery.load(snapshot)
             self._held = snapshot.frontier
         self._open = True
+        self._doing("opened")
         self._epoch_opened = time.monotonic()
         log.info(
             "worker open: inputs %s, outputs %s, epochs %s, incarnation %s",

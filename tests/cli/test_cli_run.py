@@ -151,6 +151,9 @@ def test_run_serves_every_family_and_exits_0_on_sigterm_with_output_final(
         assert value(values, "ddflow_input_updates_total", input="edges") == 0
         assert value(values, "ddflow_dead_letters_total", input="edges", reason="bad_msgpack") == 0
 
+        # the worker reads its inputs before anything is sent: the update sent late below must reach
+        # it after the epochs it is late for (read in one poll with them, it would not be late)
+        daemon.wait_for_log(r"worker open")
         window = [(0, 1), (1, 2), (2, 3), (5, 6), (6, 0), (1, 2)]  # (1, 2) twice: a multiset
         with UpdateProducer(edges, options) as producer:
             for k, edge in enumerate(window):
