@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["reachability", "page_counts", "max_reading"]
+__all__ = ["reachability", "page_counts", "max_reading", "views_by_title"]
 
 
 def reachability(df: Any, inputs: Mapping[str, Any], *, roots: Iterable[int] = (0,)) -> dict[str, Any]:
@@ -43,6 +43,30 @@ def page_counts(df: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
 def max_reading(df: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """``(sensor, reading)``: the largest reading each sensor currently holds."""
     return {"max_reading": inputs["readings"].max()}
+
+
+def views_by_title(df: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Page views counted per page and per page title.
+
+    ``views`` holds ``(user, page)`` view records, ``pages`` the table of ``(page, title)`` rows
+    (e.g. a database table through Debezium). ``views_per_page``: ``(page, views)``;
+    ``views_per_title``: ``(title, views)`` over the views of pages that have a title, so renaming
+    a page moves its views from the old title to the new one.
+    """
+    by_page = inputs["views"].map(_page_user)
+    return {
+        "views_per_page": inputs["views"].map(_page).count(),
+        "views_per_title": by_page.join(inputs["pages"]).map(_title).count(),
+    }
+
+
+def _page_user(view: tuple[Any, Any]) -> tuple[Any, Any]:
+    return (view[1], view[0])
+
+
+def _title(joined: tuple[Any, tuple[Any, Any]]) -> Any:
+    _page, (_user, title) = joined
+    return title
 
 
 def _follow(joined: tuple[Any, tuple[Any, Any]]) -> tuple[Any, Any]:

@@ -67,7 +67,9 @@ class EmbeddedBroker:
     """Start (or reuse via `KAFKA_BOOTSTRAP`) a Kafka-protocol broker; use as a context manager.
 
     `bootstrap` is the `host:port` string to give Kafka clients. `external` is True when an
-    existing broker from the environment is used.
+    existing broker from the environment is used. ``advertised_port``: the port the broker tells
+    clients to connect to, when something in front of it (a proxy) forwards that port to ``port``;
+    `bootstrap` is then that address.
     """
 
     def __init__(
@@ -77,10 +79,12 @@ class EmbeddedBroker:
         startup_timeout: float = 30.0,
         env: dict[str, str] | None = None,
         use_environment: bool = True,
+        advertised_port: int | None = None,
     ) -> None:
         environ = os.environ if env is None else env
         self.external = bool(use_environment and environ.get(BOOTSTRAP_ENV))
         self._port = port
+        self._advertised_port = advertised_port
         self._startup_timeout = startup_timeout
         self._process: subprocess.Popen[bytes] | None = None
         self._log_dir: str | None = None
@@ -103,7 +107,8 @@ class EmbeddedBroker:
         binary = tansu_binary()
         port = self._port or _free_port()
         url = f"tcp://127.0.0.1:{port}"
-        self.bootstrap = f"127.0.0.1:{port}"
+        advertised = port if self._advertised_port is None else self._advertised_port
+        self.bootstrap = f"127.0.0.1:{advertised}"
         self._log_dir = tempfile.mkdtemp(prefix="ddflow-broker-")
         log = open(Path(self._log_dir) / "tansu.log", "wb")
         try:
@@ -111,7 +116,7 @@ class EmbeddedBroker:
                 [
                     str(binary), "broker",
                     "--listener-url", url,
-                    "--advertised-listener-url", url,
+                    "--advertised-listener-url", f"tcp://{self.bootstrap}",
                     "--storage-engine", "memory://tansu/",
                 ],
                 stdout=log,

@@ -236,7 +236,7 @@ class _CompanionFollower(_View):
                     continue  # an earlier epoch is not final yet, or its data is still to be read
                 state.waiting.remove(marker)
                 found = state.pending.pop(key, [])
-                del state.counts[key]
+                state.counts.pop(key, None)
                 if seen > marker.count:
                     state.mismatch = f"{where}: the marker counts {marker.count} messages, the topic holds {seen}"
                     self.stats.incomplete_epochs += 1
