@@ -50,7 +50,7 @@ def _apt_download(package: str, into: Path) -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def promtool(request: pytest.FixtureRequest) -> str:
+def promtool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """Prometheus's promtool: from PATH, else unpacked from Debian's ``prometheus`` package.
 
     The .deb is only unpacked (``dpkg-deb -x``) into the pytest cache, never installed, so no
@@ -59,7 +59,8 @@ def promtool(request: pytest.FixtureRequest) -> str:
     found = shutil.which("promtool")
     if found:
         return found
-    cache = Path(request.config.cache.mkdir("ddflow-promtool"))
+    cache_plugin = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    cache = Path(cache_plugin.mkdir("ddflow-promtool")) if cache_plugin else tmp_path_factory.mktemp("promtool")
     binary = cache / "root" / "usr" / "bin" / "promtool"
     if not binary.is_file():
         if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
