@@ -281,3 +281,22 @@ def test_a_broker_stall_within_the_transaction_timeout_is_ridden_out(
     assert daemon.get("/healthz")[0] == 200
     daemon.process.send_signal(signal.SIGTERM)
     assert daemon.exit_code() == 0, daemon.log
+
+
+def test_sigterm_while_a_transaction_waits_on_a_frozen_broker_exits_within_the_stop_timeout(
+        broker: EmbeddedBroker, tmp_path: Path, daemons: list[Daemon]) -> None:
+    """The loop is inside librdkafka (a commit waiting on a frozen broker), where no signal handler of
+    its thread can run: SIGTERM still ends the process after worker.stop_timeout, naming the step."""
+    daemon = Daemon(tmp_path, broker.bootstrap, flow="gated", kafka='transaction_timeout = "60s"',
+                    extra='\n[worker]\nstop_timeout = "3s"\n')
+    daemons.append(daemon)
+    _freeze_during_publish(daemon, broker)
+    try:
+        time.sleep(1.0)  # the epoch is being published into the freeze
+        daemon.process.send_signal(signal.SIGTERM)
+        assert daemon.exit_code(timeout=60) == 1, daemon.log
+    finally:
+        assert broker.pid is not None
+        os.kill(broker.pid, signal.SIGCONT)
+    assert "did not finish within 3 s (worker.stop_timeout) while epoch [" in daemon.log, daemon.log
+    assert "publishing" in daemon.log and "Traceback" not in daemon.log
