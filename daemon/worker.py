@@ -181,6 +181,8 @@ class Worker:
             if self.watch_interval is not None:
                 roles = {i.topic: f"input {i.name!r}" for i in self.input_specs}
                 roles |= {o.topic: f"output {o.name!r}" for o in self.output_specs}
+                roles |= {o.progress_topic: f"progress topic of output {o.name!r}" for o in self.output_specs
+                          if o.progress_topic is not None}
                 if self.sink.dead_letters is not None:
                     roles[self.sink.dead_letters.topic] = "dead-letter"
                 self.watch = TopicWatch(self._kafka_options, roles, interval=self.watch_interval).start()

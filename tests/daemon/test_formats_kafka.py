@@ -20,6 +20,7 @@ from ddflow.daemon.sink import KafkaSink, OutputSpec
 from ddflow.daemon.source import InputSpec, KafkaSource
 from ddflow.daemon.stats import Stats
 from ddflow.daemon.wire import MIN_TIME
+from ddflow.daemon.worker import Worker
 from kafka_broker import read_topic
 from test_source import drain  # type: ignore[import-not-found]
 
@@ -234,3 +235,20 @@ def test_json_source_keeps_the_good_updates_of_a_partly_bad_batch(kafka_options,
 def test_debezium_inputs_refuse_explicit_progress():
     with pytest.raises(OptionsError, match="input 'pages' policy: a debezium input has no progress markers"):
         InputSpec("pages", "t", fields=["id"], format="debezium")
+
+
+def test_a_deleted_progress_topic_stops_the_worker_naming_it(kafka_options, make_topic):
+    from confluent_kafka.admin import AdminClient
+
+    source, out, progress = make_topic("in"), make_topic("out"), make_topic("progress")
+    spec = OutputSpec("views", out, format="json", fields=["page", "views"], progress_topic=progress)
+    worker = Worker(lambda df, inputs: {"views": inputs["in"]}, [InputSpec("in", source, fields=["page", "views"])],
+                    [spec], kafka_options, group_id=f"g-{source}", watch_interval=60)
+    with worker:
+        assert worker.watch.topics[progress] == "progress topic of output 'views'"
+        assert worker.watch.check() is None
+        admin = AdminClient(kafka_options)
+        for future in admin.delete_topics([progress], operation_timeout=10).values():
+            future.result(10)
+        problem = worker.watch.check()
+    assert problem is not None and progress in problem and "progress topic of output 'views'" in problem
