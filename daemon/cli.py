@@ -158,6 +158,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     tail.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after this long")
     tail.add_argument("--limit", type=int, default=20, help="rows of the view to print (largest first)")
     tail.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+    tail.add_argument("--format", choices=("msgpack", "json", "debezium"), default="msgpack",
+                      help="the output's format (outputs[].format)")
+    tail.add_argument("--progress-topic", default=None, metavar="TOPIC",
+                      help="a json or debezium output's progress topic (outputs[].progress_topic)")
+    tail.add_argument("--fields", default=None, metavar="A,B",
+                      help="a json or debezium output's field names, in record order (default: each row's order)")
 
     demo = commands.add_parser("demo", help="broker + daemon + generator + live view in one command",
                                formatter_class=_Formatter,
@@ -201,11 +207,16 @@ def _check_config(args: argparse.Namespace) -> int:
         outputs = sorted(_build_once(config))
     if args.print_config:
         print(json.dumps(config.redacted(), indent=2))
-    summary = ", ".join(f"{i.name} <- {i.topic} ({i.progress}, late={i.late})" for i in config.inputs)
+    summary = ", ".join(f"{i.name} <- {i.topic} ({_fmt(i.format)}{i.progress}, late={i.late})" for i in config.inputs)
+    published = ", ".join(f"{o.name} -> {o.topic}" + (f" ({o.format}, progress -> {o.progress_topic})"
+                                                      if o.progress_topic else "") for o in config.outputs)
     built = f"; dataflow builds outputs {outputs}" if outputs else ""
-    print(f"ok: {config.source}: inputs {summary}; outputs "
-          f"{', '.join(f'{o.name} -> {o.topic}' for o in config.outputs)}{built}")
+    print(f"ok: {config.source}: inputs {summary}; outputs {published}{built}")
     return EXIT_OK
+
+
+def _fmt(format: str) -> str:
+    return "" if format == "msgpack" else f"{format}, "
 
 
 def check_client_options(config: Config, *, together: bool = True) -> None:
@@ -402,7 +413,13 @@ def _tail(args: argparse.Namespace) -> int:
     stop = threading.Event()
     deadline = None if args.duration is None else time.monotonic() + args.duration
     emit = _json_line if args.json else _text_line
-    with on_signals(stop.set), ResultClient(args.topic, {"bootstrap.servers": args.bootstrap}) as client:
+    if args.format == "msgpack" and (args.progress_topic or args.fields):
+        raise UsageError("--progress-topic and --fields are for --format json or debezium")
+    if args.format != "msgpack" and not args.progress_topic:
+        raise UsageError(f"--format {args.format} needs the output's --progress-topic")
+    fields = None if args.fields is None else [f.strip() for f in args.fields.split(",") if f.strip()]
+    with on_signals(stop.set), ResultClient(args.topic, {"bootstrap.servers": args.bootstrap}, format=args.format,
+                                            progress_topic=args.progress_topic, fields=fields) as client:
         client.catch_up(timeout=60 if deadline is None else max(1.0, deadline - time.monotonic()))
         view = client.view
         emit({"frontier": client.frontier, "view": sorted(view.items(), key=_order)[: args.limit],

@@ -55,12 +55,28 @@ def test_run_requires_a_config_unless_the_environment_gives_one() -> None:
     assert result.returncode == 2 and "--config" in result.stderr
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--format", "json"], "--format json needs the output's --progress-topic"),
+    (["--progress-topic", "p"], "--progress-topic and --fields are for --format json or debezium"),
+])
+def test_tail_format_options_are_checked_before_connecting(args: list[str], message: str) -> None:
+    result = ddflow("tail", "--topic", "t", "--bootstrap", "127.0.0.1:1", *args)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("path", example_paths(), ids=lambda p: p.name)
 def test_check_config_accepts_every_example(path: Path) -> None:
     result = ddflow("check-config", str(path), "--skip-secrets")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"ok: {path}")
     assert "dataflow builds outputs" in result.stdout
+
+
+def test_check_config_names_the_formats() -> None:
+    path = next(p for p in example_paths() if p.name == "page-titles.toml")
+    out = ddflow("check-config", str(path)).stdout
+    assert "pages <- cms.public.pages (debezium, monotonic, late=advance)" in out
+    assert "views_per_title -> views-per-title (debezium, progress -> ddflow-progress)" in out
 
 
 def test_check_config_from_the_environment_and_print(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from kafka_broker import create_topic
 from kcat_support import ensure_kcat, kcat, kcat_broker, kcat_read  # noqa: F401
+from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
 from test_cli_run import Daemon, scrape, value  # type: ignore[import-not-found]
 
 from ddflow.daemon.results import ResultClient
@@ -156,6 +157,15 @@ def test_kcat_drives_json_and_debezium_through_ddflow_run(kcat_broker: str, tmp_
         events = [json.loads(m["payload"]) for m in kcat_read(bootstrap, names["views-per-title"])]
         assert {"op": "u", "before": {"title": "About", "views": 2}, "after": {"title": "About", "views": 1},
                 "ts_ns": T0 + 27 * MS} in [{k: e[k] for k in ("op", "before", "after", "ts_ns")} for e in events]
+
+        # ddflow tail reads it too
+        tail = subprocess.run([DDFLOW, "tail", "--topic", names["views-per-title"], "--format", "debezium",
+                               "--progress-topic", names["ddflow-progress"], "--bootstrap", bootstrap,
+                               "--duration", "1", "--json"], capture_output=True, text=True, timeout=120)
+        assert tail.returncode == 0, tail.stderr
+        first = json.loads(tail.stdout.splitlines()[0])
+        assert first["frontier"] == T0 + 40 * MS
+        assert {tuple(record): n for record, n in first["view"]} == expected_views(views, pages)[1]
 
         _, values = scrape(url)
         assert value(values, "ddflow_input_tombstones_total", input="pages") == 1
