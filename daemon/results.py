@@ -35,6 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
 from .exceptions import KafkaError, OptionsError, ProtocolError, WireError
+from .formats.rows import read_epoch_header, read_marker
 from .kafka import client_config, topic_partitions
 from .wire import MIN_TIME, OutputBatch, decode_output
 
@@ -190,8 +191,6 @@ class _CompanionFollower(_View):
         return {self.topic: len(self.partitions), self.progress_topic: self.progress_partitions}
 
     def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
-        from .formats.rows import read_epoch_header, read_marker
-
         self.stats.messages += 1
         where = f"{topic}[{partition}] offset {offset}"
         try:
