@@ -17,8 +17,9 @@ checkpoint) and publishes it otherwise (a backfill); the live diffs follow.
 
 `Recovery` also keeps what the next checkpoint needs (`checkpoint.InputState` per input, and in
 the manifest's ``extra`` each input partition's frontier, so a replay judges late updates as
-before), writes a checkpoint every ``interval`` seconds at an epoch boundary - in a background
-thread, from a copy of the state, so epochs go on meanwhile - and keeps the reclock bindings of
+before, and each result partition's position, so a restart reads only what follows it), writes
+a checkpoint every ``interval`` seconds at an epoch boundary - in a background thread, from a
+copy of the state, so epochs go on meanwhile - and keeps the reclock bindings of
 reclocked inputs (`reclock`) under ``<directory>/reclock/<topic>.log`` and the partition floors of
 the others (`floors`) under ``<directory>/floors/<topic>.log``, dropping what no kept checkpoint
 needs once a checkpoint is written. A checkpoint a crash interrupts is lost (the one before is
@@ -193,6 +194,22 @@ class Recovery:
                 if warning:
                     log.warning("input topic %r %s", topic, warning)
         return offsets
+
+    @staticmethod
+    def output_positions(snapshot: Snapshot | None) -> dict[str, Any] | None:
+        """Where the result topics may be read from, as a checkpoint recorded it (`KafkaSink.open`'s
+        ``resume``); None for a backfill snapshot or an older checkpoint: read them from 0."""
+        recorded = None if snapshot is None else snapshot.manifest.extra.get("outputs")
+        if recorded is None:
+            return None
+        try:
+            return {
+                "finals": {topic: [int(f) for f in finals] for topic, finals in recorded["finals"].items()},
+                "starts": {(topic, int(p)): int(o) for topic, parts in recorded["starts"].items()
+                           for p, o in parts.items()},
+            }
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SnapshotError(f"{snapshot}: its recorded result-topic positions are malformed ({exc})") from exc
 
     @staticmethod
     def progress(snapshot: Snapshot | None) -> dict[str, dict[int, tuple[int, int | None]]]:

@@ -20,6 +20,12 @@ Outputs in the json and debezium formats keep their markers on a companion progr
 names its data partition and the number of data messages. The client reads both topics; as the
 two are not read in step, a marker waits until that many data messages of its incarnation and
 range have been read (`_CompanionFollower`), then the same rules apply.
+
+`read_result_positions` tells a restarting daemon the final frontier of every partition, and
+where reading may resume later: the offset of the last message read (or written, see `sink`) on
+each partition. Given the positions its checkpoint recorded it reads only from there - each must
+still hold a message, or the topic was recreated and is refused - so a restart costs what was
+published since the checkpoint, not the topics' whole history.
 """
 
 from __future__ import annotations
@@ -27,19 +33,19 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
-from .exceptions import KafkaError, OptionsError, ProtocolError, WireError
+from .exceptions import KafkaError, OptionsError, ProtocolError, RecoveryError, WireError
 from .formats.rows import read_epoch_header, read_marker
 from .kafka import client_config, topic_partitions
 from .wire import MIN_TIME, OutputBatch, decode_output
 
-__all__ = ["Change", "ResultClient", "read_final_frontiers", "CLOSED"]
+__all__ = ["Change", "ResultClient", "read_final_frontiers", "read_result_positions", "CLOSED"]
 
 CLOSED = 2**63  # internal frontier of a partition whose writer closed it (upper nil)
 
@@ -272,11 +278,22 @@ class _Routes:
                 self.counts[topic] = count
                 self.followers.setdefault(topic, []).append(f)
         self.at_end = {(t, p): False for t, n in self.counts.items() for p in range(n)}
+        self.last: dict[tuple[str, int], int] = {}  # offset of the last message read per partition
+        self.expect: dict[tuple[str, int], int] = {}  # reading resumes at a message recorded there
 
     def take(self, msg: Any) -> list[Change]:
         """Apply one message (not an error); the Changes it caused."""
         topic, partition = msg.topic(), msg.partition()
         self.at_end[(topic, partition)] = False
+        offset = msg.offset()
+        expected = self.expect.pop((topic, partition), None)
+        if expected is not None and offset != expected:
+            raise RecoveryError(
+                f"result topic {topic}[{partition}]: the checkpoint recorded a message at offset {expected}, but "
+                f"reading from there found the next one at offset {offset}; was the topic deleted and recreated? "
+                f"{_REBUILD}"
+            )
+        self.last[(topic, partition)] = offset
         changes = []
         for follower in self.followers[topic]:
             change = follower.take(topic, partition, msg.offset(), msg.value(), msg.headers())
@@ -298,8 +315,17 @@ def _consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping
     return config
 
 
-def _messages(consumer: Consumer, routes: _Routes, timeout: float, max_messages: int) -> Iterator[Any]:
-    """The messages of one consume call, end-of-partition events recorded and left out."""
+_REBUILD = ("Its history is not what this daemon published: restore with an empty checkpoint directory (and empty "
+            "result topics) to rebuild it")
+
+OutOfRange = Callable[[str, int], None]
+
+
+def _messages(
+    consumer: Consumer, routes: _Routes, timeout: float, max_messages: int, out_of_range: OutOfRange | None = None
+) -> Iterator[Any]:
+    """The messages of one consume call, end-of-partition events recorded and left out;
+    ``out_of_range(topic, partition)`` handles a start offset the partition does not hold."""
     try:
         messages = consumer.consume(num_messages=max_messages, timeout=timeout)
     except KafkaException as exc:
@@ -310,29 +336,50 @@ def _messages(consumer: Consumer, routes: _Routes, timeout: float, max_messages:
             if err.code() == RdKafkaError._PARTITION_EOF:
                 routes.at_end[(msg.topic(), msg.partition())] = True
                 continue
+            if out_of_range is not None and err.code() in (RdKafkaError._AUTO_OFFSET_RESET,
+                                                           RdKafkaError.OFFSET_OUT_OF_RANGE):
+                out_of_range(msg.topic(), msg.partition())
+                continue
             raise KafkaError(f"reading {msg.topic()}[{msg.partition()}]: {err}")
         yield msg
 
 
-def _read(consumer: Consumer, routes: _Routes, timeout: float, max_messages: int) -> list[Change]:
-    return [c for msg in _messages(consumer, routes, timeout, max_messages) for c in routes.take(msg)]
+def _read(consumer: Consumer, routes: _Routes, timeout: float, max_messages: int,
+          out_of_range: OutOfRange | None = None) -> tuple[list[Change], int]:
+    """Apply what one consume returns: the changes, and how many messages were read."""
+    changes, read = [], 0
+    for msg in _messages(consumer, routes, timeout, max_messages, out_of_range):
+        read += 1
+        changes.extend(routes.take(msg))
+    return changes, read
 
 
-def _catch_up(consumer: Consumer, routes: _Routes, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
+def _catch_up(
+    consumer: Consumer,
+    routes: _Routes,
+    timeout: float,
+    *,
+    out_of_range: OutOfRange | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Read until every partition is at its end; KafkaError when ``timeout`` seconds pass without
+    a message while some partition is not (a long topic takes as long as it takes)."""
+    deadline = clock() + timeout
     # at_end is set by the consumer's end-of-partition event and cleared by every message; the
     # event comes once per arrival at the end, so it is not reset here
     while not all(routes.at_end.values()):
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             behind = [f"{t}[{p}]" for (t, p), done in routes.at_end.items() if not done]
-            raise KafkaError(f"catching up on result topics: {behind} not at their end after {timeout} s")
-        _read(consumer, routes, 0.05, 10_000)
+            raise KafkaError(f"catching up on result topics: {behind} not at their end, nothing read for {timeout} s")
+        _, read = _read(consumer, routes, 0.05, 10_000, out_of_range)
+        if read:
+            deadline = clock() + timeout
 
 
-def _assign(consumer: Consumer, routes: _Routes) -> None:
+def _assign(consumer: Consumer, routes: _Routes, start: Mapping[tuple[str, int], int] | None = None) -> None:
     # offset 0 (not OFFSET_BEGINNING): librdkafka waits ~0.5 s before resolving a logical offset;
     # auto.offset.reset=earliest covers topics whose start was deleted
-    assignment = [TopicPartition(t, p, 0) for t, p in routes.at_end]
+    assignment = [TopicPartition(t, p, (start or {}).get((t, p), 0)) for t, p in routes.at_end]
     try:
         consumer.assign(assignment)
     except KafkaException as exc:
@@ -445,10 +492,11 @@ class ResultClient:
 
     def poll(self, timeout: float = 0.1, *, max_messages: int = 10_000) -> list[Change]:
         """Read what is available (waiting up to ``timeout``); one Change per frontier move."""
-        return _read(self._require(), self._routes, timeout, max_messages)
+        return _read(self._require(), self._routes, timeout, max_messages)[0]
 
     def catch_up(self, timeout: float = 30.0) -> None:
-        """Read until every partition is at its end; KafkaError after ``timeout`` seconds."""
+        """Read until every partition is at its end; KafkaError after ``timeout`` seconds without
+        a message."""
         _catch_up(self._require(), self._routes, timeout)
 
     def wait_for(self, frontier: int | None, timeout: float = 30.0) -> bool:
@@ -483,19 +531,99 @@ def read_final_frontiers(
     formats: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, list[int]]:
     """Per topic and partition, the frontier the result topic already marks final (MIN_TIME if
-    none; `CLOSED` if closed). ``formats``: topic -> (format, progress topic) of the json and
-    debezium outputs among ``topics``. One consumer reads all topics to their end."""
-    stats = ProtocolStats()
+    none; `CLOSED` if closed), read from the beginning. ``formats``: topic -> (format, progress
+    topic) of the json and debezium outputs among ``topics``."""
+    return read_result_positions(topics, kafka_options, timeout=timeout, formats=formats)[0]
+
+
+def read_result_positions(
+    topics: Sequence[str],
+    kafka_options: Mapping[str, Any],
+    *,
+    timeout: float = 30.0,
+    formats: Mapping[str, tuple[str, str]] | None = None,
+    finals: Mapping[str, Sequence[int]] | None = None,
+    starts: Mapping[tuple[str, int], int] | None = None,
+    stats: ProtocolStats | None = None,
+) -> tuple[dict[str, list[int]], dict[tuple[str, int], int]]:
+    """Per topic, the final frontier of each partition (MIN_TIME if none, `CLOSED` if closed), and
+    per (topic, partition) read - the result topics and the progress topics of json/debezium
+    outputs - the offset of the last message there (none if empty). One consumer reads every topic
+    to its end (``timeout``: seconds without a message before giving up).
+
+    ``finals`` and ``starts``: what an earlier call (or the sink since) recorded, as a checkpoint
+    keeps it: the partitions start with those final frontiers and are read from those offsets,
+    each of which must still hold a message. A topic whose partition count changed, or that no
+    longer holds a recorded message (recreated), raises `RecoveryError`; one whose start was
+    deleted by retention is read from its first offset. ``stats`` counts what was read."""
+    stats = stats if stats is not None else ProtocolStats()
     followers = {}
     for t in topics:
         format, progress = (formats or {}).get(t, ("msgpack", None))
         followers[t] = _follower(t, kafka_options, format=format, progress_topic=progress, fields=None,
                                  keep_view=False, stats=stats)
     routes = _Routes(list(followers.values()))
-    consumer = Consumer(_consumer_config(kafka_options, None))
+    for topic, recorded in (finals or {}).items():
+        follower = followers.get(topic)
+        if follower is None:
+            continue
+        if len(recorded) != len(follower.partitions):
+            raise RecoveryError(
+                f"result topic {topic}: the checkpoint recorded {len(recorded)} partitions, the topic now has "
+                f"{len(follower.partitions)}; records no longer land on the partitions that hold their history. "
+                f"{_REBUILD}"
+            )
+        for state, final in zip(follower.partitions, recorded):
+            state.final = final
+        follower.frontier = min(recorded, default=MIN_TIME)
+    offsets = {key: at for key, at in (starts or {}).items() if key in routes.at_end and at >= 0}
+    recorded = dict(offsets)
+    config = _consumer_config(kafka_options, None)
+    config["auto.offset.reset"] = "error"  # out-of-range starts are told apart below
+    consumer = Consumer(config)
+
+    def watermarks(topic: str, partition: int) -> tuple[int, int]:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        except KafkaException as exc:
+            raise KafkaError(f"reading the offsets of result topic {topic}[{partition}]: {exc}") from exc
+        return low, high
+
+    def recreated(topic: str, partition: int, why: str) -> RecoveryError:
+        return RecoveryError(f"result topic {topic}[{partition}]: the checkpoint recorded a message at offset "
+                             f"{offsets.get((topic, partition), 0)}, but {why}; was the topic deleted and recreated? "
+                             f"{_REBUILD}")
+
+    def out_of_range(topic: str, partition: int) -> None:
+        low, high = watermarks(topic, partition)
+        if low <= offsets.get((topic, partition), 0):
+            raise recreated(topic, partition, f"the partition holds offsets {low}..{high - 1}")
+        routes.expect.pop((topic, partition), None)  # retention deleted it: read what is left
+        recorded.pop((topic, partition), None)
+        try:
+            consumer.seek(TopicPartition(topic, partition, low))
+        except KafkaException as exc:
+            raise KafkaError(f"reading result topic {topic}[{partition}] from offset {low}: {exc}") from exc
+
     try:
-        _assign(consumer, routes)
-        _catch_up(consumer, routes, timeout)
+        for (topic, p), at in list(offsets.items()):
+            low, high = watermarks(topic, p)
+            if high <= 0 < at:  # empty (a broker may under-report a high watermark, never to 0)
+                raise recreated(topic, p, "the partition is empty")
+            if low > at:  # retention deleted it: read what is left
+                offsets[(topic, p)] = low
+                del recorded[(topic, p)]
+            else:
+                routes.expect[(topic, p)] = at
+        _assign(consumer, routes, offsets)
+        try:
+            _catch_up(consumer, routes, timeout, out_of_range=out_of_range)
+        except KafkaError as exc:
+            if routes.expect:
+                (topic, p), _ = next(iter(routes.expect.items()))
+                raise recreated(topic, p, f"nothing could be read there ({exc})") from exc
+            raise
     finally:
         consumer.close()
-    return {t: [p.final for p in f.partitions] for t, f in followers.items()}
+    last = {**recorded, **routes.last}  # offsets that hold a message (none where nothing was read)
+    return {t: [p.final for p in f.partitions] for t, f in followers.items()}, last

@@ -14,7 +14,11 @@ instead, partitioned by their key, and the progress markers to the output's comp
 topic; the rules above are the same.
 
 On open, the sink reads the output topics back and does not re-publish times that a partition
-already marks final (a restarted daemon replays its inputs and recomputes them).
+already marks final (a restarted daemon replays its inputs and recomputes them). It reads from
+the beginning, or from the positions a checkpoint recorded (`positions`: each partition's final
+frontier, and per partition written or read the offset of the last message there, kept from the
+delivery reports of what it writes), so a restart reads what was published since the checkpoint,
+not the topics' whole history.
 
 With a ``transactional_id``, dead letters, outputs, markers and the consumed input offsets of
 one epoch commit in one Kafka transaction (``send_offsets_to_transaction``); an abortable
@@ -43,6 +47,7 @@ from .deadletter import DeadLetterWriter
 from .exceptions import BrokerTimeout, KafkaError, OptionsError
 from .formats import Encoder, Message, encoder
 from .kafka import bounded, client_config, topic_partitions
+from .results import CLOSED, ProtocolStats, read_result_positions
 from .stats import Stats
 from .wire import MIN_TIME
 
@@ -135,6 +140,10 @@ class KafkaSink:
         self._partitions: dict[str, int] = {}
         self._encoders = {t: o.encoder for o in outputs for t in (o.topic, o.progress_topic) if t is not None}
         self.final: dict[str, list[int]] = {}  # output topic -> per-partition final frontier
+        self._last: dict[tuple[str, int], int] = {}  # the offset of the last message read or written, per partition
+        self._delivered: dict[tuple[str, int], int] = {}  # ... written by the attempt being committed
+        self._marked: list[tuple[str, int]] = []  # the output partitions that attempt marks final
+        self.resume_stats = ProtocolStats()  # what open() read of the output topics
         self._staged: list[Staged] = []
         self._staged_since: float | None = None
         self._errors: list[str] = []
@@ -144,7 +153,10 @@ class KafkaSink:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def open(self) -> None:
+    def open(self, resume: Mapping[str, Any] | None = None) -> None:
+        """Open the producer and learn which times the output topics already hold as final:
+        read from the beginning, or from the ``resume`` positions a checkpoint recorded (see
+        `positions`; `RecoveryError` if a topic no longer holds them)."""
         for o in self.outputs:
             self._partitions[o.topic] = topic_partitions(self._kafka_options, o.topic)
             if o.progress_topic is not None:
@@ -169,11 +181,11 @@ class KafkaSink:
         if self._producer is None:
             self._producer = Producer(client_config(base, {"enable.idempotence": True}, who="output producer"))
         if self.resume:
-            from .results import read_final_frontiers
-
             formats = {o.topic: (o.format, o.progress_topic) for o in self.outputs if o.progress_topic is not None}
-            self.final = read_final_frontiers([o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout,
-                                              formats=formats)
+            self.final, self._last = read_result_positions(
+                [o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout, formats=formats,
+                finals=(resume or {}).get("finals"), starts=(resume or {}).get("starts"), stats=self.resume_stats,
+            )
         else:
             self.final = {o.topic: [MIN_TIME] * self._partitions[o.topic] for o in self.outputs}
         log.info(
@@ -197,6 +209,13 @@ class KafkaSink:
             return bounded(call, self.transaction_timeout, f"{what}: {name}")
         except BrokerTimeout as exc:
             raise BrokerTimeout(f"{exc} (kafka.transaction_timeout = {self.transaction_timeout:g} s)") from None
+
+    def positions(self) -> dict[str, Any]:
+        """Where a restart may resume (`open`'s ``resume``): ``finals``, per output topic the final
+        frontier of each partition, and ``starts``, per (topic, partition) read or written the
+        offset of the last message there (everything after it came later)."""
+        starts = {key: offset for key, offset in self._last.items() if key[0] in self._encoders}  # not dead letters
+        return {"finals": {topic: list(finals) for topic, finals in self.final.items()}, "starts": starts}
 
     @property
     def producer(self) -> Producer:
@@ -230,6 +249,10 @@ class KafkaSink:
         staged dead letters and the input ``offsets``. Returns the updates written per output."""
         messages, written = self._encode(lower, upper, updates)
         self._commit(messages, offsets, consumer, what=f"epoch [{lower}, {upper})")
+        final = CLOSED if upper is None else upper
+        for topic, partition in self._marked:
+            self.final[topic][partition] = final
+        self._marked = []
         now = time.time()
         for o in self.outputs:
             ostats = self.stats.output(o.name)
@@ -250,6 +273,7 @@ class KafkaSink:
             raise OptionsError(f"publishing epoch [{lower}, {upper}): unknown outputs {sorted(unknown)}")
         messages: list[Message] = []
         written: dict[str, int] = {}
+        self._marked = []
         for o in self.outputs:
             partitions = self._partitions[o.topic]
             final = self.final[o.topic]
@@ -274,6 +298,7 @@ class KafkaSink:
                 data, marker = o.encoder.epoch(lower, upper, self.incarnation, p, entries)
                 messages.extend(data)
                 messages.append(marker)
+                self._marked.append((o.topic, p))
                 ostats.messages += len(data)
                 ostats.progress_markers += 1
                 count += len(entries)
@@ -285,9 +310,14 @@ class KafkaSink:
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
             self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+        else:
+            key = (msg.topic(), msg.partition())
+            if msg.offset() > self._delivered.get(key, -1):
+                self._delivered[key] = msg.offset()
 
     def _produce_all(self, messages: list[Message]) -> None:
         producer = self.producer
+        self._delivered.clear()
         for topic, partition, key, value, headers in self._staged:
             self._produce(producer, topic, partition, key, value, headers)
         for topic, partition, key, value, headers in messages:
@@ -357,6 +387,8 @@ class KafkaSink:
                     raise KafkaError(f"publishing {what}: {len(errors)} deliveries failed, first: {errors[0]}")
                 self._staged.clear()
                 self._staged_since = None
+                self._last.update(self._delivered)
+                self._delivered.clear()
                 return
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None

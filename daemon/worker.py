@@ -174,7 +174,7 @@ class Worker:
                 start_offsets = offsets
             bindings, floors = self.recovery.bindings, self.recovery.floors
         with contextlib.ExitStack() as stack:
-            self.sink.open()
+            self.sink.open(Recovery.output_positions(snapshot))
             stack.callback(self.sink.close)
             self.source.open(start_offsets, bindings, floors=floors, progress=Recovery.progress(snapshot),
                              floor=None if snapshot is None else snapshot.frontier)
@@ -378,9 +378,17 @@ class Worker:
             raise WorkerError(f"epoch up to {upper}: writing a checkpoint: {type(exc).__name__}: {exc}") from exc
 
     def _checkpoint_extra(self) -> dict[str, Any]:
-        """What a checkpoint records besides the inputs: each input partition's frontier."""
+        """What a checkpoint records besides the inputs: each input partition's frontier, and where
+        the result topics may be read from (`KafkaSink.positions`)."""
         progress = self.source.progress_state()
-        return {"progress": {topic: {str(p): list(v) for p, v in parts.items()} for topic, parts in progress.items()}}
+        positions = self.sink.positions()
+        starts: dict[str, dict[str, int]] = {}
+        for (topic, p), offset in positions["starts"].items():
+            starts.setdefault(topic, {})[str(p)] = offset
+        return {
+            "progress": {topic: {str(p): list(v) for p, v in parts.items()} for topic, parts in progress.items()},
+            "outputs": {"finals": positions["finals"], "starts": starts},
+        }
 
     def run(
         self,

@@ -68,9 +68,9 @@ def die_in_the_middle_of_an_epoch(worker: Worker, batches: int) -> None:
     produce = sink._produce
     produced = 0
 
-    def produce_then_maybe_die(producer, topic, partition, key, value, headers):  # type: ignore[no-untyped-def]
+    def produce_then_maybe_die(producer, topic, partition, key, value, headers, *marker):  # type: ignore[no-untyped-def]
         nonlocal produced
-        produce(producer, topic, partition, key, value, headers)
+        produce(producer, topic, partition, key, value, headers, *marker)
         if b"updates" in value[:80]:  # an output batch, not a progress marker
             produced += 1
             if produced >= batches:

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ddflow.daemon.deadletter import decode_dead_letter
-from ddflow.daemon.exceptions import OptionsError, ProtocolError
+from ddflow.daemon.exceptions import KafkaError, OptionsError, ProtocolError
 from ddflow.daemon.results import ResultClient, read_final_frontiers
 from ddflow.daemon.sink import KafkaSink, OutputSpec
 from ddflow.daemon.wire import (
@@ -221,3 +221,61 @@ def test_unknown_output_and_unencodable_record(kafka_options, make_topic):
         sink.publish(MIN_TIME, 1, {"out": [({1, 2}, 0, 1)]})
     sink.close()
     assert msgpack  # noqa
+
+
+class _FakeMessage:
+    def __init__(self, offset, value=None, eof=False):
+        self._offset, self._value, self._eof = offset, value, eof
+
+    def error(self):
+        if not self._eof:
+            return None
+        from confluent_kafka import KafkaError as RdKafkaError
+
+        return RdKafkaError(RdKafkaError._PARTITION_EOF)
+
+    def topic(self):
+        return "results"
+
+    def partition(self):
+        return 0
+
+    def offset(self):
+        return self._offset
+
+    def value(self):
+        return self._value
+
+    def headers(self):
+        return None
+
+
+def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
+    """A long result topic takes as long as it takes (a fixed 30 s deadline made every restart of
+    a daemon with a long history fail); only 30 s without a message is an error. The clock is
+    fake: each consume takes one second."""
+    from ddflow.daemon.results import ProtocolStats, _catch_up, _Follower, _Routes
+
+    now = [0.0]
+
+    class Consumer:
+        def __init__(self, messages):
+            self.messages = messages
+
+        def consume(self, num_messages, timeout):
+            now[0] += 1.0
+            return [self.messages.pop(0)] if self.messages else []
+
+    lower, epochs = MIN_TIME, []
+    for i, upper in enumerate(range(1, 101)):
+        epochs.append(_FakeMessage(i, encode_output_progress(lower, upper, "x", 0)))
+        lower = upper
+    follower = _Follower("results", 1, keep_view=False, stats=ProtocolStats())
+    routes = _Routes([follower])
+    _catch_up(Consumer(epochs + [_FakeMessage(100, eof=True)]), routes, 30.0, clock=lambda: now[0])
+    assert now[0] >= 100 and follower.partitions[0].final == 100 and routes.last == {("results", 0): 99}
+    stalled = _Routes([_Follower("results", 1, keep_view=False, stats=ProtocolStats())])
+    now[0] = 0.0
+    with pytest.raises(KafkaError, match=r"results\[0\].*nothing read for 30.0 s"):
+        _catch_up(Consumer(epochs[:5]), stalled, 30.0, clock=lambda: now[0])
+    assert 35 <= now[0] <= 37

@@ -59,8 +59,8 @@ def die_at(worker, where: str, n: int) -> None:  # type: ignore[no-untyped-def]
     elif where == "output_batch":
         produce = worker.sink._produce
 
-        def produce_then_maybe_die(producer, topic, partition, key, value, headers):  # type: ignore[no-untyped-def]
-            produce(producer, topic, partition, key, value, headers)
+        def produce_then_maybe_die(producer, topic, partition, key, value, headers, *marker):  # type: ignore[no-untyped-def]
+            produce(producer, topic, partition, key, value, headers, *marker)
             if b"updates" in value[:80]:
                 producer.flush(10)
                 reached()
