@@ -41,3 +41,9 @@ def kernel(fn: F) -> F:
     compiled = numba.njit(cache=True, nogil=True)(fn)
     KERNELS[f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"] = compiled
     return compiled
+
+
+def inline(fn: F) -> F:
+    """A small helper of kernels (a checked add, a mask): compiled into each kernel that calls it
+    rather than on its own, which keeps the cold compile short."""
+    return numba.njit(cache=True, nogil=True, inline="always")(fn)
