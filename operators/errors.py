@@ -2,7 +2,7 @@
 
     DataflowError               root of every engine error
     ├── TimeError               a time behind an input's frontier, advance_to backwards, a bad time value
-    ├── DiffError               a diff that is not a non-zero int
+    ├── DiffError               a diff that is not a non-zero int, or diffs summing outside int64
     ├── ShapeError              a record of the wrong shape for a keyed operator, or unhashable
     ├── IncompleteTimeError     capture.at(t) for a time that is not complete yet
     ├── GraphError              misuse of the dataflow graph (closed input, collection from another scope)
@@ -22,7 +22,16 @@ class TimeError(DataflowError):
 
 
 class DiffError(DataflowError):
-    """A diff that is not a non-zero integer."""
+    """A diff that is not a non-zero integer, or diffs whose sum leaves int64 (never wrapped).
+
+    For a sum, ``record_ids`` holds the record's interned ids (one per data column: the record, or
+    its key and val) and ``time`` its time; the scheduler names the operator and the record's value
+    in the message (``operator`` is then set)."""
+
+    def __init__(self, message: str, *, record_ids: tuple[int, ...] | None = None,
+                 time: tuple[int, ...] | None = None, operator: str | None = None) -> None:
+        super().__init__(message)
+        self.record_ids, self.time, self.operator = record_ids, time, operator
 
 
 class ShapeError(DataflowError):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import GraphError
+from .errors import DiffError, GraphError
 from .frontier import Antichain
 from .traces.batch import Updates, beyond_split, concat
 
@@ -63,17 +63,24 @@ class Scope:
         frontier and has not yet seen ``frontier`` (compared by identity: callers pass one object per
         frontier they drive with)."""
         holding = self.holding
-        for node in self.nodes:
-            if node in holding:
-                node.step(frontier)
-                node.seen = frontier
-                if not node.holds_work():
-                    holding.discard(node)
-            elif node.observes_frontier and node.seen is not frontier:
-                node.step(frontier)
-                node.seen = frontier
-                if node.holds_work():
-                    holding.add(node)
+        node = None
+        try:
+            for node in self.nodes:
+                if node in holding:
+                    node.step(frontier)
+                    node.seen = frontier
+                    if not node.holds_work():
+                        holding.discard(node)
+                elif node.observes_frontier and node.seen is not frontier:
+                    node.step(frontier)
+                    node.seen = frontier
+                    if node.holds_work():
+                        holding.add(node)
+        except DiffError as exc:
+            if exc.record_ids is None or exc.operator is not None or node is None:
+                raise
+            raise DiffError(f"{node.name}: {exc} (the record {describe_ids(node, exc.record_ids)})",
+                            record_ids=exc.record_ids, time=exc.time, operator=node.name) from exc
 
     def complete_work(self, frontier: Antichain) -> bool:
         """True when some node holds work at a time not beyond ``frontier``."""
@@ -173,3 +180,12 @@ class Node:
     def arrangements(self):
         """``(name, spine)`` pairs of traces this node maintains (for sizes and metrics)."""
         return ()
+
+
+def describe_ids(node: Node, ids: tuple[int, ...]) -> str:
+    """The values of a record's interned ``ids`` (one per data column) as the node's users know them."""
+    try:
+        values = [node.interner.value(int(i)) for i in ids]
+    except (IndexError, KeyError, ValueError):  # not ids of interned values: name the ids
+        return "ids " + ", ".join(map(str, ids))
+    return repr(values[0]) if len(values) == 1 else repr(tuple(values))

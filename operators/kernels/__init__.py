@@ -43,7 +43,8 @@ def kernel(fn: F) -> F:
     return compiled
 
 
-def inline(fn: F) -> F:
-    """A small helper of kernels (a checked add, a mask): compiled into each kernel that calls it
-    rather than on its own, which keeps the cold compile short."""
-    return numba.njit(cache=True, nogil=True, inline="always")(fn)
+def helper(fn: F) -> F:
+    """Compile ``fn`` as a part of kernels (a checked add, a pass of a larger kernel): only kernels
+    call it, and each kernel's cache holds the helpers it calls, so a helper has no cache or
+    :data:`KERNELS` entry of its own."""
+    return numba.njit(nogil=True)(fn)

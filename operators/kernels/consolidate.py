@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import int64, uint64
 
-from . import inline, kernel
+from . import helper, kernel
 from .sorting import msd_sort
 
 UNCHANGED, DONE, OVERFLOW, WIDE = 0, 1, 2, 3  # kernel status (see :func:`consolidate_kernel`)
@@ -45,7 +45,7 @@ class SumOverflow(ArithmeticError):
 # -- building blocks (compiled; callable from other kernels) --------------------------------------
 
 
-@inline
+@helper
 def add(total, carry, x):
     """``total + x`` wrapped to int64, and ``carry`` counting the wraps: the exact sum is
     ``total + carry * 2**64``, inside int64 exactly when ``carry == 0`` at the end of a sum (a sum may
@@ -56,7 +56,7 @@ def add(total, carry, x):
     return s, carry
 
 
-@inline
+@helper
 def bit_length(x):
     """Bits needed for the uint64 ``x`` (0 for 0)."""
     b = 0
@@ -66,17 +66,17 @@ def bit_length(x):
     return b
 
 
-@inline
+@helper
 def _shr(x, s):
     return x >> uint64(s) if s < 64 else uint64(0)
 
 
-@inline
+@helper
 def _mask(w):
     return uint64(0xFFFFFFFFFFFFFFFF) if w >= 64 else (uint64(1) << uint64(w)) - uint64(1)
 
 
-@inline
+@helper
 def _min_max(a):
     mn = a[0]
     mx = a[0]
@@ -87,7 +87,7 @@ def _min_max(a):
     return mn, mx
 
 
-@kernel
+@helper
 def _bounds(data, times, diffs):
     """``(lo, hi)``: per column (data rows, then time coordinates, then the diffs) least and greatest."""
     k, n = data.shape
@@ -108,7 +108,7 @@ def _bounds(data, times, diffs):
     return lo, hi
 
 
-@inline
+@helper
 def _column(data, times, j, i):
     """Row ``i`` of column ``j`` (data rows first, then time coordinates)."""
     k = data.shape[0]
@@ -118,7 +118,7 @@ def _column(data, times, j, i):
 # -- packed path: the row and its diff in one uint64 ----------------------------------------------
 
 
-@kernel
+@helper
 def _pack(data, times, diffs, lo, widths, dw, keys):
     """Pack each row into ``keys``; returns ``(ordered, plain)``: the keys are already in order, and
     moreover distinct with non-zero diffs (the input is consolidated as it is)."""
@@ -160,7 +160,7 @@ def _pack(data, times, diffs, lo, widths, dw, keys):
     return True, True
 
 
-@kernel
+@helper
 def _sum_packed(keys, runs, data, times, lo, widths, dw, od, ot, odf):
     """Sum the diffs of each run of equal (sorted) keys, and unpack the outputs; ``(rows, status)``.
     ``runs`` (uint64, as long as ``keys``) is scratch space."""
@@ -222,7 +222,7 @@ def _sum_packed(keys, runs, data, times, lo, widths, dw, od, ot, odf):
 # -- general path: ranks, and row indices carried by the sort --------------------------------------
 
 
-@kernel
+@helper
 def _dense_ranks(keys, vals, out):
     """Given sorted ``keys`` with their row indices ``vals``, write each row's dense rank into
     ``out``; returns the number of distinct keys."""
@@ -236,7 +236,7 @@ def _dense_ranks(keys, vals, out):
     return r + 1
 
 
-@kernel
+@helper
 def _sort_rows(cols, lo, widths, a, b, keys, buf, vals, vbuf):
     """Sort the rows of the packed columns ``cols[a:b]`` (their widths summing to at most 64 bits),
     their row indices in ``vals``."""
@@ -260,7 +260,7 @@ def _sort_rows(cols, lo, widths, a, b, keys, buf, vals, vbuf):
     msd_sort(keys, vals, buf, vbuf, 0, total)
 
 
-@inline
+@helper
 def _row_less(data, times, a, b):
     """-1, 0 or 1: row ``a`` before, equal to or after row ``b`` (data rows, then time coordinates)."""
     for j in range(data.shape[0]):

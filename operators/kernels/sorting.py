@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import uint64
 
-from . import kernel
+from . import helper, kernel
 
 EMPTY = np.empty(0, dtype=np.int64)
 
@@ -177,7 +177,7 @@ DIGIT = 8  # bits per scatter: 256 buckets, whose write positions stay in the L1
 _STACK = (64 // DIGIT + 2) * (1 << DIGIT)  # depth-first: at most 255 pending buckets per level
 
 
-@kernel
+@helper
 def _insertion(keys, vals, lo, hi):
     for i in range(lo + 1, hi):
         k = keys[i]
@@ -194,7 +194,7 @@ def _insertion(keys, vals, lo, hi):
             vals[j + 1] = v
 
 
-@kernel
+@helper
 def msd_sort(keys, vals, buf, vbuf, lo_bit, hi_bit):
     """:func:`radix_sort` with its buffers: ``buf`` (uint64) and ``vbuf`` (int64, or ``None`` with
     ``vals``) at least as long as ``keys``; their contents are overwritten."""
@@ -294,5 +294,11 @@ def radix_sort(keys: np.ndarray, vals: np.ndarray | None = None, lo_bit: int = 0
         return
     # buffers from numpy, which asks the kernel for huge pages: first-touch page faults of a buffer
     # allocated inside a kernel cost as much as a scatter pass
-    msd_sort(keys, vals, np.empty(n, dtype=np.uint64), None if vals is None else np.empty(n, dtype=np.int64),
-             lo_bit, hi_bit)
+    sort_kernel(keys, vals, np.empty(n, dtype=np.uint64), None if vals is None else np.empty(n, dtype=np.int64),
+                lo_bit, hi_bit)
+
+
+@kernel
+def sort_kernel(keys, vals, buf, vbuf, lo_bit, hi_bit):
+    """:func:`msd_sort` as an entry point from Python (see :func:`radix_sort`)."""
+    msd_sort(keys, vals, buf, vbuf, lo_bit, hi_bit)

@@ -62,10 +62,24 @@ def workload() -> None:
             trace.contents()
 
 
+def edge_cases() -> None:
+    """Kernels a small dataflow does not reach: the consolidation of rows wider than 64 bits (times
+    far apart with large diffs) and the radix sort's own entry point."""
+    import numpy as np
+
+    from .consolidate import consolidate
+    from .sorting import radix_sort
+
+    consolidate([np.array([0, 1, 0])], np.array([[0], [2**62], [0]]), np.array([3, -5, 1]))
+    radix_sort(np.array([3, 1, 2], dtype=np.uint64), None)
+    radix_sort(np.array([3, 1, 2], dtype=np.uint64), np.arange(3))
+
+
 def main() -> int:
     start = time.perf_counter()
     import_all()
     workload()
+    edge_cases()
     elapsed = time.perf_counter() - start
     missing = sorted(name for name, k in kernels.KERNELS.items() if not k.signatures)
     where = os.environ.get("NUMBA_CACHE_DIR") or "beside the sources (__pycache__)"

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import DiffError
 from ..frontier import Antichain, advance_by
-from ..kernels.sorting import argsort, order, pack, starts, take
+from ..kernels.consolidate import SumOverflow
+from ..kernels.consolidate import consolidate as kernel_consolidate
+from ..kernels.sorting import take
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,53 +84,24 @@ def concat(parts: Sequence[Updates], width: int | None = None, depth: int | None
     )
 
 
-def packed_key(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray | None:
-    """One int64 per row ordering rows like (data columns, time coordinates), or ``None`` when the
-    columns' ranges do not fit together in 63 bits."""
-    return pack([*data, *(times[:, j] for j in range(times.shape[1]))])
-
-
-def sort_order(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
-    """Indices sorting by data columns (first is most significant), then time coordinates (rows with
-    equal columns in any order)."""
-    return order([*data, *(times[:, j] for j in range(times.shape[1]))])
-
-
-def segment_starts(data: Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
-    """Boolean mask of rows (already sorted) that start a new (data, time) group."""
-    return starts([*data, *(times[:, j] for j in range(times.shape[1]))])
-
-
 def consolidate(u: Updates, runs: bool = False) -> Updates:
-    """Sort by (data, time), sum diffs of equal (data, time), drop zero diffs. ``runs``: the updates
-    are a concatenation of a few sorted runs (see :func:`ddflow.operators.kernels.sorting.order`)."""
-    n = len(u)
-    if n == 0:
-        return u
-    key = packed_key(u.data, u.times)
-    if key is not None and (n == 1 or (key[1:] > key[:-1]).all()):  # already consolidated but for zeros
-        keep = u.diffs != 0
-        return u if keep.all() else u.take(keep)
-    if key is not None:
-        perm = argsort(key, runs)
-        first = starts((key.take(perm),))
-    else:
-        perm = sort_order(u.data, u.times)
-    data = tuple(c.take(perm) for c in u.data)
-    times = u.times.take(perm, axis=0)
-    diffs = u.diffs.take(perm)
-    if key is None:
-        first = segment_starts(data, times)
-    if first.all():
-        keep = diffs != 0
-        if keep.all():
-            return Updates(data, times, diffs)
-        return Updates(tuple(c.compress(keep) for c in data), times.compress(keep, axis=0), diffs.compress(keep))
-    idx = np.flatnonzero(first)
-    sums = np.add.reduceat(diffs, idx)
-    keep = sums != 0
-    idx = idx.compress(keep)
-    return Updates(tuple(c.take(idx) for c in data), times.take(idx, axis=0), sums.compress(keep))
+    """Sort by (data, time), sum diffs of equal (data, time), drop zero diffs, in one kernel call
+    (:func:`ddflow.operators.kernels.consolidate.consolidate`); ``u`` itself when it is consolidated
+    already. Raises :class:`DiffError` when the diffs of a (data, time) sum outside int64. ``runs`` is
+    accepted for callers that know the updates are concatenated sorted runs; the kernel finds that
+    out itself."""
+    try:
+        out = kernel_consolidate(u.data, u.times, u.diffs)
+    except SumOverflow as exc:
+        raise sum_error(exc.data, exc.time) from exc
+    return u if out is None else Updates(*out)
+
+
+def sum_error(ids: tuple[int, ...], time: tuple[int, ...]) -> DiffError:
+    """The error for diffs of the record with interned ``ids`` at ``time`` that sum outside int64."""
+    what = f"record id {ids[0]}" if len(ids) == 1 else "record ids " + ", ".join(map(str, ids))
+    return DiffError(f"the diffs of {what} at time {tuple(time)} sum outside int64 (refused, not wrapped)",
+                     record_ids=tuple(ids), time=tuple(time))
 
 
 def beyond_split(u: Updates, frontier: Antichain) -> tuple[Updates, Updates]:
