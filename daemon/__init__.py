@@ -1,7 +1,9 @@
 """ddflow daemon: Kafka sources and sinks, progress, metrics, the command line.
 
 The data path's public names are re-exported here: the embedded broker, the update producer and
-the result-topic client for users; sources, sinks, the epoch policy and the worker for the service.
+the result-topic client for users; the source/sink protocols (`io`), their Kafka implementations,
+the epoch policy, the worker and `kafka_worker` (`factory`) for the service; in-memory doubles
+of the source and sink are in `ddflow.daemon.testing`.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ _WHERE = {
     "EpochPolicy": "progress",
     "EpochReport": "stats",
     "InputSpec": "source",
-    "KafkaError": "exceptions",
+    "KafkaClientError": "exceptions",
     "KafkaSink": "sink",
     "KafkaSource": "source",
     "OptionsError": "exceptions",
     "OutputSpec": "sink",
     "ProtocolError": "exceptions",
     "REASONS": "wire",
+    "Sink": "io",
+    "Source": "io",
     "ResultClient": "results",
     "Stats": "stats",
     "UpdateProducer": "producer",
@@ -34,6 +38,7 @@ _WHERE = {
     "Worker": "worker",
     "WorkerError": "exceptions",
     "decode_dead_letter": "deadletter",
+    "kafka_worker": "factory",
 }
 
 
@@ -58,7 +63,7 @@ __all__ = [
     "EpochPolicy",
     "EpochReport",
     "InputSpec",
-    "KafkaError",
+    "KafkaClientError",
     "KafkaSink",
     "KafkaSource",
     "OptionsError",
@@ -66,10 +71,13 @@ __all__ = [
     "ProtocolError",
     "REASONS",
     "ResultClient",
+    "Sink",
+    "Source",
     "Stats",
     "UpdateProducer",
     "WireError",
     "Worker",
     "WorkerError",
     "decode_dead_letter",
+    "kafka_worker",
 ]

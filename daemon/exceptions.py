@@ -2,7 +2,7 @@
 
     DaemonError
     ├── BrokerError          the embedded broker would not start / answer
-    ├── KafkaError           a Kafka client call failed (names the topic/partition)
+    ├── KafkaClientError     a Kafka client call failed (names the topic/partition)
     │   ├── BrokerTimeout    a blocking broker call did not return within its bound
     │   └── TopicChanged     a topic vanished, was recreated or changed partitions while running
     ├── OptionsError         a bad option passed to a source, sink, producer or worker
@@ -23,7 +23,7 @@ from __future__ import annotations
 __all__ = [
     "DaemonError",
     "BrokerError",
-    "KafkaError",
+    "KafkaClientError",
     "BrokerTimeout",
     "TopicChanged",
     "OptionsError",
@@ -45,15 +45,15 @@ class BrokerError(DaemonError):
     """The embedded broker could not be started or did not answer."""
 
 
-class KafkaError(DaemonError):
+class KafkaClientError(DaemonError):
     """A Kafka client operation failed."""
 
 
-class BrokerTimeout(KafkaError):
+class BrokerTimeout(KafkaClientError):
     """A blocking broker call did not return within its bound (librdkafka ignored its timeout)."""
 
 
-class TopicChanged(KafkaError):
+class TopicChanged(KafkaClientError):
     """A topic the daemon uses vanished, was deleted and recreated, or changed its partition count
     while the daemon ran: its offsets and published results no longer match the broker's."""
 

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..config.secrets import mask
-from .exceptions import BrokerTimeout, KafkaError, OptionsError
+from .exceptions import BrokerTimeout, KafkaClientError, OptionsError
 
 __all__ = ["client_config", "redact", "topic_partitions", "ensure_topics", "option_problems", "bounded",
            "BOUNDED_GRACE"]
@@ -140,16 +140,16 @@ def _admin(kafka_options: Mapping[str, Any]) -> AdminClient:
 
 
 def topic_partitions(kafka_options: Mapping[str, Any], topic: str, *, timeout: float = 10.0) -> int:
-    """Number of partitions of ``topic``; KafkaError if it does not exist."""
+    """Number of partitions of ``topic``; KafkaClientError if it does not exist."""
     admin = _admin(kafka_options)
     try:
         meta = admin.list_topics(topic=topic, timeout=timeout)
     except KafkaException as exc:
-        raise KafkaError(f"reading metadata of topic {topic!r}: {exc}") from exc
+        raise KafkaClientError(f"reading metadata of topic {topic!r}: {exc}") from exc
     info = meta.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
         why = "does not exist" if info is None or not info.partitions else str(info.error)
-        raise KafkaError(f"reading metadata of topic {topic!r}: it {why}; create it first (or pass create_topics)")
+        raise KafkaClientError(f"reading metadata of topic {topic!r}: it {why}; create it first (or pass create_topics)")
     return len(info.partitions)
 
 
@@ -165,7 +165,7 @@ def ensure_topics(
     try:
         existing = set(admin.list_topics(timeout=timeout).topics)
     except KafkaException as exc:
-        raise KafkaError(f"listing topics: {exc}") from exc
+        raise KafkaClientError(f"listing topics: {exc}") from exc
     missing = [NewTopic(name, partitions, replication) for name, partitions in topics.items() if name not in existing]
     if not missing:
         return []
@@ -177,5 +177,5 @@ def ensure_topics(
         except KafkaException as exc:
             if exc.args and getattr(exc.args[0], "name", lambda: "")() == "TOPIC_ALREADY_EXISTS":
                 continue
-            raise KafkaError(f"creating topic {name!r}: {exc}") from exc
+            raise KafkaClientError(f"creating topic {name!r}: {exc}") from exc
     return created

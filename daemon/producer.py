@@ -22,7 +22,7 @@ from typing import Any
 import msgpack
 from confluent_kafka import KafkaException, Producer
 
-from .exceptions import KafkaError, OptionsError, WireError
+from .exceptions import KafkaClientError, OptionsError, WireError
 from .kafka import client_config, topic_partitions
 from .wire import MAX_TIME, MIN_TIME, encode_progress, record_partition
 
@@ -112,7 +112,7 @@ class UpdateProducer:
             except BufferError:
                 self._producer.poll(0.05)  # local queue full: let deliveries drain
             except KafkaException as exc:
-                raise KafkaError(f"producing to {self.topic}[{partition}]: {exc}") from exc
+                raise KafkaClientError(f"producing to {self.topic}[{partition}]: {exc}") from exc
         self.sent_messages += 1
         self._producer.poll(0)
 
@@ -132,15 +132,15 @@ class UpdateProducer:
         self.frontier = time
 
     def flush(self, timeout: float = 30.0) -> None:
-        """Send buffered updates and wait for every delivery; KafkaError names failed ones."""
+        """Send buffered updates and wait for every delivery; KafkaClientError names failed ones."""
         for partition in range(self.partitions):
             self._send_buffer(partition)
         remaining = self._producer.flush(timeout)
         if remaining:
-            raise KafkaError(f"producing to {self.topic!r}: {remaining} messages not delivered within {timeout} s")
+            raise KafkaClientError(f"producing to {self.topic!r}: {remaining} messages not delivered within {timeout} s")
         if self._errors:
             errors, self._errors = self._errors, []
-            raise KafkaError(f"producing to {self.topic!r}: {len(errors)} deliveries failed, first: {errors[0]}")
+            raise KafkaClientError(f"producing to {self.topic!r}: {len(errors)} deliveries failed, first: {errors[0]}")
 
     def close(self, timeout: float = 30.0) -> None:
         self.flush(timeout)

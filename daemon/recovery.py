@@ -40,7 +40,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
 from .checkpoint import CheckpointStore, InputState
-from .exceptions import KafkaError, OptionsError, RecoveryError, SnapshotError
+from .exceptions import KafkaClientError, OptionsError, RecoveryError, SnapshotError
 from .floors import FloorLog
 from .kafka import client_config, topic_partitions
 from .reclock import ReclockBindings
@@ -363,7 +363,7 @@ def check_offsets(kafka_options: Mapping[str, Any], offsets: Mapping[tuple[str, 
             try:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
             except KafkaException as exc:
-                raise KafkaError(f"reading the offsets of {topic}[{p}]: {exc}") from exc
+                raise KafkaClientError(f"reading the offsets of {topic}[{p}]: {exc}") from exc
             if low > o:
                 raise RecoveryError(
                     f"resuming {topic}[{p}] at offset {o}: the broker's first offset is {low}; the updates at offsets "

@@ -40,7 +40,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
-from .exceptions import KafkaError, OptionsError, ProtocolError, RecoveryError, WireError
+from .exceptions import KafkaClientError, OptionsError, ProtocolError, RecoveryError, WireError
 from .formats.rows import read_epoch_header, read_marker
 from .kafka import client_config, topic_partitions
 from .wire import MIN_TIME, OutputBatch, decode_output
@@ -329,7 +329,7 @@ def _messages(
     try:
         messages = consumer.consume(num_messages=max_messages, timeout=timeout)
     except KafkaException as exc:
-        raise KafkaError(f"reading result topics {sorted(routes.counts)}: {exc}") from exc
+        raise KafkaClientError(f"reading result topics {sorted(routes.counts)}: {exc}") from exc
     for msg in messages:
         err = msg.error()
         if err is not None:
@@ -340,7 +340,7 @@ def _messages(
                                                            RdKafkaError.OFFSET_OUT_OF_RANGE):
                 out_of_range(msg.topic(), msg.partition())
                 continue
-            raise KafkaError(f"reading {msg.topic()}[{msg.partition()}]: {err}")
+            raise KafkaClientError(f"reading {msg.topic()}[{msg.partition()}]: {err}")
         yield msg
 
 
@@ -362,7 +362,7 @@ def _catch_up(
     out_of_range: OutOfRange | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Read until every partition is at its end; KafkaError when ``timeout`` seconds pass without
+    """Read until every partition is at its end; KafkaClientError when ``timeout`` seconds pass without
     a message while some partition is not (a long topic takes as long as it takes)."""
     deadline = clock() + timeout
     # at_end is set by the consumer's end-of-partition event and cleared by every message; the
@@ -370,7 +370,7 @@ def _catch_up(
     while not all(routes.at_end.values()):
         if clock() > deadline:
             behind = [f"{t}[{p}]" for (t, p), done in routes.at_end.items() if not done]
-            raise KafkaError(f"catching up on result topics: {behind} not at their end, nothing read for {timeout} s")
+            raise KafkaClientError(f"catching up on result topics: {behind} not at their end, nothing read for {timeout} s")
         _, read = _read(consumer, routes, 0.05, 10_000, out_of_range)
         if read:
             deadline = clock() + timeout
@@ -383,7 +383,7 @@ def _assign(consumer: Consumer, routes: _Routes, start: Mapping[tuple[str, int],
     try:
         consumer.assign(assignment)
     except KafkaException as exc:
-        raise KafkaError(f"assigning result topics {sorted(routes.counts)}: {exc}") from exc
+        raise KafkaClientError(f"assigning result topics {sorted(routes.counts)}: {exc}") from exc
 
 
 def _follower(topic: str, kafka_options: Mapping[str, Any], *, format: str, progress_topic: str | None,
@@ -487,7 +487,7 @@ class ResultClient:
 
     def _require(self) -> Consumer:
         if self._consumer is None:
-            raise KafkaError(f"result client for {self.topic!r}: not open (use it as a context manager)")
+            raise KafkaClientError(f"result client for {self.topic!r}: not open (use it as a context manager)")
         return self._consumer
 
     def poll(self, timeout: float = 0.1, *, max_messages: int = 10_000) -> list[Change]:
@@ -495,7 +495,7 @@ class ResultClient:
         return _read(self._require(), self._routes, timeout, max_messages)[0]
 
     def catch_up(self, timeout: float = 30.0) -> None:
-        """Read until every partition is at its end; KafkaError after ``timeout`` seconds without
+        """Read until every partition is at its end; KafkaClientError after ``timeout`` seconds without
         a message."""
         _catch_up(self._require(), self._routes, timeout)
 
@@ -586,7 +586,7 @@ def read_result_positions(
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
         except KafkaException as exc:
-            raise KafkaError(f"reading the offsets of result topic {topic}[{partition}]: {exc}") from exc
+            raise KafkaClientError(f"reading the offsets of result topic {topic}[{partition}]: {exc}") from exc
         return low, high
 
     def recreated(topic: str, partition: int, why: str) -> RecoveryError:
@@ -603,7 +603,7 @@ def read_result_positions(
         try:
             consumer.seek(TopicPartition(topic, partition, low))
         except KafkaException as exc:
-            raise KafkaError(f"reading result topic {topic}[{partition}] from offset {low}: {exc}") from exc
+            raise KafkaClientError(f"reading result topic {topic}[{partition}] from offset {low}: {exc}") from exc
 
     try:
         for (topic, p), at in list(offsets.items()):
@@ -618,7 +618,7 @@ def read_result_positions(
         _assign(consumer, routes, offsets)
         try:
             _catch_up(consumer, routes, timeout, out_of_range=out_of_range)
-        except KafkaError as exc:
+        except KafkaClientError as exc:
             if routes.expect:
                 (topic, p), _ = next(iter(routes.expect.items()))
                 raise recreated(topic, p, f"nothing could be read there ({exc})") from exc

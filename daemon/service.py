@@ -2,7 +2,7 @@
 
 ``Service`` is what ``ddflow run`` and ``ddflow demo`` run. It translates the validated
 ``ddflow.config.Config`` into the data path's specs (inputs, outputs, epoch policy, client
-options with secrets resolved) in one place, ``make_worker``; connects the worker's ``Stats`` to
+options with secrets resolved) through `factory.worker_from_config`; connects the worker's ``Stats`` to
 ``DaemonMetrics`` (counters read at scrape time, histograms fed per epoch); and answers the probes:
 alive while the worker loop runs and makes progress, ready once the inputs are assigned and the
 first epoch is published. ``stop()`` may be called from any thread (a signal handler): the worker
@@ -23,12 +23,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from ..config import Config, build_dataflow, resolve_dataflow
+from ..config import Config
 from .exceptions import StuckWorker
 from .health import EndpointServer
 from .metrics import DaemonMetrics, snapshot_from_stats
@@ -192,44 +191,7 @@ class Service:
 
 
 def make_worker(config: Config, stats: Any, *, snapshot_from: str | None = None) -> Any:
-    """The data path's worker for ``config`` (the one place that knows the worker's signature);
-    ``snapshot_from``: a snapshot (e.g. a backfill) to load when there is no checkpoint yet."""
-    from .progress import EpochPolicy
-    from .sink import OutputSpec
-    from .source import InputSpec
-    from .worker import Worker
+    """The data path's worker for ``config`` (see `factory.worker_from_config`)."""
+    from .factory import worker_from_config
 
-    resolve_dataflow(config)  # import errors become ConfigErrors on dataflow.function
-
-    def build(df: Any, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
-        return build_dataflow(config, df, inputs)
-
-    inputs = [
-        InputSpec(i.name, i.topic, {f.name: f.type for f in i.fields}, policy=i.progress, late=i.late,
-                  idle_timeout=None if i.idle_timeout_ns is None else i.idle_timeout_ns / 1e9,
-                  max_message_bytes=i.max_message_bytes, format=i.format, time_source=i.debezium_time)
-        for i in config.inputs
-    ]
-    outputs = [
-        OutputSpec(o.name, o.topic, format=o.format, fields={f.name: f.type for f in o.fields} or None,
-                   key=o.key or None, progress_topic=o.progress_topic, schemas=o.schemas)
-        for o in config.outputs
-    ]
-    epoch = EpochPolicy(
-        resolution_ns=config.epoch.resolution_ns,
-        max_records=config.epoch.max_records,
-        deadline_s=None if config.epoch.max_delay_ns is None else config.epoch.max_delay_ns / 1e9,
-    )
-    return Worker(
-        build, inputs, outputs, config.client_options(),
-        group_id=config.kafka.group_id,
-        epoch=epoch,
-        dead_letter_topic=config.dead_letter_topic,
-        checkpoint_dir=None if config.checkpoint.location is None else str(config.checkpoint.location),
-        checkpoint_interval=config.checkpoint.interval_ns / 1e9,
-        checkpoint_keep=config.checkpoint.keep,
-        checkpoint_shards=config.checkpoint.shards,
-        snapshot_from=snapshot_from,
-        stats=stats,
-        transaction_timeout=config.kafka.transaction_timeout_ns / 1e9,
-    )
+    return worker_from_config(config, stats, snapshot_from=snapshot_from)

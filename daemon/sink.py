@@ -20,14 +20,17 @@ frontier, and per partition written or read the offset of the last message there
 delivery reports of what it writes), so a restart reads what was published since the checkpoint,
 not the topics' whole history.
 
-With a ``transactional_id``, dead letters, outputs, markers and the consumed input offsets of
-one epoch commit in one Kafka transaction (``send_offsets_to_transaction``); an abortable
-failure aborts and re-sends the epoch under a new incarnation. Without one, the producer is
-idempotent, the sink flushes at each epoch and the input offsets are committed afterwards.
+The sink owns the commit (it is an `io.Sink`): `publish` takes the epoch's output diffs and the
+input offsets consumed so far, and commits the offsets for the consumer group ``group_id``
+itself (through a consumer of its own that reads nothing). With a ``transactional_id``, dead
+letters, outputs, markers and the consumed input offsets of one epoch commit in one Kafka
+transaction (``send_offsets_to_transaction``); an abortable failure aborts and re-sends the epoch
+under a new incarnation. Without one, the producer is idempotent, the sink flushes at each epoch
+and the input offsets are committed afterwards.
 
 Every blocking producer call is bounded by ``transaction_timeout`` (also the producer's
 ``transaction.timeout.ms``): a broker that stalls for less is ridden out, one that stalls longer
-(or a librdkafka call that ignores its timeout) fails the epoch with a `KafkaError` naming the
+(or a librdkafka call that ignores its timeout) fails the epoch with a `KafkaClientError` naming the
 call, and the daemon exits for its supervisor to restart it.
 """
 
@@ -44,7 +47,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 
 from .deadletter import DeadLetterWriter
-from .exceptions import BrokerTimeout, KafkaError, OptionsError
+from .exceptions import BrokerTimeout, KafkaClientError, OptionsError
 from .formats import Encoder, Message, encoder
 from .kafka import bounded, client_config, topic_partitions
 from .results import CLOSED, ProtocolStats, read_result_positions
@@ -91,13 +94,15 @@ class OutputSpec:
 
 
 class KafkaSink:
-    """Publishes epochs to the output topics (and dead letters) through one producer."""
+    """Publishes epochs to the output topics (and dead letters) through one producer, committing
+    the consumed input offsets with them (an `io.Sink`)."""
 
     def __init__(
         self,
         outputs: Sequence[OutputSpec],
         kafka_options: Mapping[str, Any],
         *,
+        group_id: str | None = None,
         transactional_id: str | None = None,
         transactions: str | bool = "auto",
         dead_letter_topic: str | None = None,
@@ -137,6 +142,8 @@ class KafkaSink:
         self.incarnation = uuid.uuid4().hex[:16]
         self.transactional = False
         self._producer: Producer | None = None
+        self.group_id = group_id
+        self._committer: Consumer | None = None  # commits the input offsets for group_id, reads nothing
         self._partitions: dict[str, int] = {}
         self._encoders = {t: o.encoder for o in outputs for t in (o.topic, o.progress_topic) if t is not None}
         self.final: dict[str, list[int]] = {}  # output topic -> per-partition final frontier
@@ -174,7 +181,7 @@ class KafkaSink:
                 self._producer, self.transactional = producer, True
             except KafkaException as exc:
                 if self._transactions_required:
-                    raise KafkaError(
+                    raise KafkaClientError(
                         f"initialising transactions with transactional.id {self._transactional_id!r}: {exc}"
                     ) from exc
                 log.warning("the broker refused transactions (%s); publishing without them", exc)
@@ -195,11 +202,17 @@ class KafkaSink:
         )
 
     def close(self) -> None:
+        committer, self._committer = self._committer, None
+        if committer is not None:
+            try:
+                bounded(committer.close, 10.0, "closing the offset committer")
+            except KafkaClientError as exc:
+                log.warning("%s", exc)
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
                 self._bounded(lambda: producer.flush(self.transaction_timeout), "flush", "closing the output producer")
-            except KafkaError as exc:
+            except KafkaClientError as exc:
                 log.warning("%s", exc)
 
     def _bounded(self, call: Any, name: str, what: str) -> Any:
@@ -220,7 +233,7 @@ class KafkaSink:
     @property
     def producer(self) -> Producer:
         if self._producer is None:
-            raise KafkaError("output producer: the sink is not open (call open() first)")
+            raise KafkaClientError("output producer: the sink is not open (call open() first)")
         return self._producer
 
     # -- dead letters ------------------------------------------------------------------------------
@@ -242,13 +255,16 @@ class KafkaSink:
         upper: int | None,
         updates: Mapping[str, Sequence[tuple[Any, int, int]]],
         *,
-        offsets: list[TopicPartition] | None = None,
-        consumer: Consumer | None = None,
+        offsets: Mapping[tuple[str, int], int] | None = None,
     ) -> dict[str, int]:
         """Publish epoch ``[lower, upper)`` (upper None: final forever) and commit it together with
-        staged dead letters and the input ``offsets``. Returns the updates written per output."""
+        staged dead letters and the input ``offsets`` ((topic, partition) -> next offset to read,
+        committed for ``group_id``; ignored without one). Returns the updates written per output."""
         messages, written = self._encode(lower, upper, updates)
-        self._commit(messages, offsets, consumer, what=f"epoch [{lower}, {upper})")
+        positions = None
+        if offsets and self.group_id is not None:
+            positions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items()) if o >= 0]
+        self._commit(messages, positions, what=f"epoch [{lower}, {upper})")
         final = CLOSED if upper is None else upper
         for topic, partition in self._marked:
             self.final[topic][partition] = final
@@ -263,7 +279,7 @@ class KafkaSink:
     def commit_dead_letters(self) -> None:
         """Commit staged dead letters on their own (when no epoch closed for a while)."""
         if self._staged:
-            self._commit([], None, None, what="dead letters")
+            self._commit([], None, what="dead letters")
 
     def _encode(
         self, lower: int, upper: int | None, updates: Mapping[str, Sequence[tuple[Any, int, int]]]
@@ -348,7 +364,7 @@ class KafkaSink:
                 now = time.monotonic()
                 deadline = now + self.transaction_timeout if deadline is None else deadline
                 if now >= deadline:  # the broker takes nothing: the queue never drains
-                    raise KafkaError(f"producing to {topic}[{partition}]: the producer's queue stayed full for "
+                    raise KafkaClientError(f"producing to {topic}[{partition}]: the producer's queue stayed full for "
                                      f"{self.transaction_timeout:g} s (kafka.transaction_timeout)") from None
                 producer.poll(0.05)
 
@@ -356,11 +372,11 @@ class KafkaSink:
         self,
         messages: list[Message],
         offsets: list[TopicPartition] | None,
-        consumer: Consumer | None,
         *,
         what: str,
     ) -> None:
         producer = self.producer
+        consumer = self._offset_committer() if offsets else None
         for attempt in range(1, self.max_attempts + 1):
             try:
                 timeout = self.transaction_timeout
@@ -377,14 +393,14 @@ class KafkaSink:
                     self._produce_all(messages)
                     remaining = self._bounded(lambda: producer.flush(timeout), "flush", f"publishing {what}")
                     if remaining:
-                        raise KafkaError(f"publishing {what}: {remaining} messages not delivered in {timeout:g} s "
+                        raise KafkaClientError(f"publishing {what}: {remaining} messages not delivered in {timeout:g} s "
                                          "(kafka.transaction_timeout)")
                     if offsets and consumer is not None:
                         self._bounded(lambda: consumer.commit(offsets=offsets, asynchronous=False), "commit",
                                       f"publishing {what}: committing the input offsets")
                 if self._errors:
                     errors, self._errors = self._errors, []
-                    raise KafkaError(f"publishing {what}: {len(errors)} deliveries failed, first: {errors[0]}")
+                    raise KafkaClientError(f"publishing {what}: {len(errors)} deliveries failed, first: {errors[0]}")
                 self._staged.clear()
                 self._staged_since = None
                 self._last.update(self._delivered)
@@ -397,17 +413,24 @@ class KafkaSink:
                     timed_out = error is not None and error.code() == RdKafkaError._TIMED_OUT
                     note = (f" (the broker did not answer within kafka.transaction_timeout = "
                             f"{self.transaction_timeout:g} s)" if timed_out else "")
-                    raise KafkaError(f"publishing {what} (attempt {attempt}): {exc}{note}") from exc
+                    raise KafkaClientError(f"publishing {what} (attempt {attempt}): {exc}{note}") from exc
                 log.warning("publishing %s failed (%s); aborting and re-sending under a new incarnation", what, exc)
                 try:
                     self._bounded(lambda: producer.abort_transaction(self.transaction_timeout), "abort_transaction",
                                   f"publishing {what} (attempt {attempt})")
                 except KafkaException as abort_exc:
-                    raise KafkaError(f"publishing {what} (attempt {attempt}): {exc}; aborting the transaction "
+                    raise KafkaClientError(f"publishing {what} (attempt {attempt}): {exc}; aborting the transaction "
                                      f"failed too: {abort_exc}") from abort_exc
                 self._errors.clear()
                 self.incarnation = uuid.uuid4().hex[:16]
                 messages = self._reincarnate(messages)
+
+    def _offset_committer(self) -> Consumer:
+        """The consumer (of ``group_id``, assigned nothing) that commits input offsets."""
+        if self._committer is None:
+            role = {"group.id": self.group_id, "enable.auto.commit": False}
+            self._committer = Consumer(client_config(self._kafka_options, role, who="offset committer"))
+        return self._committer
 
     def _reincarnate(self, messages: list[Message]) -> list[Message]:
         """The same messages naming the new incarnation (a consumer must not mix attempts)."""

@@ -35,9 +35,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
 from .deadletter import DeadLetterWriter
-from .exceptions import KafkaError, OptionsError, RecoveryError
+from .exceptions import KafkaClientError, OptionsError, RecoveryError
 from .floors import FloorLog
 from .formats import Decoder, decoder
+from .io import Polled, Update
 from .kafka import client_config, topic_partitions
 from .progress import LATE_POLICIES, POLICIES, Bound, InputProgress, ReclockClock, meet_bounds
 from .reclock import ReclockBindings
@@ -47,8 +48,6 @@ from .wire import MIN_TIME, Decoded, InputFormat, Malformed
 __all__ = ["InputSpec", "Polled", "KafkaSource"]
 
 log = logging.getLogger("ddflow.daemon.source")
-
-Update = tuple[Any, int, int]
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,20 +98,6 @@ class InputSpec:
         object.__setattr__(self, "decoder", made)
 
 
-@dataclass
-class Polled:
-    """The result of one poll: good updates per input, and latency bookkeeping."""
-
-    updates: dict[str, list[Update]]
-    messages: int = 0
-    # (input, arrival wall-clock seconds of the earliest message, number of updates, largest time)
-    batches: list[tuple[str, float, int, int]] = field(default_factory=list)
-
-    @property
-    def count(self) -> int:
-        return sum(len(u) for u in self.updates.values())
-
-
 class _Input:
     """Runtime state of one input."""
 
@@ -123,7 +108,7 @@ class _Input:
 
 
 class KafkaSource:
-    """Batched, assigned consumption of all partitions of the input topics."""
+    """Batched, assigned consumption of all partitions of the input topics (an `io.Source`)."""
 
     def __init__(
         self,
@@ -159,6 +144,18 @@ class KafkaSource:
             )
             for i in inputs
         }
+        self._kafka_options = dict(kafka_options)
+        self._config = self._client_config(kafka_options, group_id, consumer_options, strict_offsets)
+        self._next: dict[tuple[str, int], int] = {}  # next offset to read per (topic, partition)
+        self._bindings: dict[str, ReclockBindings] = {}
+        self._floors: dict[str, FloorLog] = {}
+        self._consumer: Any = None
+        self._lag_interval = lag_interval
+        self._last_lag = 0.0
+
+    @staticmethod
+    def _client_config(kafka_options: Mapping[str, Any], group_id: str, consumer_options: Mapping[str, Any] | None,
+                       strict_offsets: bool) -> dict[str, Any]:
         role = {
             "group.id": group_id,
             "enable.auto.commit": False,
@@ -167,27 +164,49 @@ class KafkaSource:
             "isolation.level": "read_committed",
         }
         user = dict(consumer_options or {})
-        self._config = client_config({**kafka_options, **{k: v for k, v in user.items() if k not in role}}, role, who="input consumer")
-        self._config.setdefault("fetch.wait.max.ms", 100)
+        config = client_config({**kafka_options, **{k: v for k, v in user.items() if k not in role}}, role,
+                               who="input consumer")
+        config.setdefault("fetch.wait.max.ms", 100)
         if strict_offsets:
-            self._config["auto.offset.reset"] = "error"
-        self._config.setdefault("auto.offset.reset", "earliest")
-        self._kafka_options = dict(kafka_options)
-        self._next: dict[tuple[str, int], int] = {}  # next offset to read per (topic, partition)
-        self._bindings: dict[str, ReclockBindings] = {}
-        self._floors: dict[str, FloorLog] = {}
-        self._consumer: Consumer | None = None
-        self._lag_interval = lag_interval
-        self._last_lag = 0.0
+            config["auto.offset.reset"] = "error"
+        config.setdefault("auto.offset.reset", "earliest")
+        return config
+
+    # -- the transport: the Kafka consumer (`testing.ReplaySource` replaces these four) ------------
+
+    def _partition_count(self, topic: str) -> int:
+        return topic_partitions(self._kafka_options, topic)
+
+    def _assign(self, assignment: list[TopicPartition]) -> Any:
+        consumer = Consumer(self._config)
+        try:
+            consumer.assign(assignment)
+        except KafkaException as exc:
+            consumer.close()
+            raise KafkaClientError(f"assigning input partitions {[(tp.topic, tp.partition) for tp in assignment]}: {exc}") from exc
+        return consumer
+
+    def _consume(self, max_messages: int, timeout: float) -> list[Any]:
+        try:
+            return self.consumer.consume(num_messages=max_messages, timeout=timeout)
+        except KafkaException as exc:
+            raise KafkaClientError(f"reading inputs {sorted(self._inputs)}: {exc}") from exc
+
+    def _high_watermark(self, topic: str, partition: int) -> int | None:
+        try:
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        except KafkaException:
+            return None
+        return high
 
     @property
     def inputs(self) -> list[InputSpec]:
         return [i.spec for i in self._inputs.values()]
 
     @property
-    def consumer(self) -> Consumer:
+    def consumer(self) -> Any:
         if self._consumer is None:
-            raise KafkaError("input consumer: the source is not open (call open() first)")
+            raise KafkaClientError("input consumer: the source is not open (call open() first)")
         return self._consumer
 
     @property
@@ -214,7 +233,7 @@ class KafkaSource:
         self._floors = dict(floors or {})
         assignment = []
         for topic, state in self._inputs.items():
-            count = topic_partitions(self._kafka_options, topic)
+            count = self._partition_count(topic)
             state.progress.assign(range(count))
             recorded = (progress or {}).get(topic, {})
             log_ = self._floors.get(topic)
@@ -234,11 +253,7 @@ class KafkaSource:
                 at = None if log_ is None else log_.floor(p, offset)
                 if at is not None:
                     state.progress.raise_to(p, at)
-        self._consumer = Consumer(self._config)
-        try:
-            self._consumer.assign(assignment)
-        except KafkaException as exc:
-            raise KafkaError(f"assigning input partitions {[(tp.topic, tp.partition) for tp in assignment]}: {exc}") from exc
+        self._consumer = self._assign(assignment)
         log.info("inputs assigned: %s", ", ".join(f"{t}[0..{len(s.progress.partitions) - 1}]" for t, s in self._inputs.items()))
 
     def close(self) -> None:
@@ -305,23 +320,10 @@ class KafkaSource:
             for topic, state in self._inputs.items() if state.spec.policy != "reclock"
         }
 
-    def positions(self) -> list[TopicPartition]:
-        """Next offsets to read, per assigned partition (for committing with an epoch)."""
-        consumer = self.consumer
-        try:
-            positions = consumer.position(consumer.assignment())
-        except KafkaException as exc:
-            raise KafkaError(f"reading input positions: {exc}") from exc
-        return [tp for tp in positions if tp.offset >= 0]
-
     def poll(self, frontier: int, *, max_messages: int = 10_000, timeout: float = 0.05) -> Polled:
         """Read up to ``max_messages``; ``frontier`` is what the engine's inputs were advanced to
         (a worker has raised every partition to it already, see `raise_to`)."""
-        consumer = self.consumer
-        try:
-            messages = consumer.consume(num_messages=max_messages, timeout=timeout)
-        except KafkaException as exc:
-            raise KafkaError(f"reading inputs {sorted(self._inputs)}: {exc}") from exc
+        messages = self._consume(max_messages, timeout)
         now_mono = self._monotonic()
         now_wall = time.time()
         polled = Polled({s.spec.name: [] for s in self._inputs.values()})
@@ -335,7 +337,7 @@ class KafkaSource:
                     self._inputs[topic].progress.on_end(partition)
                     continue
                 if err.fatal():
-                    raise KafkaError(f"reading {topic}[{partition}]: {err}")
+                    raise KafkaClientError(f"reading {topic}[{partition}]: {err}")
                 if err.code() in (RdKafkaError._AUTO_OFFSET_RESET, RdKafkaError.OFFSET_OUT_OF_RANGE):
                     raise RecoveryError(
                         f"reading {topic}[{partition}] from offset {self._next.get((topic, partition))}: {err}; "
@@ -475,15 +477,11 @@ class KafkaSource:
 
     def _update_lag(self) -> None:
         """Consumer lag from the watermarks last seen in fetch responses (informational only)."""
-        consumer = self._consumer
-        if consumer is None:
+        if self._consumer is None:
             return
         for topic, state in self._inputs.items():
             for p, pstats in state.stats.partitions.items():
-                try:
-                    _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
-                except KafkaException:
-                    continue
+                high = self._high_watermark(topic, p)
                 if high is not None and high >= 0:
                     pstats.high_watermark = high
                     pstats.lag = max(0, high - pstats.offset)

@@ -1,4 +1,7 @@
-"""The worker: Kafka sources -> an engine Dataflow -> Kafka sinks, one epoch at a time.
+"""The worker: a source -> an engine Dataflow -> a sink, one epoch at a time.
+
+The worker knows the `io.Source` and `io.Sink` protocols only: `factory` builds it over Kafka
+(`KafkaSource`, `KafkaSink`, `Recovery`, `TopicWatch` from one config), `testing` over memory.
 
 A step polls a batch of messages and feeds the good updates to the dataflow's inputs at once
 (the engine accepts any time at or beyond its frontier, so nothing is buffered here). When the
@@ -36,12 +39,11 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType, TracebackType
 from typing import Any
 
-from .exceptions import KafkaError, OptionsError, TopicChanged, WorkerError
+from .exceptions import KafkaClientError, OptionsError, TopicChanged, WorkerError
 from .kafka import bounded
 from .progress import EpochPolicy
+from .io import Sink, Source
 from .recovery import Recovery, SnapshotLoader
-from .sink import KafkaSink, OutputSpec
-from .source import InputSpec, KafkaSource
 from .stats import EpochReport, Stats
 from .topics import TopicWatch
 from .wire import MIN_TIME
@@ -59,70 +61,47 @@ class Worker:
 
     def __init__(
         self,
-        dataflow_factory: DataflowFactory,
-        inputs: Sequence[InputSpec],
-        outputs: Sequence[OutputSpec],
-        kafka_options: Mapping[str, Any],
+        dataflow: DataflowFactory,
+        source: Source,
+        sink: Sink,
         *,
-        group_id: str = "ddflow",
-        epoch: EpochPolicy | None = None,
-        dead_letter_topic: str | None = None,
-        transactional_id: str | None = None,
-        transactions: str | bool = "auto",
+        recovery: Recovery | None = None,
+        epochs: EpochPolicy | None = None,
         stats: Stats | None = None,
-        checkpoint_dir: str | None = None,
-        checkpoint_interval: float = 60.0,
-        checkpoint_keep: int = 3,
-        checkpoint_shards: int = 4,
-        snapshot_from: str | None = None,
+        watch: Callable[[], TopicWatch] | None = None,
         start_offsets: Mapping[tuple[str, int], int] | None = None,
         max_poll_messages: int = 10_000,
         poll_timeout: float = 0.05,
         dead_letter_commit_s: float = 5.0,
-        consumer_options: Mapping[str, Any] | None = None,
-        producer_options: Mapping[str, Any] | None = None,
-        transaction_timeout: float = 60.0,
-        watch_interval: float | None = 5.0,
     ) -> None:
-        if not callable(dataflow_factory):
-            raise OptionsError(f"Worker dataflow_factory: expected a callable, got {dataflow_factory!r}")
+        """``dataflow(df, {input name: Collection}) -> {output name: Collection}`` builds the
+        dataflow; ``source`` and ``sink`` are the two sides of the data path (`io`; a bad update's
+        dead letter goes from the source to the sink's writer, set up by whoever built them, e.g.
+        `factory.kafka_worker`); ``recovery`` checkpoints and restores the inputs (None: a restart
+        replays them from ``start_offsets``, default the beginning); ``epochs`` when to close an
+        epoch; ``stats`` the counters (default the source's); ``watch`` makes the `TopicWatch`
+        started at each open and checked at every step."""
+        if not callable(dataflow):
+            raise OptionsError(f"Worker dataflow: expected a callable, got {dataflow!r}")
         if type(max_poll_messages) is not int or max_poll_messages <= 0:
             raise OptionsError(f"Worker max_poll_messages: expected a positive int, got {max_poll_messages!r}")
-        self.factory = dataflow_factory
-        self.input_specs = list(inputs)
-        self.output_specs = list(outputs)
-        self.epoch_policy = epoch or EpochPolicy()
-        self.stats = stats or Stats()
-        self.checkpoint_dir = checkpoint_dir
+        for side, obj, kind in (("source", source, Source), ("sink", sink, Sink)):
+            if not isinstance(obj, kind):
+                raise OptionsError(f"Worker {side}: {obj!r} does not implement ddflow.daemon.io.{kind.__name__}")
+        self.factory = dataflow
+        self.source = source
+        self.sink = sink
+        self.input_specs = list(source.inputs)
+        self.output_specs = list(sink.outputs)
+        self.epoch_policy = epochs or EpochPolicy()
+        self.stats = stats or source.stats
         self.start_offsets = start_offsets
         self.max_poll_messages = max_poll_messages
         self.poll_timeout = poll_timeout
         self.dead_letter_commit_s = dead_letter_commit_s
-        self.sink = KafkaSink(
-            outputs, kafka_options,
-            transactional_id=transactional_id or f"ddflow-{group_id}",
-            transactions=transactions,
-            dead_letter_topic=dead_letter_topic,
-            stats=self.stats,
-            producer_options=producer_options,
-            transaction_timeout=transaction_timeout,
-        )
-        self.source = KafkaSource(
-            inputs, kafka_options,
-            group_id=group_id,
-            dead_letters=self.sink.dead_letters,
-            stats=self.stats,
-            consumer_options=consumer_options,
-            strict_offsets=checkpoint_dir is not None,
-        )
-        self.recovery = (
-            Recovery(self.input_specs, kafka_options, directory=checkpoint_dir, snapshot_from=snapshot_from,
-                     interval=checkpoint_interval, keep=checkpoint_keep, shards=checkpoint_shards)
-            if checkpoint_dir is not None or snapshot_from is not None else None
-        )
-        self._kafka_options = dict(kafka_options)
-        self.watch_interval = watch_interval
-        self.watch: TopicWatch | None = None
+        self.recovery = recovery
+        self._watch = watch
+        self.watch: TopicWatch | None = None  # the watch while open
         self.progressed = time.monotonic()  # when the loop last moved on (a step, a phase of an epoch)
         self.activity = "opening"  # what the loop is doing now, for a stall's report
         self._loading: SnapshotLoader | None = None
@@ -178,14 +157,9 @@ class Worker:
             stack.callback(self.sink.close)
             self.source.open(start_offsets, bindings, floors=floors, progress=Recovery.progress(snapshot),
                              floor=None if snapshot is None else snapshot.frontier)
-            if self.watch_interval is not None:
-                roles = {i.topic: f"input {i.name!r}" for i in self.input_specs}
-                roles |= {o.topic: f"output {o.name!r}" for o in self.output_specs}
-                roles |= {o.progress_topic: f"progress topic of output {o.name!r}" for o in self.output_specs
-                          if o.progress_topic is not None}
-                if self.sink.dead_letters is not None:
-                    roles[self.sink.dead_letters.topic] = "dead-letter"
-                self.watch = TopicWatch(self._kafka_options, roles, interval=self.watch_interval).start()
+            stack.callback(self.source.close)
+            if self._watch is not None:
+                self.watch = self._watch().start()
             stack.pop_all()
         if snapshot is not None and self.recovery is not None:
             self._loading = self.recovery.load(snapshot)
@@ -211,7 +185,7 @@ class Worker:
         try:
             try:
                 bounded(self.source.close, 10.0, "closing the input consumer")
-            except KafkaError as exc:
+            except KafkaClientError as exc:
                 log.warning("%s", exc)
         finally:
             try:
@@ -339,7 +313,7 @@ class Worker:
         self._doing(f"epoch [{lower}, {upper}): publishing")
         self.source.raise_to(upper)  # partitions behind the new frontier (idle ones) start there
         self.source.persist()  # reclock times and partition floors are durable before outputs depend on them
-        written = self.sink.publish(lower, upper, outputs, offsets=self.source.positions(), consumer=self.source.consumer)
+        written = self.sink.publish(lower, upper, outputs, offsets=self.source.next_offsets())
         self.frontier = upper
         finished = time.time()
         latencies: list[tuple[float, int]] = []

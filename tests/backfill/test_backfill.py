@@ -26,7 +26,7 @@ from ddflow.daemon.results import ResultClient
 from ddflow.daemon.sink import OutputSpec
 from ddflow.daemon.snapshot import Snapshot, shard_of
 from ddflow.daemon.source import InputSpec
-from ddflow.daemon.worker import Worker
+from ddflow.daemon.factory import kafka_worker
 
 pytestmark = pytest.mark.spark
 
@@ -75,10 +75,10 @@ def produce(kafka_options, topic, updates, step):
 
 
 def worker(kafka_options, inputs, outputs, **kwargs):
-    return Worker(counts_matched,
+    return kafka_worker(counts_matched,
                   [InputSpec(n, inputs[n], fields=FIELDS) for n in INPUTS],
                   [OutputSpec(n, outputs[n], max_batch_updates=5000) for n in OUTPUTS],
-                  kafka_options, group_id=f"g-{inputs['a']}", epoch=EpochPolicy(resolution_ns=STEP),
+                  kafka_options, group_id=f"g-{inputs['a']}", epochs=EpochPolicy(resolution_ns=STEP),
                   max_poll_messages=500, **kwargs)
 
 

@@ -35,6 +35,7 @@ from ddflow.daemon.results import ResultClient
 from ddflow.daemon.sink import OutputSpec
 from ddflow.daemon.snapshot import Snapshot
 from ddflow.daemon.source import InputSpec
+from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 
 T_END = 1_000_000  # the edges are at time 0; one progress marker promises T_END
@@ -47,9 +48,9 @@ def degree_distribution(df: Any, inputs: Any) -> dict[str, Any]:
 
 
 def make_worker(options: dict[str, Any], topics: dict[str, str], directory: Path, group: str) -> Worker:
-    return Worker(degree_distribution, [InputSpec("edges", topics["edges"], fields={"src": "int", "dst": "int"})],
+    return kafka_worker(degree_distribution, [InputSpec("edges", topics["edges"], fields={"src": "int", "dst": "int"})],
                   [OutputSpec("degrees", topics["degrees"])], options, group_id=group,
-                  epoch=EpochPolicy(resolution_ns=T_END), checkpoint_dir=str(directory), checkpoint_interval=3600.0,
+                  epochs=EpochPolicy(resolution_ns=T_END), checkpoint_dir=str(directory), checkpoint_interval=3600.0,
                   max_poll_messages=2000)
 
 

@@ -33,6 +33,7 @@ from ddflow.daemon.results import ResultClient
 from ddflow.daemon.sink import OutputSpec
 from ddflow.daemon.source import InputSpec
 from ddflow.daemon.wire import MIN_TIME, encode_output_progress, encode_progress, encode_update
+from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 
 MS = 1_000_000
@@ -71,9 +72,9 @@ def write_history(options: dict[str, Any], topic: str, epochs: int, partitions: 
 
 
 def make_worker(options: dict[str, Any], topics: dict[str, str], directory: Path) -> Worker:
-    return Worker(echo, [InputSpec("a", topics["a"], fields={"key": "int", "val": "int"})],
+    return kafka_worker(echo, [InputSpec("a", topics["a"], fields={"key": "int", "val": "int"})],
                   [OutputSpec("echo", topics["echo"])], options, group_id=f"g-{topics['a']}",
-                  epoch=EpochPolicy(resolution_ns=MS), checkpoint_dir=str(directory), checkpoint_interval=3600.0)
+                  epochs=EpochPolicy(resolution_ns=MS), checkpoint_dir=str(directory), checkpoint_interval=3600.0)
 
 
 def send(options: dict[str, Any], topic: str, *values: bytes) -> None:

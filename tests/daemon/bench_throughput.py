@@ -38,7 +38,7 @@ from ddflow.daemon.producer import UpdateProducer  # noqa: E402
 from ddflow.daemon.progress import EpochPolicy  # noqa: E402
 from ddflow.daemon.sink import OutputSpec  # noqa: E402
 from ddflow.daemon.source import InputSpec  # noqa: E402
-from ddflow.daemon.worker import Worker  # noqa: E402
+from ddflow.daemon.factory import kafka_worker  # noqa: E402
 
 STEP = 1_000_000  # 1 ms of data time per 1,000 updates
 
@@ -109,8 +109,8 @@ def bare_loop(options: dict, src: str, dst: str, *, transform: bool) -> tuple[in
 
 
 def daemon_run(options: dict, src: str, dst: str, end: int) -> float:
-    worker = Worker(map_only, [InputSpec("a", src, fields=["k", "v"])], [OutputSpec("out", dst)], options,
-                    group_id=f"bench-{uuid.uuid4().hex[:6]}", epoch=EpochPolicy(resolution_ns=STEP))
+    worker = kafka_worker(map_only, [InputSpec("a", src, fields=["k", "v"])], [OutputSpec("out", dst)], options,
+                    group_id=f"bench-{uuid.uuid4().hex[:6]}", epochs=EpochPolicy(resolution_ns=STEP))
     with worker:
         started = time.perf_counter()
         worker.run(until=end, timeout=600)

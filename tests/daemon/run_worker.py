@@ -22,19 +22,20 @@ import flows  # noqa: E402
 from ddflow.daemon.progress import EpochPolicy  # noqa: E402
 from ddflow.daemon.sink import OutputSpec  # noqa: E402
 from ddflow.daemon.source import InputSpec  # noqa: E402
+from ddflow.daemon.factory import kafka_worker  # noqa: E402
 from ddflow.daemon.worker import Worker, stop_on_signals  # noqa: E402
 
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    worker = Worker(
+    worker = kafka_worker(
         getattr(flows, spec["flow"]),
         [InputSpec(**i) for i in spec["inputs"]],
         [OutputSpec(**o) for o in spec["outputs"]],
         spec["kafka_options"],
         group_id=spec["group_id"],
-        epoch=EpochPolicy(**spec.get("epoch", {})),
+        epochs=EpochPolicy(**spec.get("epoch", {})),
         dead_letter_topic=spec.get("dead_letter_topic"),
         max_poll_messages=spec.get("max_poll_messages", 10_000),
     )

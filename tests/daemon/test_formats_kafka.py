@@ -20,7 +20,7 @@ from ddflow.daemon.sink import KafkaSink, OutputSpec
 from ddflow.daemon.source import InputSpec, KafkaSource
 from ddflow.daemon.stats import Stats
 from ddflow.daemon.wire import MIN_TIME
-from ddflow.daemon.worker import Worker
+from ddflow.daemon.factory import kafka_worker
 from kafka_broker import read_topic
 from test_source import drain  # type: ignore[import-not-found]
 
@@ -120,7 +120,7 @@ def test_aborted_and_re_sent_epochs_count_once_and_restarts_resume(kafka_options
     sink.incarnation = "second-attempt"
     retried = sink._reincarnate(messages)
     assert all(b"second-attempt" in (m[4][0][1] if m[4] else m[3]) for m in retried)
-    sink._commit(retried, None, None, what="a retried epoch")
+    sink._commit(retried, None, what="a retried epoch")
     sink.close()
     assert read_final_frontiers([topic], kafka_options, formats={topic: (fmt, progress)}) == {topic: [20, 20]}
     # a restarted sink reads the topics back and publishes only what is not final yet
@@ -242,8 +242,8 @@ def test_a_deleted_progress_topic_stops_the_worker_naming_it(kafka_options, make
 
     source, out, progress = make_topic("in"), make_topic("out"), make_topic("progress")
     spec = OutputSpec("views", out, format="json", fields=["page", "views"], progress_topic=progress)
-    worker = Worker(lambda df, inputs: {"views": inputs["in"]}, [InputSpec("in", source, fields=["page", "views"])],
-                    [spec], kafka_options, group_id=f"g-{source}", watch_interval=60)
+    worker = kafka_worker(lambda df, inputs: {"views": inputs["in"]}, [InputSpec("in", source, fields=["page", "views"])],
+                          [spec], kafka_options, group_id=f"g-{source}", watch_interval=60)
     with worker:
         assert worker.watch.topics[progress] == "progress topic of output 'views'"
         assert worker.watch.check() is None

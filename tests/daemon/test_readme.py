@@ -10,7 +10,7 @@ import pytest
 from ddflow.daemon.progress import EpochPolicy
 from ddflow.daemon.sink import OutputSpec
 from ddflow.daemon.source import InputSpec
-from ddflow.daemon.worker import Worker
+from ddflow.daemon.factory import kafka_worker
 from test_worker import Background
 
 pytestmark = pytest.mark.kafka
@@ -29,9 +29,9 @@ def test_readme_result_client_snippet(kafka_options, make_topic, capsys):
     assert '"127.0.0.1:9092"' in code and '"edges"' in code and '"reachable"' in code
     code = (code.replace('"127.0.0.1:9092"', repr(kafka_options["bootstrap.servers"]))
                 .replace('"edges"', repr(edges)).replace('"reachable"', repr(reachable)))
-    worker = Worker(lambda df, inputs: {"reachable": inputs["edges"]},
+    worker = kafka_worker(lambda df, inputs: {"reachable": inputs["edges"]},
                     [InputSpec("edges", edges, fields=["src", "dst"])], [OutputSpec("reachable", reachable)],
-                    kafka_options, group_id=f"g-{edges}", epoch=EpochPolicy(resolution_ns=1_000_000))
+                    kafka_options, group_id=f"g-{edges}", epochs=EpochPolicy(resolution_ns=1_000_000))
     with Background(worker):
         exec(compile(code, str(README), "exec"), {})
     printed = capsys.readouterr().out.splitlines()

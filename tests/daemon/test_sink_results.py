@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ddflow.daemon.deadletter import decode_dead_letter
-from ddflow.daemon.exceptions import KafkaError, OptionsError, ProtocolError
+from ddflow.daemon.exceptions import KafkaClientError, OptionsError, ProtocolError
 from ddflow.daemon.results import ResultClient, read_final_frontiers
 from ddflow.daemon.sink import KafkaSink, OutputSpec
 from ddflow.daemon.wire import (
@@ -161,14 +161,13 @@ def test_restarted_sink_does_not_republish_final_times(kafka_options, make_topic
 def test_closing_epoch_and_offsets_and_dead_letters_commit_together(kafka_options, make_topic):
     topic, dlq, source_topic = make_topic("out"), make_topic("dlq"), make_topic("in")
     sink = KafkaSink([OutputSpec("out", topic)], kafka_options, transactional_id=f"tx-{topic}",
-                     dead_letter_topic=dlq)
+                     dead_letter_topic=dlq, group_id=f"g-{topic}")
     sink.open()
     sink.dead_letters.write(input="x", topic=source_topic, partition=0, offset=3, raw=b"\x93\x91\x01\x01\x00",
                             errors=[Malformed("zero_diff", "diff is 0")])
-    consumer = Consumer({**kafka_options, "group.id": f"g-{topic}"})
-    sink.publish(MIN_TIME, None, {"out": [(("a",), 5, 1)]}, offsets=[TopicPartition(source_topic, 0, 4)],
-                 consumer=consumer)
+    sink.publish(MIN_TIME, None, {"out": [(("a",), 5, 1)]}, offsets={(source_topic, 0): 4})
     sink.close()
+    consumer = Consumer({**kafka_options, "group.id": f"g-{topic}"})
     [committed] = consumer.committed([TopicPartition(source_topic, 0)], timeout=10)
     assert committed.offset == 4
     consumer.close()
@@ -276,6 +275,6 @@ def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
     assert now[0] >= 100 and follower.partitions[0].final == 100 and routes.last == {("results", 0): 99}
     stalled = _Routes([_Follower("results", 1, keep_view=False, stats=ProtocolStats())])
     now[0] = 0.0
-    with pytest.raises(KafkaError, match=r"results\[0\].*nothing read for 30.0 s"):
+    with pytest.raises(KafkaClientError, match=r"results\[0\].*nothing read for 30.0 s"):
         _catch_up(Consumer(epochs[:5]), stalled, 30.0, clock=lambda: now[0])
     assert 35 <= now[0] <= 37

@@ -19,6 +19,7 @@ from ddflow.daemon.progress import EpochPolicy
 from ddflow.daemon.results import ResultClient
 from ddflow.daemon.sink import OutputSpec
 from ddflow.daemon.source import InputSpec
+from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 from flows import INPUTS, OUTPUTS, join_count, oracle
 from kafka_broker import read_topic
@@ -64,12 +65,12 @@ def produce(kafka_options, topics, stream, *, markers=True):
     return (step + 1) * STEP
 
 
-def make_worker(kafka_options, topics, *, policy="explicit", idle_timeout=None, epoch=None, late="advance", **kwargs):
+def make_worker(kafka_options, topics, *, policy="explicit", idle_timeout=None, epochs=None, late="advance", **kwargs):
     inputs = [InputSpec(name, topics[name], fields=["key", "val"], policy=policy, idle_timeout=idle_timeout, late=late)
               for name in INPUTS]
     outputs = [OutputSpec(name, topics[name], max_batch_updates=50) for name in OUTPUTS]
-    return Worker(join_count, inputs, outputs, kafka_options, group_id=f"g-{topics['a']}",
-                  epoch=epoch or EpochPolicy(resolution_ns=100), dead_letter_topic=topics["dlq"], **kwargs)
+    return kafka_worker(join_count, inputs, outputs, kafka_options, group_id=f"g-{topics['a']}",
+                  epochs=epochs or EpochPolicy(resolution_ns=100), dead_letter_topic=topics["dlq"], **kwargs)
 
 
 def by_input(stream):
@@ -158,7 +159,7 @@ def test_variable_epochs_by_record_count_and_deadline(kafka_options, topics):
     stream = random_stream(3, steps=10, per_step=30)
     end = produce(kafka_options, topics, stream)
     reports = []
-    worker = make_worker(kafka_options, topics, epoch=EpochPolicy(resolution_ns=None, max_records=40, deadline_s=0.05),
+    worker = make_worker(kafka_options, topics, epochs=EpochPolicy(resolution_ns=None, max_records=40, deadline_s=0.05),
                          max_poll_messages=5)
     worker.stats.on_epoch(reports.append)
     worker.run(until=end, timeout=120)
@@ -186,7 +187,7 @@ def test_monotonic_policy_with_idle_partitions(kafka_options, topics):
 
 def test_reclock_policy_assigns_arrival_times(kafka_options, topics):
     rng = random.Random(5)
-    worker = make_worker(kafka_options, topics, policy="reclock", epoch=EpochPolicy(resolution_ns=1_000_000))
+    worker = make_worker(kafka_options, topics, policy="reclock", epochs=EpochPolicy(resolution_ns=1_000_000))
     sent = Counter()
     started = time.time_ns()
     with Background(worker) as bg:
@@ -272,14 +273,14 @@ def test_dataflow_errors_name_the_epoch_and_step(kafka_options, topics):
     def broken(df, inputs):
         return {name: inputs["a"].map(lambda r: 1 // 0) for name in OUTPUTS}
 
-    worker = Worker(broken, [InputSpec("a", topics["a"], fields=["k", "v"])],
+    worker = kafka_worker(broken, [InputSpec("a", topics["a"], fields=["k", "v"])],
                     [OutputSpec(n, topics[n]) for n in OUTPUTS], kafka_options, group_id=f"g-{topics['a']}x",
-                    epoch=EpochPolicy(resolution_ns=100))
+                    epochs=EpochPolicy(resolution_ns=100))
     with UpdateProducer(topics["a"], kafka_options) as pa:
         pa.insert((1, 2), 5)
         pa.advance_to(100)
     with pytest.raises(WorkerError, match=r"epoch \[-9223372036854775808, 100\): running the dataflow: ZeroDivisionError"):
         worker.run(timeout=30)
     with pytest.raises(WorkerError, match="outputs .* are configured but the factory returned only"):
-        Worker(lambda df, inputs: {}, [InputSpec("a", topics["a"])], [OutputSpec("x", topics["joined"])],
+        kafka_worker(lambda df, inputs: {}, [InputSpec("a", topics["a"])], [OutputSpec("x", topics["joined"])],
                kafka_options).open()

@@ -19,6 +19,7 @@ from ddflow.daemon.producer import UpdateProducer
 from ddflow.daemon.results import ResultClient
 from ddflow.daemon.sink import OutputSpec
 from ddflow.daemon.source import InputSpec
+from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 from ddflow.operators import Dataflow
 
@@ -124,13 +125,13 @@ def make_worker(spec: Mapping[str, Any]) -> Worker:
     """A worker in this process from a `worker_spec` (the same the subprocess runner builds)."""
     from ddflow.daemon.progress import EpochPolicy
 
-    return Worker(
+    return kafka_worker(
         FLOWS[spec.get("flow", "join_count")],
         [InputSpec(**i) for i in spec["inputs"]],
         [OutputSpec(**o) for o in spec["outputs"]],
         spec["kafka_options"],
         group_id=spec["group_id"],
-        epoch=EpochPolicy(**spec.get("epoch", {})),
+        epochs=EpochPolicy(**spec.get("epoch", {})),
         dead_letter_topic=spec.get("dead_letter_topic"),
         max_poll_messages=spec.get("max_poll_messages", 10_000),
         **spec.get("worker", {}),

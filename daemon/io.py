@@ -1,0 +1,127 @@
+"""The worker's seam: what a source gives it per poll and what a sink takes per epoch.
+
+A `Worker` drives one `Source` and one `Sink` and knows nothing of Kafka. The Kafka
+implementations are `source.KafkaSource` and `sink.KafkaSink`, built from a config in one place
+(`factory`); `testing.ReplaySource` and `testing.ListSink` are in-memory ones for tests.
+
+Per poll, a source returns a `Polled`: the good updates ``(data, time, diff)`` per input, already
+decoded, validated, and moved or dropped by the late policy (bad ones it wrote as dead letters
+through the sink's `dead_letters` writer); its `frontier` is the meet of what the inputs promised
+so far. Its positions are ``(topic, partition) -> next offset to read``: everything before was
+polled (`next_offsets`).
+
+Per epoch ``[lower, upper)``, the sink takes each output's final diffs and the source's positions
+and makes them durable together (`Sink.publish`): the sink owns the commit, so an epoch's outputs,
+the dead letters written meanwhile and the consumed input offsets become visible at once or not at
+all (Kafka: one transaction with ``send_offsets_to_transaction``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .deadletter import DeadLetterWriter
+from .stats import Stats
+
+__all__ = ["Update", "Offsets", "Polled", "Source", "Sink"]
+
+Update = tuple[Any, int, int]  # (data, time, diff)
+Offsets = Mapping[tuple[str, int], int]  # (topic, partition) -> next offset to read
+
+
+@dataclass
+class Polled:
+    """The result of one poll: good updates per input, and latency bookkeeping."""
+
+    updates: dict[str, list[Update]]
+    messages: int = 0
+    # (input, arrival wall-clock seconds of the earliest message, number of updates, largest time)
+    batches: list[tuple[str, float, int, int]] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return sum(len(u) for u in self.updates.values())
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Where a worker's input updates come from (see the module docstring).
+
+    ``inputs`` are the `source.InputSpec` it reads; ``stats`` its counters; ``assigned`` whether it
+    is open. The recovery arguments of `open` (start offsets, reclock ``bindings``, partition
+    ``floors``, recorded ``progress``, a snapshot's ``floor``) are those `recovery.Recovery` gives.
+    """
+
+    inputs: Sequence[Any]
+    stats: Stats
+
+    @property
+    def assigned(self) -> bool: ...
+
+    def open(self, start_offsets: Offsets | None = None, bindings: Mapping[str, Any] | None = None, *,
+             floors: Mapping[str, Any] | None = None, progress: Mapping[str, Any] | None = None,
+             floor: int | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+    def poll(self, frontier: int, *, max_messages: int = 10_000, timeout: float = 0.05) -> Polled:
+        """Read what is there (up to ``max_messages``, waiting at most ``timeout`` seconds for the
+        first); ``frontier`` is what the engine's inputs were advanced to."""
+        ...
+
+    def frontier(self) -> int | None:
+        """The inputs' frontier now: no update at a time before it will come (None: unknown yet)."""
+        ...
+
+    def raise_to(self, upper: int) -> None:
+        """The worker's frontier moved to ``upper``: inputs behind it start there."""
+        ...
+
+    def persist(self) -> None:
+        """Make what replays depend on durable (before outputs that depend on it are published)."""
+        ...
+
+    def next_offsets(self) -> dict[tuple[str, int], int]: ...
+
+    def progress_state(self) -> dict[str, dict[int, tuple[int, int | None]]]: ...
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Where a worker's epochs go (see the module docstring).
+
+    ``outputs`` are the `sink.OutputSpec` it publishes; ``dead_letters`` (None: no dead-letter
+    destination) is the writer a source writes bad input to;
+    what it stages commits with the next `publish` or `commit_dead_letters`. ``incarnation`` names
+    this writer's attempts (it changes when a commit is retried).
+    """
+
+    outputs: Sequence[Any]
+    dead_letters: DeadLetterWriter | None
+    incarnation: str
+    stats: Stats
+
+    def open(self, resume: Mapping[str, Any] | None = None) -> None:
+        """Get ready to publish; ``resume``: what `positions` returned when a checkpoint was taken
+        (None: learn what is already published from scratch)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def positions(self) -> Mapping[str, Any]:
+        """Where a restart may resume reading back what this sink published (kept in checkpoints)."""
+        ...
+
+    def publish(self, lower: int, upper: int | None, updates: Mapping[str, Sequence[Update]], *,
+                offsets: Offsets | None = None) -> dict[str, int]:
+        """Make epoch ``[lower, upper)`` (upper None: final forever) durable with the staged dead
+        letters and the input ``offsets``, all or nothing. Returns the updates written per output."""
+        ...
+
+    def staged_for(self) -> float:
+        """Seconds since the oldest dead letter waiting for a commit (0 if none)."""
+        ...
+
+    def commit_dead_letters(self) -> None: ...

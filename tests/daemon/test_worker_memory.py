@@ -1,0 +1,219 @@
+"""The worker over the in-memory source and sink (`ddflow.daemon.testing`): epochs, progress, late
+data, dead letters and offsets, without a broker. The same behaviour is tested against the real
+broker in test_worker.py; here every epoch is checked exactly, since nothing is timed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from ddflow.daemon import EpochPolicy, InputSpec, Sink, Source, Worker
+from ddflow.daemon.exceptions import OptionsError, WorkerError
+from ddflow.daemon.testing import ListSink, ReplaySource
+from ddflow.daemon.wire import MIN_TIME
+from flows import INPUTS, OUTPUTS, join_count, oracle
+from test_worker import STEP, by_input, random_stream
+
+
+def make(*, partitions=3, policy="explicit", late="advance", epochs=None, dead_letters=True, **kwargs):
+    sink = ListSink(OUTPUTS, dead_letter_topic="dlq" if dead_letters else None)
+    source = ReplaySource([InputSpec(name, f"t-{name}", fields=["key", "val"], policy=policy, late=late)
+                           for name in INPUTS], partitions=partitions, dead_letters=sink.dead_letters,
+                          stats=sink.stats)
+    worker = Worker(join_count, source, sink, epochs=epochs or EpochPolicy(resolution_ns=100), poll_timeout=0,
+                    **kwargs)
+    return worker, source, sink
+
+
+def send(source, stream, *, per_message=5, partitions=3):
+    """The stream as the update producer writes it: batches per partition, markers at every step."""
+    step = 0
+    pending = {(name, p): [] for name in INPUTS for p in range(partitions)}
+
+    def flush():
+        for (name, p), ups in pending.items():
+            if ups:
+                source.send_updates(name, ups, partition=p)
+                ups.clear()
+
+    for i, (name, record, t, diff) in enumerate(stream):
+        while t >= (step + 1) * STEP:
+            flush()
+            step += 1
+            for n in INPUTS:
+                source.advance_to(n, step * STEP)
+        bucket = pending[(name, i % partitions)]
+        bucket.append((record, t, diff))
+        if len(bucket) >= per_message:
+            flush()
+    flush()
+    for n in INPUTS:
+        source.advance_to(n, (step + 1) * STEP)
+    return (step + 1) * STEP
+
+
+def test_the_doubles_implement_the_protocols():
+    worker, source, sink = make()
+    assert isinstance(source, Source) and isinstance(sink, Sink)
+    with pytest.raises(OptionsError, match="does not implement ddflow.daemon.io.Sink"):
+        Worker(join_count, source, object())
+
+
+@pytest.mark.parametrize("seed,max_poll", [(1, 7), (2, 1000)])
+def test_every_epoch_is_the_engine_at_its_upper(seed, max_poll):
+    stream = random_stream(seed, steps=12, per_step=40)
+    worker, source, sink = make(max_poll_messages=max_poll)
+    end = send(source, stream)
+    epochs = worker.run(until=end, timeout=60)
+    assert worker.frontier == end == sink.frontier and epochs == len(sink.epochs) >= (5 if max_poll < 100 else 1)
+    captures = oracle(join_count, by_input(stream), INPUTS)
+    lower = MIN_TIME
+    for epoch in sink.epochs:
+        assert epoch.lower == lower and epoch.upper % 100 == 0  # contiguous, on the 100 ns grid
+        lower = epoch.upper
+        for out in OUTPUTS:
+            assert all(epoch.lower <= t < epoch.upper for _, t, _ in epoch.updates[out])
+            assert sink.view(out, at=epoch.upper) == captures[out].at(epoch.upper - 1), (out, epoch.upper)
+    stats = worker.stats
+    assert stats.input("a").updates + stats.input("b").updates == len(stream)
+    assert stats.epochs == epochs and not sink.dead
+    # the offsets committed with the last epoch are every message read, per partition
+    assert sink.committed == {(f"t-{n}", p): source.messages(n, p) for n in INPUTS for p in range(3)}
+
+
+def test_epochs_by_record_count_close_at_the_exact_input_frontier():
+    stream = random_stream(3, steps=10, per_step=30)
+    worker, source, sink = make(epochs=EpochPolicy(resolution_ns=None, max_records=40, deadline_s=0.05),
+                                max_poll_messages=5)
+    end = send(source, stream)
+    worker.run(until=end, timeout=60)
+    assert {e.upper for e in sink.epochs} <= {s * STEP for s in range(1, 11)} and len(sink.epochs) >= 3
+    captures = oracle(join_count, by_input(stream), INPUTS)
+    assert all(sink.view(o, at=e.upper) == captures[o].at(e.upper - 1) for e in sink.epochs for o in OUTPUTS)
+
+
+def test_a_partition_without_progress_holds_the_frontier_back():
+    worker, source, sink = make()
+    worker.open()
+    source.send_updates("a", [((1, 1), 10, 1)], partition=0)
+    source.send_updates("b", [((1, 7), 20, 1)], partition=1)
+    source.advance_to("b", 1000)
+    source.advance_to("a", 1000, partitions=[0, 1])  # partition 2 of a promised nothing yet
+    for _ in range(5):
+        worker.step()
+    assert worker.frontier == MIN_TIME and not sink.epochs and worker.source.frontier() == MIN_TIME
+    source.advance_to("a", 500, partitions=[2])
+    for _ in range(3):
+        worker.step()
+    assert worker.frontier == 500 and sink.view("joined") == {(1, (1, 7)): 1}
+    source.advance_to("a", 1000, partitions=[2])
+    worker.step()
+    assert worker.frontier == 1000 and [e.upper for e in sink.epochs] == [500, 1000]
+    worker.close()
+    assert sink.closed == 1
+
+
+@pytest.mark.parametrize("late", ["advance", "reject"])
+def test_late_updates_advance_or_reject(late):
+    worker, source, sink = make(late=late, partitions=1)
+    worker.open()
+    source.send_updates("a", [((1, 1), 10, 1)])
+    source.send_updates("b", [((1, 7), 20, 1)])
+    source.advance_to("a", 1000)
+    source.advance_to("b", 1000)
+    worker.step()
+    assert worker.frontier == 1000
+    late_offset = source.send_updates("a", [((1, 2), 500, 1), ((1, 3), 1500, 1)])  # one behind the frontier
+    source.advance_to("a", 2000)
+    source.advance_to("b", 2000)
+    worker.step()
+    worker.close()
+    assert worker.frontier == 2000
+    echo = sink.epochs[-1].updates["echo_a"]
+    assert ((1, 3), 1500, 1) in echo
+    assert worker.stats.input("a").late == {"advance": int(late == "advance"), "reject": int(late == "reject")}
+    if late == "advance":
+        assert ((1, 2), 1000, 1) in echo  # moved to the frontier it arrived behind
+        assert not sink.dead
+    else:
+        assert all(record != (1, 2) for record, _, _ in echo)
+        [letter] = sink.dead
+        assert (letter.reason, letter.topic, letter.offset, letter.indexes) == ("late", "t-a", late_offset, {"late": [0]})
+
+
+def test_malformed_input_is_dead_lettered_and_the_rest_processed():
+    stream = random_stream(6, steps=4, per_step=30)
+    worker, source, sink = make(max_poll_messages=20)
+    bad = [b"\xc1", msgpack.packb([[1], 5, 1]), msgpack.packb([[1, 2], 5, 0]), msgpack.packb({"progress": "x"})]
+    for i, value in enumerate(bad):
+        source.send("a", value, partition=i % 3)
+    end = send(source, stream)
+    worker.run(until=end, timeout=60)
+    captures = oracle(join_count, by_input(stream), INPUTS)
+    assert all(sink.view(o) == captures[o].at(end - 1) for o in OUTPUTS)
+    assert sorted(x.reason for x in sink.dead) == sorted(["bad_msgpack", "arity", "zero_diff", "bad_progress"])
+    assert sorted((x.topic, x.partition, x.offset) for x in sink.dead) == [
+        ("t-a", 0, 0), ("t-a", 0, 1), ("t-a", 1, 0), ("t-a", 2, 0)]
+    assert sum(worker.stats.input("a").dead_letters.values()) == 4
+
+
+def test_without_a_dead_letter_destination_bad_input_is_counted_and_dropped():
+    worker, source, sink = make(dead_letters=False, partitions=1)
+    source.send("a", b"\xc1")
+    source.send_updates("a", [((1, 1), 5, 1)])
+    for name in INPUTS:
+        source.advance_to(name, 100)
+    worker.run(until=100, timeout=30)
+    assert worker.stats.input("a").dead_letters["bad_msgpack"] == 1 and not sink.dead
+    assert sink.view("echo_a") == {(1, 1): 1}
+
+
+def test_a_failed_commit_fails_the_epoch_and_commits_nothing():
+    worker, source, sink = make(partitions=1)
+    source.send_updates("a", [((1, 1), 5, 1)])
+    for name in INPUTS:
+        source.advance_to(name, 100)
+    sink.fail_next = RuntimeError("the broker went away")
+    with pytest.raises(RuntimeError, match="went away"):
+        worker.run(until=100, timeout=30)
+    assert not sink.epochs and not sink.committed and worker.stats.epochs == 0
+
+
+def test_stop_publishes_up_to_the_exact_input_frontier():
+    worker, source, sink = make(partitions=1, epochs=EpochPolicy(resolution_ns=1000))
+    source.send_updates("a", [((1, 1), 1005, 1)])
+    for name in INPUTS:
+        source.advance_to(name, 1250)
+    worker.open()
+    worker.step()
+    assert [e.upper for e in sink.epochs] == [1000]  # 1250 is between two boundaries of the 1000 ns grid
+    worker.stop()
+    worker.run(timeout=30)
+    assert [(e.lower, e.upper) for e in sink.epochs] == [(MIN_TIME, 1000), (1000, 1250)]
+    assert sink.view("echo_a") == {(1, 1): 1}
+
+
+def test_dataflow_errors_name_the_epoch_and_step():
+    def broken(df, inputs):
+        return {name: inputs["a"].map(lambda r: 1 // 0) for name in OUTPUTS}
+
+    sink = ListSink(OUTPUTS)
+    source = ReplaySource([InputSpec("a", "a", fields=["k", "v"])], dead_letters=sink.dead_letters)
+    source.send_updates("a", [((1, 2), 5, 1)])
+    source.advance_to("a", 100)
+    with pytest.raises(WorkerError, match=r"epoch \[-9223372036854775808, 100\): running the dataflow: ZeroDivisionError"):
+        Worker(broken, source, sink, epochs=EpochPolicy(resolution_ns=100), poll_timeout=0).run(timeout=30)
+    with pytest.raises(WorkerError, match="outputs .* are configured but the factory returned only"):
+        Worker(lambda df, inputs: {}, source, ListSink(["x"])).open()
+
+
+def test_readme_testing_snippet_runs_as_written(capsys):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### The worker, its source and sink", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["[(-9223372036854775808, 10)]", "{('/home', 2): 1}", "['bad_msgpack']"]
