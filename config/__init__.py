@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ConfigError, Problem
+from .errors import ConfigError, DdflowError, Problem
 from .loader import load_config, parse_address, parse_config, parse_duration
 from .reference import build_dataflow, resolve_dataflow
 from .schema import (
@@ -32,6 +32,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "DataflowConfig",
+    "DdflowError",
     "EpochConfig",
     "Field",
     "InputConfig",

@@ -1,7 +1,15 @@
-"""Configuration errors: every problem names the file, the key and what is wrong with it.
+"""Configuration errors, and the root of every ddflow error.
 
-    ConfigError                 root of the package; one or more Problems in one file
-      (raised by the loader, the schema, secret resolution and dataflow references)
+    DdflowError                 root of every error ddflow raises (engine, config, daemon)
+    ├── DataflowError           the engine's (`ddflow.operators.errors`)
+    ├── ConfigError             root of this package; one or more Problems in one file
+    │     (raised by the loader, the schema, secret resolution and dataflow references)
+    └── DaemonError             the daemon's (`ddflow.daemon.exceptions`)
+
+`DdflowError` lives here, in the one module every layer can import without loading the engine or
+a Kafka client (so ``ddflow --help`` stays light); ``ddflow.operators`` and ``ddflow.daemon``
+re-export it. ``except DdflowError`` catches every error that names a ddflow step; anything else
+escaping ddflow is a bug.
 
 A config file is checked as a whole, so one ConfigError can carry several Problems; its message
 lists each as ``FILE: KEY: PROBLEM``, the form an operator can grep for and fix in one pass.
@@ -12,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ConfigError", "Problem"]
+__all__ = ["ConfigError", "DdflowError", "Problem"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +34,11 @@ class Problem:
         return f"{source}: {self.key}: {self.message}"
 
 
-class ConfigError(Exception):
+class DdflowError(Exception):
+    """Root of every error ddflow raises: the engine's, the configuration's and the daemon's."""
+
+
+class ConfigError(DdflowError):
     """A configuration file (or one of its references) is invalid.
 
     ``source`` is the file, ``problems`` the list of (key, message) pairs found in it.

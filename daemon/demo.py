@@ -252,7 +252,7 @@ def run_demo(args: argparse.Namespace, *, out: TextIO = sys.stdout) -> int:
     import uuid
 
     from .broker import EmbeddedBroker
-    from .cli import on_signals
+    from .signals import on_signals
     from .kafka import ensure_topics
     from .producer import UpdateProducer
     from .results import ResultClient

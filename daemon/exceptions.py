@@ -1,5 +1,6 @@
 """The daemon's exceptions: one root, one subclass per step that can fail.
 
+    DdflowError              root of every ddflow error (`ddflow.config.errors`)
     DaemonError
     ├── BrokerError          the embedded broker would not start / answer
     ├── KafkaClientError     a Kafka client call failed (names the topic/partition)
@@ -20,7 +21,10 @@ Every message names the step and the offending value, and the cause is chained.
 
 from __future__ import annotations
 
+from ..config.errors import DdflowError
+
 __all__ = [
+    "DdflowError",
     "DaemonError",
     "BrokerError",
     "KafkaClientError",
@@ -37,7 +41,7 @@ __all__ = [
 ]
 
 
-class DaemonError(Exception):
+class DaemonError(DdflowError):
     """Root of every error raised by `ddflow.daemon`."""
 
 

@@ -16,6 +16,7 @@ from .dataflow import Dataflow
 from .errors import (
     CompactionError,
     DataflowError,
+    DdflowError,
     DiffError,
     GraphError,
     IncompleteTimeError,
@@ -34,6 +35,7 @@ __all__ = [
     "Collection",
     "Dataflow",
     "DataflowError",
+    "DdflowError",
     "DiffError",
     "GraphError",
     "IncompleteTimeError",

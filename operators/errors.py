@@ -1,5 +1,6 @@
 """Engine exceptions.
 
+    DdflowError                 root of every ddflow error (`ddflow.config.errors`)
     DataflowError               root of every engine error
     ├── TimeError               a time behind an input's frontier, advance_to backwards, a bad time value
     ├── DiffError               a diff that is not a non-zero int, or diffs summing outside int64
@@ -12,8 +13,10 @@
 
 from __future__ import annotations
 
+from ..config.errors import DdflowError
 
-class DataflowError(Exception):
+
+class DataflowError(DdflowError):
     """Root of ddflow engine errors."""
 
 

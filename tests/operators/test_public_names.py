@@ -8,6 +8,7 @@ import ddflow.operators as ops
 def test_public_names_are_pinned() -> None:
     assert sorted(ops.__all__) == sorted([
         "Antichain", "Arranged", "Capture", "Collection", "CompactionError", "Dataflow", "DataflowError",
+        "DdflowError",
         "DiffError", "GraphError", "IncompleteTimeError", "InputSession", "MutableAntichain", "ShapeError",
         "TimeError",
     ])
