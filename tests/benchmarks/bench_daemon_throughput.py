@@ -1,0 +1,230 @@
+"""Benchmark: `ddflow run` end to end at 1 ms epochs, as a ratio to a bare consume -> produce pipe.
+
+Run: ``.venv/bin/python tests/benchmarks/bench_daemon_throughput.py [--updates N] [--batch B]``
+
+One embedded broker (tansu, memory storage). One input topic is filled once with N page views
+``(user, page)`` (default 1,000,000) in messages of B updates (default 1,000), their times 1 us
+apart, with a progress marker after every 1 ms of data time: N / 1,000 epochs of 1 ms. Over the
+same messages, in the same run, it measures:
+
+* ``pipe``: a bare confluent-kafka loop consuming every message and producing its bytes unchanged
+  to another topic, then flushing (the floor any Kafka-to-Kafka service pays);
+* ``count``: ``ddflow run`` with ``page_counts`` (views counted per page), a subprocess with a
+  config file, from its start until the result client sees the output frontier at the end;
+* ``map``: the same with a map-only dataflow (``(user, page) -> (user, page + 1)``).
+
+Both daemons' results are checked (the counts per page; the number of mapped records). It prints
+updates/s for each (a daemon's time includes its start: imports, reading the result topics back),
+the ratio daemon/pipe (target 0.5) and how many epochs the daemon published: over a backlog, an
+epoch closes at the input frontier reached by a poll, so it publishes fewer, larger epochs than the
+1 ms markers allow. Last, each flow runs over the in-memory source and sink
+(`ddflow.daemon.testing`) with exactly one 1 ms epoch per poll: the cost of an epoch without Kafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ddflow.daemon.broker import EmbeddedBroker
+from ddflow.daemon.producer import UpdateProducer
+from ddflow.daemon.results import ResultClient
+
+HERE = Path(__file__).resolve().parent
+PAGES = 100
+NS_PER_UPDATE = 1_000  # 1,000 updates per 1 ms epoch
+
+
+def map_only(df: Any, inputs: Any) -> dict[str, Any]:
+    """``(user, page) -> (user, page + 1)``: the engine's per-record cost with no state."""
+    return {"out": inputs["views"].map(_next_page)}
+
+
+def _next_page(view: tuple[int, int]) -> tuple[int, int]:
+    return (view[0], view[1] + 1)
+
+
+def create(bootstrap: str, *names: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        f.result(10)
+
+
+def fill(options: dict[str, Any], topic: str, updates: int, batch: int) -> int:
+    """N views ``(user, page)`` 1 us apart, a marker after every 1 ms; returns the end time."""
+    per_epoch = 1_000_000 // NS_PER_UPDATE
+    with UpdateProducer(topic, options, batch_size=batch) as producer:
+        for i in range(updates):
+            producer.send((i, i % PAGES), i * NS_PER_UPDATE, 1)
+            if (i + 1) % per_epoch == 0:
+                producer.advance_to((i + 1) * NS_PER_UPDATE)
+        end = updates * NS_PER_UPDATE
+        producer.advance_to(end)
+    return end
+
+
+def pipe(options: dict[str, Any], src: str, dst: str) -> float:
+    """Seconds to consume every message of ``src`` and produce it unchanged to ``dst`` (flushed)."""
+    c = Consumer({**options, "group.id": f"bench-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(src, 0, 0)])
+    p = Producer({**options, "linger.ms": 5})
+    started = None
+    done = False
+    while not done:
+        msgs = c.consume(10_000, 0.5)
+        if started is None and msgs:
+            started = time.perf_counter()
+        for m in msgs:
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    done = True
+                    continue
+                raise RuntimeError(str(m.error()))
+            while True:
+                try:
+                    p.produce(dst, m.value())
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            p.poll(0)
+    p.flush(60)
+    c.close()
+    return time.perf_counter() - (started or time.perf_counter())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def daemon(bootstrap: str, src: str, dst: str, function: str, output: str, end: int,
+           workdir: Path) -> tuple[float, float, int, ResultClient]:
+    """Run ``ddflow run`` over ``src`` until the result frontier reaches ``end``: (seconds from
+    the start of the process, seconds from its first published epoch, epochs published, the
+    result client holding the final view)."""
+    config = workdir / f"{output}.toml"
+    config.write_text(f"""
+[dataflow]
+function = "{function}"
+
+[kafka]
+bootstrap = "{bootstrap}"
+group_id = "bench-{uuid.uuid4().hex[:6]}"
+
+[[inputs]]
+name = "views"
+topic = "{src}"
+fields = {{ user = "int", page = "int" }}
+
+[[outputs]]
+name = "{output}"
+topic = "{dst}"
+
+[epoch]
+resolution = "1ms"
+
+[metrics]
+address = "127.0.0.1:{free_port()}"
+""")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "ddflow.daemon.cli", "run", "--config", str(config)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = None
+    epochs = 0
+    client = ResultClient(dst, {"bootstrap.servers": bootstrap}).__enter__()
+    try:
+        for change in client.changes(timeout=600):
+            epochs += 1  # one frontier move per published epoch
+            if first is None:
+                first = time.perf_counter()
+            if change.frontier is not None and change.frontier >= end:
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"ddflow run exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+        finished = time.perf_counter()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        client.__exit__(None, None, None)
+    assert client.frontier is not None and client.frontier >= end, client.frontier
+    return finished - started, finished - (first or started), epochs, client
+
+
+def in_memory(function: Any, output: str, updates: int, batch: int) -> tuple[float, int]:
+    """The same flow over the in-memory source and sink, one 1 ms epoch per poll: (seconds, epochs).
+    What an epoch costs without Kafka: decoding and validation, the engine, draining the output."""
+    from ddflow.daemon import EpochPolicy, InputSpec, Worker
+    from ddflow.daemon.testing import ListSink, ReplaySource
+
+    sink = ListSink([output], dead_letter_topic=None)
+    source = ReplaySource([InputSpec("views", "views", fields={"user": "int", "page": "int"})])
+    per_epoch = 1_000_000 // NS_PER_UPDATE
+    for start in range(0, updates, per_epoch):
+        for lo in range(start, min(start + per_epoch, updates), batch):
+            hi = min(lo + batch, start + per_epoch, updates)
+            source.send_updates("views", [((i, i % PAGES), i * NS_PER_UPDATE, 1) for i in range(lo, hi)])
+        source.advance_to("views", min(start + per_epoch, updates) * NS_PER_UPDATE)
+    messages_per_epoch = -(-per_epoch // batch) + 1
+    worker = Worker(function, source, sink, epochs=EpochPolicy(resolution_ns=1_000_000),
+                    max_poll_messages=messages_per_epoch, poll_timeout=0)
+    with worker:
+        started = time.perf_counter()
+        worker.run(until=updates * NS_PER_UPDATE, timeout=3600)
+        elapsed = time.perf_counter() - started
+    return elapsed, len(sink.epochs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=1000, help="updates per input message")
+    args = parser.parse_args()
+    n = args.updates
+    epochs = n * NS_PER_UPDATE // 1_000_000
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        options = {"bootstrap.servers": broker.bootstrap}
+        src, pipe_dst, count_dst, map_dst = (f"bench-{x}-{uuid.uuid4().hex[:6]}" for x in ("in", "pipe", "count", "map"))
+        create(broker.bootstrap, src, pipe_dst, count_dst, map_dst)
+        end = fill(options, src, n, args.batch)
+        pipe_s = pipe(options, src, pipe_dst)
+        count_s, count_steady, count_epochs, counts = daemon(broker.bootstrap, src, count_dst, "ddflow.config.dataflows:page_counts",
+                                               "page_views", end, Path(tmp))
+        expected = Counter(i % PAGES for i in range(n))
+        assert counts.view == {(page, c): 1 for page, c in expected.items()}, "wrong counts"
+        map_s, map_steady, map_epochs, mapped = daemon(broker.bootstrap, src, map_dst, "bench_daemon_throughput:map_only", "out",
+                                           end, Path(tmp))
+        assert len(mapped.view) == n and all(c == 1 for c in mapped.view.values()), "wrong map output"
+    from ddflow.config.dataflows import page_counts
+
+    memory = {"count": in_memory(page_counts, "page_views", n, args.batch), "map": in_memory(map_only, "out", n, args.batch)}
+    print(f"{n:,} updates in messages of {args.batch}, {epochs:,} epochs of 1 ms, one partition, tansu in memory")
+    print(f"  pipe    {n / pipe_s:12,.0f} updates/s")
+    for name, total, steady, published in (("count", count_s, count_steady, count_epochs),
+                                           ("map", map_s, map_steady, map_epochs)):
+        print(f"  {name:7s} {n / total:12,.0f} updates/s  daemon/pipe = {pipe_s / total:.3f}  ({published:,} epochs "
+              f"published; {steady:.1f} s after the first)")
+    for name, (seconds, count) in memory.items():
+        print(f"  {name:7s} in memory, one epoch per poll: {n / seconds:12,.0f} updates/s, {count:,} epochs, "
+              f"{seconds / max(count, 1) * 1000:.2f} ms per epoch")
+
+
+if __name__ == "__main__":
+    main()
