@@ -142,8 +142,9 @@ address = "127.0.0.1:{free_port()}"
 """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
+    log = (workdir / f"{output}.log").open("w")  # a file, not a pipe nobody reads (a full pipe blocks the daemon)
     proc = subprocess.Popen([sys.executable, "-m", "ddflow.daemon.cli", "run", "--config", str(config)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
     first = None
     epochs = 0
     client = ResultClient(dst, {"bootstrap.servers": bootstrap}).__enter__()
@@ -155,7 +156,8 @@ address = "127.0.0.1:{free_port()}"
             if change.frontier is not None and change.frontier >= end:
                 break
             if proc.poll() is not None:
-                raise RuntimeError(f"ddflow run exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+                raise RuntimeError(f"ddflow run exited {proc.returncode}: "
+                                   f"{(workdir / f'{output}.log').read_text()[-2000:]}")
         finished = time.perf_counter()
     finally:
         proc.terminate()
@@ -163,6 +165,7 @@ address = "127.0.0.1:{free_port()}"
             proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
         client.__exit__(None, None, None)
     assert client.frontier is not None and client.frontier >= end, client.frontier
     return finished - started, finished - (first or started), epochs, client
