@@ -1,4 +1,4 @@
-"""Prometheus metrics of one daemon, exported under the fixed names of ``notes/METRICS.md``.
+"""Prometheus metrics of one daemon, exported under fixed names (the README's metrics table lists them).
 
 The worker keeps plain cumulative numbers (a ``MetricsSnapshot``: updates in and out, epochs,
 frontiers, lag, late and dead-lettered updates); a collector turns them into metric families at

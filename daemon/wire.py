@@ -1,6 +1,6 @@
 """Wire formats (msgpack) for input topics, result topics and progress, with validation.
 
-Input messages (DESIGN §5):
+Input messages:
 
 * an update ``[data, time_ns, diff]`` or a batch ``[[data, time_ns, diff], ...]``, where ``data``
   is an array with one value per declared field; a value is a single update exactly when it has

@@ -1,4 +1,4 @@
-"""The vectorized reduce kernel for totally ordered times and for one loop counter (DESIGN §10).
+"""The vectorized reduce kernel for totally ordered times and for one loop counter.
 
 At depth 1 (outer nanosecond times) and at depth 2 inside a loop's round ``r``, every new time of a key
 has the form ``(t, r)``; the output of key ``k`` can change only at ``(a, r)`` for the key's outer times
