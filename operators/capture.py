@@ -37,6 +37,12 @@ class Capture(Node):
             self._undrained.append(u)
         self._frontier = frontier
 
+    def held_ids(self):
+        yield from super().held_ids()
+        yield self._held.data[0]
+        for u in self._undrained:
+            yield u.data[0]
+
     @property
     def frontier(self) -> list:
         """The output frontier: times at or beyond it may still change."""

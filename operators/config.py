@@ -26,6 +26,9 @@ class EngineConfig:
       accumulated in full.
     * ``user_chunk``: records or groups handed to user Python functions per bulk call (bounds the
       Python objects alive at once).
+    * ``sweep_growth``, ``sweep_min_ids``: at the end of ``run()``, ids no state holds any more are
+      given back once the ids in use number ``sweep_growth`` times those alive after the last sweep,
+      and at least ``sweep_min_ids`` (1 and 1: after every run).
     """
 
     merge_fuel_per_update: int = 4
@@ -34,6 +37,8 @@ class EngineConfig:
     reduce_chunk_keys: int = 1 << 18
     extremum_probes: int = 8
     user_chunk: int = 1 << 18
+    sweep_growth: int = 2
+    sweep_min_ids: int = 1 << 16
 
     def __post_init__(self) -> None:
         for f in fields(self):

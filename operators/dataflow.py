@@ -14,6 +14,7 @@ from .errors import GraphError
 from .frontier import Antichain
 from .graph import Scope
 from .input import InputNode, InputSession
+from .values import sweep
 from .values.interner import Interner
 
 
@@ -66,6 +67,8 @@ class Dataflow:
             self._spines = [spine for node in self._all_nodes() for _, spine in node.arrangements()]
         for spine in self._spines:
             spine.exert()
+        if sweep.due(self):  # a safe point: no batch in flight
+            sweep.sweep(self)
         self.epochs += 1
 
     def arrangement_stats(self) -> dict[str, dict[str, int]]:

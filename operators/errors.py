@@ -8,7 +8,8 @@
     ├── IncompleteTimeError     capture.at(t) for a time that is not complete yet
     ├── GraphError              misuse of the dataflow graph (closed input, collection from another scope)
     ├── CompactionError         a trace handle's frontier moved backwards, or a dropped handle used
-    └── ConfigurationError      an engine tuning knob out of its range
+    ├── ConfigurationError      an engine tuning knob out of its range
+    └── IdLimitError            more distinct records (and their parts) alive at once than ids
 """
 
 from __future__ import annotations
@@ -55,3 +56,9 @@ class CompactionError(DataflowError, ValueError):
 
 class ConfigurationError(DataflowError, ValueError):
     """An :class:`~ddflow.operators.config.EngineConfig` knob out of its range."""
+
+
+class IdLimitError(DataflowError):
+    """The dataflow holds more distinct records (counting the pairs inside them and their components)
+    than record ids can number (``2**31``): ids are given back when no state holds their record, so
+    this means the live state itself is that large."""

@@ -16,6 +16,7 @@ their last step; a node with no work at the frontier costs a membership test.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -180,6 +181,19 @@ class Node:
     def arrangements(self):
         """``(name, spine)`` pairs of traces this node maintains (for sizes and metrics)."""
         return ()
+
+    def held_ids(self) -> Iterator[np.ndarray]:
+        """Every column of record ids this node keeps between steps: its buffered batches and the
+        batches of the traces it maintains (``arrangements``). A node that keeps ids anywhere else
+        (pending keys, captured updates) must add them: at the end of ``Dataflow.run()`` the ids
+        that no node reports are given back, and may then name other records."""
+        for buf in self.buffers:
+            for u in buf:
+                yield from u.data
+        for _, spine in self.arrangements():
+            for batch in spine.batches():
+                yield batch.keys
+                yield batch.vals
 
 
 def describe_ids(node: Node, ids: tuple[int, ...]) -> str:

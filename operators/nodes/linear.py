@@ -15,7 +15,6 @@ from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..lattice import to_scalar
 from ..traces.batch import Updates, concat, consolidate
-from ..values.interner import bulk
 from ..values.memo import Memo
 
 
@@ -53,14 +52,13 @@ class Memoized(Linear):
     def __init__(self, scope: Scope, f: Callable, name: str) -> None:
         super().__init__(scope, name=name)
         self.f = f
-        self.memo = Memo(self._compute, self.dtype, limit=self.config.memo_limit)
+        self.memo = self.interner.cache(Memo(self._compute, self.dtype, limit=self.config.memo_limit))
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
         out = np.empty(len(ids), dtype=self.dtype)
-        with bulk():
-            chunk = self.config.user_chunk
-            for lo in range(0, len(ids), chunk):
-                out[lo : lo + chunk] = self._chunk(ids[lo : lo + chunk])
+        chunk = self.config.user_chunk
+        for lo in range(0, len(ids), chunk):
+            out[lo : lo + chunk] = self._chunk(ids[lo : lo + chunk])
         return out
 
     def _chunk(self, ids: np.ndarray) -> np.ndarray:
@@ -117,11 +115,10 @@ class FlatMap(Linear):
         f = self.f
         outs: list[object] = []
         counts = []
-        with bulk():
-            for v in self.interner.value_list(u.data[0]):
-                before = len(outs)
-                outs.extend(f(v))
-                counts.append(len(outs) - before)
+        for v in self.interner.value_list(u.data[0]):
+            before = len(outs)
+            outs.extend(f(v))
+            counts.append(len(outs) - before)
         rep = np.asarray(counts, dtype=np.int64)
         return Updates((self.interner.ids(outs),), np.repeat(u.times, rep, axis=0), np.repeat(u.diffs, rep))
 

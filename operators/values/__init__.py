@@ -1,1 +1,7 @@
-"""Values: records interned to int64 ids, and memos of user functions over ids."""
+"""Values: records interned to int64 ids and given back when no state holds them.
+
+``ids`` (the id layout, its kinds, limit and free list), ``interner`` (values <-> ids), ``sweep``
+(reclaiming ids at the end of a run), ``keytable`` and ``memo`` (dense numbering of codes and
+remembered results of user functions), ``builder`` (the join's record builder), ``ordering`` (the
+Python order of values).
+"""

@@ -1,145 +1,91 @@
-"""Record ids: every distinct Python value a dataflow sees is interned to a dense int64 id.
+"""Record ids: every distinct Python value a dataflow holds is interned to an int64 id.
 
 Batches and arrangements then hold only integer columns, so consolidation, sorting and lookups are
-pure numpy (the 2018 post's interning and row ids). Equality is Python equality: equal values get one
-id, whose value is the first of them seen.
+pure numpy and compiled kernels (the 2018 post's interning and row ids). Equality is Python equality:
+equal values get one id, whose value is the first of them seen.
 
-Values are stored by kind, in columns rather than as Python objects, so that interning a batch costs
-a few numpy passes rather than a dict operation per value and interned records cost bytes, not
-objects: ints (those that fit in an int64) live in an int table, plain 2-tuples as the pair of their
-components' ids in a pair table (a ``(key, val)`` record is therefore split into its key and val ids
-by a lookup, and ``pair`` builds records from id columns without touching Python), and every other
-value in a dict. Ids are handed out in runs of one kind, so an id's kind and row follow from the run
-holding it. A tuple is rebuilt from its components when its value is asked for. Values that equal an
-int or a plain 2-tuple without being one (``True``, ``1.0``, a named tuple) are kept as objects, and
-the int or pair they equal is registered as an alias of their id: whichever comes first holds the id.
+Values are stored by kind (:mod:`ddflow.operators.values.ids`), in columns rather than as Python
+objects, so that interning a batch costs a few passes and one compiled hash-table call per level
+rather than a dict operation per value, and interned records cost bytes, not objects: ints (those
+that fit in an int64) by their value, plain 2-tuples as the pair of their components' ids (a
+``(key, val)`` record is therefore split into its key and val ids by a gather, and ``pair`` builds
+records from id columns without touching Python), and every other value as an object in a dict. A
+tuple is rebuilt from its components when its value is asked for. Values that equal an int or a
+plain 2-tuple without being one (``True``, ``1.0``, a named tuple) are kept as objects, and hold the
+int's or pair's id when they come first.
+
+Ids live as long as some state holds them: :meth:`Interner.reclaim` gives back the ids that the
+dataflow's state no longer reaches (see :mod:`ddflow.operators.values.sweep`). An id obtained from
+:meth:`Interner.id` (one value: a constant a node keeps, such as the unit ``()``) is never given back.
+Caches keyed by ids (memos, record builders) register with :meth:`Interner.cache` and are cleared
+whenever ids are given back.
 """
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from operator import is_, itemgetter
 
 import numpy as np
 
 from ..config import DEFAULT
 from ..errors import ShapeError
-from .memo import MAX_ID, SHIFT, KeyTable, Memo, pack
+from .builder import RecordBuilder
+from .ids import COMPOSITE, ID_LIMIT, INT, OBJ, OBJ_INT, OBJ_PAIR, PAIR, IdSpace, pack, unpack
 
-INT, PAIR, OBJ = 0, 1, 2
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _HASH_MOD = (1 << 61) - 1  # CPython's hash of an int is the int modulo this prime (sign kept)
 _NEVER_INT = frozenset((str, bytes, type(None), frozenset, range, type))  # types never equal to an int
 _DEEP = 64  # nesting below which tuples are interned level by level in bulk
 _PENDING = 1 << 24  # values decomposed into columns before they are interned together
+_SMALL_INT = 1 << 62  # int_values: ints whose negation and differences stay in int64
 
 _first, _second = itemgetter(0), itemgetter(1)
-
-
-@contextmanager
-def bulk() -> Iterator[None]:
-    """Python work over a batch: the cyclic garbage collector pauses meanwhile. Building millions of
-    tuples and lists (values, groups, results) otherwise triggers collections that traverse them all
-    again and again; what they would collect waits until the batch is done."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class Unhashable(TypeError):
     """A value (or a component of a tuple) cannot be hashed."""
 
 
-class _Runs:
-    """Ids in runs of one kind: run ``r`` holds ids ``start[r]..`` for rows ``row[r]..`` of its kind's table."""
-
-    def __init__(self) -> None:
-        self.start = np.zeros(16, dtype=np.int64)
-        self.kind = np.zeros(16, dtype=np.int8)
-        self.row = np.zeros(16, dtype=np.int64)
-        self.count = 0
-        self.total = 0  # ids handed out
-        self._by_kind: dict[int, list[np.ndarray]] = {}
-        self._kind_runs: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
-
-    def alloc(self, kind: int, row: int, n: int) -> int:
-        """``n`` new ids for rows ``row..row + n - 1`` of ``kind``; returns the first."""
-        first = self.total
-        if n == 0:
-            return first
-        self.total += n
-        if self.count and self.kind[self.count - 1] == kind:
-            return first  # the kind's rows and the ids both continue the last run
-        if self.count == len(self.start):
-            for name in ("start", "kind", "row"):
-                a = getattr(self, name)
-                setattr(self, name, np.concatenate([a, np.zeros_like(a)]))
-        self.start[self.count], self.kind[self.count], self.row[self.count] = first, kind, row
-        self.count += 1
-        self._kind_runs.pop(kind, None)
-        return first
-
-    def locate(self, ids: np.ndarray) -> tuple[np.ndarray | int, np.ndarray]:
-        """``(kinds, rows)`` of ``ids``; ``kinds`` is one int when every id has the same kind."""
-        if self.count == 1:
-            return int(self.kind[0]), ids
-        starts = self.start[: self.count]
-        first = int(np.searchsorted(starts, ids.min(), "right")) - 1
-        if first == int(np.searchsorted(starts, ids.max(), "right")) - 1:  # all in one run
-            return int(self.kind[first]), ids + (self.row[first] - self.start[first])
-        r = np.searchsorted(starts, ids, "right") - 1
-        kinds = self.kind[r]
-        rows = ids - self.start[r] + self.row[r]
-        lo, hi = int(kinds.min()), int(kinds.max())
-        return (lo if lo == hi else kinds), rows
-
-    def ids(self, kind: int, rows: np.ndarray) -> np.ndarray:
-        """The ids of rows of ``kind``'s table."""
-        got = self._kind_runs.get(kind)
-        if got is None or got[2] != self.count:
-            mine = np.flatnonzero(self.kind[: self.count] == kind)
-            got = self._kind_runs[kind] = (self.row[mine], self.start[mine], self.count)
-        row0, start, _ = got
-        if len(row0) == 1:
-            return rows + (start[0] - row0[0])
-        r = np.searchsorted(row0, rows, "right") - 1
-        return rows - row0[r] + start[r]
-
-
 class Interner:
-    """Dense ids for hashable values; ``values(ids)`` maps back. ``memo_limit`` bounds the memos of the
-    record builders it makes."""
+    """Ids for hashable values; ``value_list(ids)`` maps back. ``memo_limit`` bounds the memos of the
+    record builders it makes; ``id_limit`` bounds the ids (tests lower it)."""
 
-    def __init__(self, *, memo_limit: int = DEFAULT.memo_limit) -> None:
+    def __init__(self, *, memo_limit: int = DEFAULT.memo_limit, id_limit: int = ID_LIMIT) -> None:
         self.memo_limit = memo_limit
-        self._runs = _Runs()
-        self._ints = KeyTable()  # exact ints
-        self._pairs = KeyTable()  # codes (first id << 32 | second id) of plain 2-tuples
-        self._objects: list[object] = []
-        self._object_ids: dict[object, int] = {}  # also caches objects that equal an int or a pair
-        self._int_alias = KeyTable()  # ints equal to an object interned before them...
-        self._int_alias_ids = np.empty(0, dtype=np.int64)  # ...and that object's id
-        self._pair_alias = KeyTable()
-        self._pair_alias_ids = np.empty(0, dtype=np.int64)
-        self._object_pairs: dict[int, int] = {}  # id of a tuple-subclass pair -> its components' code
+        self._space = IdSpace(limit=id_limit)
+        self._objects: dict[int, object] = {}  # id of an OBJ, OBJ_INT or OBJ_PAIR -> the object
+        self._object_ids: dict[object, int] = {}  # object -> its id (also objects equal to an int or pair)
+        self._aliases: list[object] = []  # objects in _object_ids whose id is an INT's or a PAIR's
+        self._pinned: set[int] = set()
+        self._caches: weakref.WeakSet = weakref.WeakSet()
+        self.reclaimed = 0  # ids given back so far
+        self.sweeps = 0  # reclaims run so far
+        self.live_after_sweep = 0  # ids in use after the last reclaim
 
     def __len__(self) -> int:
-        return self._runs.total
+        """Ids in use."""
+        return self._space.in_use()
 
     def nbytes(self) -> int:
-        """Bytes of the id tables (not counting the Python objects of the dict)."""
-        return self._ints.nbytes() + self._pairs.nbytes() + 8 * len(self._objects)
+        """Bytes of the id columns and tables (not counting the Python objects of the dicts)."""
+        return self._space.nbytes() + 8 * len(self._objects)
+
+    def stats(self) -> dict[str, int]:
+        """``{"ids", "id_bound", "objects", "int_capacity", "pair_capacity", "bytes", "reclaimed",
+        "sweeps"}``: ids in use, ids below the high-water mark, objects kept, hash table buckets."""
+        space = self._space
+        return {"ids": space.in_use(), "id_bound": space.next, "objects": len(self._objects),
+                "int_capacity": len(space.ints.slots), "pair_capacity": len(space.pairs.slots),
+                "bytes": self.nbytes(), "reclaimed": self.reclaimed, "sweeps": self.sweeps}
 
     # -- values -> ids ----------------------------------------------------------------------------
     def id(self, value: object) -> int:
-        return int(self.ids([value])[0])
+        """The id of one value, kept for the interner's life (a constant a node holds)."""
+        i = int(self.ids([value])[0])
+        self._pinned.add(i)
+        return i
 
     def ids(self, values: Iterable[object], known: list | None = None) -> np.ndarray:
         """Ids of many values (interning new ones).
@@ -147,38 +93,32 @@ class Interner:
         ``known``: ``(values, ids)`` lists materialized by :meth:`value_list`; a list (at any level
         of the tuples) made of exactly those objects takes their ids without a lookup."""
         values = values if isinstance(values, list) else list(values)
-        with bulk():
-            return self._checked(values, lambda: self._intern(self._plan(values, known or (), 0)))
+        return self._checked(values, lambda: self._intern(self._plan(values, known or (), 0)))
 
     def ids_of_chunks(self, chunks: Iterable[tuple[list, list]]) -> np.ndarray:
         """Ids of values given chunk by chunk, as ``(values, known)``: each chunk is decomposed into
         columns as it comes (its Python objects can go), and consecutive chunks of one shape are
-        interned together, so the tables grow by large batches (the cheapest way: one sort)."""
+        interned together (fewer, larger kernel calls)."""
         parts: list[np.ndarray] = []
         pending: list[tuple] = []
         shape: tuple | None = None
         size = 0
-        with bulk():
-            for values, known in chunks:
-                plan = self._checked(values, lambda: self._plan(values, known, 0))
-                mine = _shape(plan)
-                if pending and (mine != shape or size >= _PENDING):
-                    parts.append(self._intern_pending(pending))
-                    size = 0
-                if mine is None:  # order matters: interned now, with its values at hand for errors
-                    parts.append(self._checked(values, lambda: self._intern(plan)))
-                else:
-                    pending.append(plan)
-                    shape, size = mine, size + _length(plan)
-            plan = values = known = ()  # drop the last chunk's objects before the tables grow
-            if pending:
-                parts.append(self._intern_pending(pending))
+        for values, known in chunks:
+            plan = self._checked(values, lambda: self._plan(values, known, 0))
+            mine = _shape(plan)
+            if pending and (mine != shape or size >= _PENDING):
+                parts.append(self._intern(_concat(pending)))
+                pending.clear()
+                size = 0
+            if mine is None:  # order matters: interned now, with its values at hand for errors
+                parts.append(self._checked(values, lambda: self._intern(plan)))
+            else:
+                pending.append(plan)
+                shape, size = mine, size + _length(plan)
+        plan = values = known = ()  # drop the last chunk's objects before the tables grow
+        if pending:
+            parts.append(self._intern(_concat(pending)))
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-
-    def _intern_pending(self, pending: list) -> np.ndarray:
-        merged = _concat(pending)
-        pending.clear()  # the chunks' own columns go before the tables grow
-        return self._intern(merged)
 
     @staticmethod
     def _checked(values: list, work: Callable):
@@ -268,7 +208,12 @@ class Interner:
         return out
 
     def _int_ids(self, arr: np.ndarray) -> np.ndarray:
-        return self._kind_ids(INT, self._ints, arr, self._int_alias, self._int_alias_ids)
+        space = self._space
+        return space.intern(space.ints, INT, arr)
+
+    def _pair_ids(self, codes: np.ndarray) -> np.ndarray:
+        space = self._space
+        return space.intern(space.pairs, PAIR, codes)
 
     def _pair_values(self, values: list, known: Sequence, depth: int) -> np.ndarray:
         a = self._intern(self._plan(list(map(_first, values)), known, depth + 1))
@@ -277,54 +222,13 @@ class Interner:
 
     def _deep_pairs(self, values: list) -> np.ndarray:
         """Pairs nested too deep for bulk levels: one at a time (the same ids as in bulk)."""
-        out = np.empty(len(values), dtype=np.int64)
-        for i, v in enumerate(values):
-            a = self._one(v[0])
-            b = self._one(v[1])
-            out[i] = self._pair_ids(np.array([(a << SHIFT) | b], dtype=np.int64))[0]
-        return out
+        return np.array([self._one(v) for v in values], dtype=np.int64)
 
     def _one(self, v: object) -> int:
         if type(v) is tuple and len(v) == 2:
             a, b = self._one(v[0]), self._one(v[1])
-            return int(self._pair_ids(np.array([(a << SHIFT) | b], dtype=np.int64))[0])
+            return int(self._pair_ids(np.array([(a << 32) | b], dtype=np.int64))[0])
         return int(self._mixed([v], (), _DEEP)[0])
-
-    def _pair_ids(self, codes: np.ndarray) -> np.ndarray:
-        return self._kind_ids(PAIR, self._pairs, codes, self._pair_alias, self._pair_alias_ids)
-
-    def _kind_ids(self, kind: int, table: KeyTable, keys: np.ndarray, alias: KeyTable, alias_ids) -> np.ndarray:
-        """Ids of the keys of one kind's table, adding the new ones (unless an object holds them)."""
-        rows = table.find(keys)
-        missing = np.flatnonzero(rows < 0)
-        if len(missing) == 0:
-            return self._runs.ids(kind, rows)
-        if len(missing) == len(keys) and len(alias) == 0:  # all new (a large batch often is)
-            del rows, missing
-            before = len(table)
-            rows = table.add_missing(keys)
-            self._runs.alloc(kind, before, len(table) - before)
-            return self._runs.ids(kind, rows)
-        out = np.empty(len(keys), dtype=np.int64)
-        found = rows >= 0
-        out[found] = self._runs.ids(kind, rows[found])
-        missing = self._aliased(keys, missing, out, alias, alias_ids)
-        if len(missing):
-            before = len(table)
-            new_rows = table.add_missing(keys[missing])
-            self._runs.alloc(kind, before, len(table) - before)
-            out[missing] = self._runs.ids(kind, new_rows)
-        return out
-
-    @staticmethod
-    def _aliased(keys, missing, out, table: KeyTable, alias_ids: np.ndarray) -> np.ndarray:
-        """Fill ``out`` for the missing keys that alias an object; return those still missing."""
-        if len(table) == 0:
-            return missing
-        rows = table.find(keys[missing])
-        hit = rows >= 0
-        out[missing[hit]] = alias_ids[rows[hit]]
-        return missing[~hit]
 
     def _object_ids_of(self, values: list) -> np.ndarray:
         """Ids of values kept as objects (and of objects equal to an int or a pair)."""
@@ -343,42 +247,40 @@ class Interner:
         fresh: dict[object, int] = {}  # new objects, numbered in order of first appearance
         for i in new:
             out[i] = -1 - fresh.setdefault(values[i], len(fresh))
-        first = self._runs.alloc(OBJ, len(self._objects), len(fresh))
-        self._objects.extend(fresh)
-        self._object_ids.update(zip(fresh, range(first, first + len(fresh))))
-        return np.array([first - 1 - i if i < 0 else i for i in out], dtype=np.int64)
+        ids = self._space.new(OBJ, np.zeros(len(fresh), dtype=np.int64)).tolist()
+        self._objects.update(zip(ids, fresh))
+        self._object_ids.update(zip(fresh, ids))
+        return np.array([ids[-1 - i] if i < 0 else i for i in out], dtype=np.int64)
 
     def _special(self, v: object) -> int:
         """The id of an object that may equal an int or a plain 2-tuple."""
         i = self._object_ids.get(v)
         if i is not None:
             return i
+        space = self._space
         if _plain(v) or (isinstance(v, tuple) and len(v) != 2):
-            i = self._new_object(v)
+            i = self._new_object(v, OBJ, 0)
         elif isinstance(v, tuple):  # a tuple subclass of two items
-            code = (self._one(v[0]) << SHIFT) | self._one(v[1])
-            row = self._pairs.find(np.array([code], dtype=np.int64))[0]
-            if row >= 0:
-                i = int(self._runs.ids(PAIR, np.array([row]))[0])
-            else:
-                i = self._new_object(v)
-                self._pair_alias_ids = _register(self._pair_alias, self._pair_alias_ids, code, i)
-                self._object_pairs[i] = code
+            code = (self._one(v[0]) << 32) | self._one(v[1])
+            i = int(space.find(space.pairs, np.array([code], dtype=np.int64))[0])
+            if i < 0:
+                i = self._new_object(v, OBJ_PAIR, code)
+                space.add(space.pairs, np.array([i], dtype=np.int64))
         else:
             n = _int_equal(v)
-            row = -1 if n is None else self._ints.find(np.array([n], dtype=np.int64))[0]
-            if row >= 0:
-                i = int(self._runs.ids(INT, np.array([row]))[0])
-            else:
-                i = self._new_object(v)
+            i = -1 if n is None else int(space.find(space.ints, np.array([n], dtype=np.int64))[0])
+            if i < 0:
+                i = self._new_object(v, OBJ if n is None else OBJ_INT, 0 if n is None else n)
                 if n is not None:
-                    self._int_alias_ids = _register(self._int_alias, self._int_alias_ids, n, i)
+                    space.add(space.ints, np.array([i], dtype=np.int64))
+        if i not in self._objects:
+            self._aliases.append(v)
         self._object_ids[v] = i
         return i
 
-    def _new_object(self, v: object) -> int:
-        i = self._runs.alloc(OBJ, len(self._objects), 1)
-        self._objects.append(v)
+    def _new_object(self, v: object, kind: int, payload: int) -> int:
+        i = int(self._space.new(kind, np.array([payload], dtype=np.int64))[0])
+        self._objects[i] = v
         return i
 
     # -- ids -> values ----------------------------------------------------------------------------
@@ -386,41 +288,36 @@ class Interner:
         """The values behind ``ids``, as a list; with ``known``, every list built on the way (the
         values and the components of tuples, at every level) is appended as ``(list, ids)``."""
         ids = np.asarray(ids, dtype=np.int64)
-        with bulk():
-            return self._value_list(ids, known)
-
-    def _value_list(self, ids: np.ndarray, known: list | None) -> list:
         if len(ids) == 0:
             return []
         if len(ids) > 1 and ids[0] == ids[-1] and (ids == ids[0]).all():  # one value (a round, a unit)
-            out = self._value_list(ids[:1], None) * len(ids)
-            if known is not None:
-                known.append((out, ids))
-            return out
-        kinds, rows = self._runs.locate(ids)
-        if isinstance(kinds, int):
-            out = self._rows(kinds, rows, known)
+            out = self.value_list(ids[:1]) * len(ids)
         else:
-            arr = np.empty(len(ids), dtype=object)
-            for kind in (INT, PAIR, OBJ):
-                sel = np.flatnonzero(kinds == kind)
-                if len(sel) == 0:
-                    continue
-                vals = self._rows(kind, rows[sel], known)
-                arr[sel] = np.fromiter(vals, dtype=object, count=len(vals))
-            out = arr.tolist()
+            kinds = self._space.kinds.take(ids)
+            kind = int(kinds[0])
+            if (kinds == kind).all():
+                out = self._rows(kind, ids, known)
+            else:
+                arr = np.empty(len(ids), dtype=object)
+                for kind in np.unique(kinds).tolist():
+                    sel = np.flatnonzero(kinds == kind)
+                    vals = self._rows(kind, ids.take(sel), known)
+                    arr[sel] = np.fromiter(vals, dtype=object, count=len(vals))
+                out = arr.tolist()
         if known is not None:
             known.append((out, ids))
         return out
 
-    def _rows(self, kind: int, rows: np.ndarray, known: list | None) -> list:
+    def _rows(self, kind: int, ids: np.ndarray, known: list | None) -> list:
         if kind == INT:
-            return self._ints.keys[rows].tolist()
+            return self._space.payload.take(ids).tolist()
         if kind == PAIR:
-            codes = self._pairs.keys[rows]
-            return list(zip(self._value_list(codes >> SHIFT, known), self._value_list(codes & MAX_ID, known)))
-        objects = self._objects
-        return [objects[i] for i in rows.tolist()]
+            a, b = unpack(self._space.payload.take(ids))
+            return list(zip(self.value_list(a, known), self.value_list(b, known)))
+        if kind in (OBJ, OBJ_INT, OBJ_PAIR):
+            objects = self._objects
+            return [objects[i] for i in ids.tolist()]
+        raise ValueError(f"ids {ids[:5].tolist()}... are not in use")
 
     def values(self, ids: np.ndarray) -> np.ndarray:
         """An object array of the values behind ``ids``."""
@@ -430,25 +327,29 @@ class Interner:
     def value(self, i: int) -> object:
         return self.value_list(np.array([int(i)], dtype=np.int64))[0]
 
+    def int_values(self, ids: np.ndarray) -> np.ndarray | None:
+        """The values of ``ids`` as an int64 column when every one is a plain ``int`` of magnitude below
+        ``2**62`` (so negations and differences fit), else ``None`` (one gather, no Python object)."""
+        if len(ids) == 0:
+            return np.empty(0, dtype=np.int64)
+        if not (self._space.kinds.take(ids) == INT).all():
+            return None
+        values = self._space.payload.take(ids)
+        if values.min() <= -_SMALL_INT or values.max() >= _SMALL_INT:
+            return None
+        return values
+
     # -- keyed records ----------------------------------------------------------------------------
     def split(self, ids: np.ndarray, step: str) -> tuple[np.ndarray, np.ndarray]:
         """``(key ids, val ids)`` of records that must be ``(key, val)`` pairs."""
         if len(ids) == 0:
             return ids, ids
-        kinds, rows = self._runs.locate(ids)
-        if isinstance(kinds, int) and kinds == PAIR:
-            codes = self._pairs.keys[rows]
-        else:
-            codes = np.empty(len(ids), dtype=np.int64)
-            is_pair = np.full(len(ids), kinds == PAIR) if isinstance(kinds, int) else kinds == PAIR
-            codes[is_pair] = self._pairs.keys[rows[is_pair]]
-            for i in np.flatnonzero(~is_pair).tolist():
-                code = self._object_pairs.get(int(ids[i]))
-                if code is None:
-                    rec = self.value(ids[i])
-                    raise ShapeError(f"{step} needs (key, val) records, got {rec!r}")
-                codes[i] = code
-        return codes >> SHIFT, codes & MAX_ID
+        space = self._space
+        is_pair = COMPOSITE.take(space.kinds.take(ids))
+        if not is_pair.all():
+            rec = self.value(ids[int(np.argmin(is_pair))])
+            raise ShapeError(f"{step} needs (key, val) records, got {rec!r}")
+        return unpack(space.payload.take(ids))
 
     def pair(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Ids of the records ``(key, val)`` for id columns ``keys`` and ``vals``."""
@@ -462,31 +363,46 @@ class Interner:
         cols = [self.value_list(c, known) for c in columns]
         return self.ids(list(map(builder, *cols)), known)
 
-    def builder(self, f) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-        """A memoized ``(keys, left vals, right vals) -> ids of f(key, left, right)`` (f deterministic).
+    def builder(self, f) -> RecordBuilder:
+        """A memoized ``(keys, left vals, right vals) -> ids of f(key, left, right)`` (f deterministic),
+        forgotten whenever ids are given back."""
+        return self.cache(RecordBuilder(self, f))
 
-        ``(key, left)`` pairs are numbered densely by a key table, so that ``(number, right)`` fits one
-        int64 memo code. The memo's codes hold those numbers: when the table or the memo reaches the memo
-        limit, both start afresh together."""
-        lefts = KeyTable()  # (key, left) codes, numbered
+    # -- giving ids back --------------------------------------------------------------------------
+    def cache(self, cache):
+        """Register a cache keyed by ids (anything with ``clear()``): it is cleared whenever ids are
+        given back, since its ids could then name other records. Returns it. Held weakly."""
+        self._caches.add(cache)
+        return cache
 
-        def compute(codes: np.ndarray) -> np.ndarray:
-            kl = lefts.keys[codes >> SHIFT]
-            known: list = []
-            cols = [self.value_list(kl >> SHIFT, known), self.value_list(kl & MAX_ID, known),
-                    self.value_list(codes & MAX_ID, known)]
-            return self.ids(list(map(f, *cols)), known)
+    def marks(self) -> np.ndarray:
+        """A fresh mark set (bool per id) holding the pinned ids, for :meth:`mark` and :meth:`reclaim`."""
+        marks = self._space.marks()
+        self.mark(np.fromiter(self._pinned, dtype=np.int64, count=len(self._pinned)), marks)
+        return marks
 
-        triples = Memo(compute, limit=self.memo_limit)
+    def mark(self, ids: np.ndarray, marks: np.ndarray) -> None:
+        """Mark a column of ids some state holds, with the ids inside their records."""
+        self._space.mark(ids, marks)
 
-        def build(keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-            nonlocal lefts
-            if len(lefts) >= triples.limit or triples.full():
-                lefts = KeyTable()
-                triples.clear()
-            return triples(pack(lefts.index(pack(keys, a)), b))
-
-        return build
+    def reclaim(self, marks: np.ndarray) -> int:
+        """Give back every id not marked; returns how many. Must run when every id column the dataflow
+        holds has been marked and no batch is in flight (the end of ``Dataflow.run``)."""
+        for cache in list(self._caches):
+            cache.clear()
+        dead = self._space.reclaim(marks)
+        objects, object_ids = self._objects, self._object_ids
+        for i in dead.tolist():
+            v = objects.pop(i, object_ids)
+            if v is not object_ids:
+                del object_ids[v]
+        for v in self._aliases:  # their ids may be gone: found again when next seen
+            object_ids.pop(v, None)
+        self._aliases = []
+        self.reclaimed += len(dead)
+        self.sweeps += 1
+        self.live_after_sweep = len(self)
+        return len(dead)
 
 
 def _shape(plan: tuple) -> tuple | None:
@@ -566,19 +482,3 @@ def _int_equal(v: object) -> int | None:
             except Exception:  # an object whose equality with ints fails: it equals none
                 return None
     return None
-
-
-def _register(table: KeyTable, ids: np.ndarray, key: int, i: int) -> np.ndarray:
-    row = int(table.index(np.array([key], dtype=np.int64))[0])
-    if row >= len(ids):
-        ids = np.concatenate([ids, np.zeros(max(16, len(ids)), dtype=np.int64)])
-    ids[row] = i
-    return ids
-
-
-def sort_values(values: Sequence[object]) -> list[int]:
-    """Indices ordering ``values`` by Python ordering, falling back to ``repr`` for mixed types."""
-    try:
-        return sorted(range(len(values)), key=values.__getitem__)
-    except TypeError:
-        return sorted(range(len(values)), key=lambda i: (type(values[i]).__name__, repr(values[i])))

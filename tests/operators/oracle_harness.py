@@ -148,14 +148,16 @@ def check_pipeline(
     sources_: Sequence[ReplaySource],
     *,
     also: Callable[[Any, int], None] | None = None,
+    config: Any = None,
 ) -> Any:
     """Build ``pipeline`` in a Dataflow fed by ``sources_`` and compare it with the oracle.
 
-    ``also(df, t)`` runs extra checks for each checked complete time. Returns the Dataflow.
+    ``also(df, t)`` runs extra checks for each checked complete time; ``config`` is the dataflow's
+    ``EngineConfig``. Returns the Dataflow.
     """
     from ddflow.operators import Dataflow
 
-    df = Dataflow()
+    df = Dataflow(config=config)
     sessions = [df.new_input(f"in{i}") for i in range(len(sources_))]
     result = pipeline(*(session.collection for session in sessions))
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]

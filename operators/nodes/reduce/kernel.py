@@ -20,14 +20,12 @@ thousands of labels cost points x labels).
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ...kernels.gather import ranges_to_index
 from ...kernels.sorting import EMPTY, argsort, order, ranks, starts, unique_rows
 from ...traces.batch import Updates
-from ...values.interner import Interner, sort_values
+from ...values.ordering import sort_values
 from .logic import Extremum, Logic
 
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -99,36 +97,9 @@ def accumulate_at(pk: np.ndarray, pa: np.ndarray, rk: np.ndarray, rv: np.ndarray
 
 
 
-class IntValues:
-    """Per interned id, the record's value when it is a plain ``int`` that fits in int64 (extrema
-    over such records, the common case, then order vals by a column read instead of a Python sort)."""
-
-    def __init__(self, interner: Interner) -> None:
-        self.interner = interner
-        self.values = EMPTY
-        self.is_int = np.empty(0, dtype=bool)
-
-    def read(self, ids: np.ndarray) -> np.ndarray | None:
-        """The int values of ``ids``, or ``None`` when one of them is not a plain int."""
-        n = len(self.interner)
-        if len(self.values) < n:
-            new = self.interner.values(np.arange(len(self.values), n)).tolist()
-            ok = [type(v) is int and -(1 << 62) < v < 1 << 62 for v in new]
-            self.values = np.concatenate([self.values, np.array([v if k else 0 for v, k in zip(new, ok)],
-                                                                dtype=np.int64)])
-            self.is_int = np.concatenate([self.is_int, np.array(ok, dtype=bool)])
-        return self.values.take(ids) if self.is_int.take(ids).all() else None
-
-
-_int_values: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def value_ranks(logic: Extremum, vals: np.ndarray) -> np.ndarray:
     """Per val id, its rank in the order the extremum reads them (ascending for min, descending for max)."""
-    view = _int_values.get(logic.interner)
-    if view is None:
-        view = _int_values[logic.interner] = IntValues(logic.interner)
-    ints = view.read(vals)
+    ints = logic.interner.int_values(vals)
     if ints is not None:
         return -ints if logic.largest else ints
     uniq, inv = ranks(vals)

@@ -15,7 +15,8 @@ import numpy as np
 
 from ...config import DEFAULT
 from ...errors import DiffError
-from ...values.interner import Interner, bulk, sort_values
+from ...values.interner import Interner
+from ...values.ordering import sort_values
 
 Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -40,9 +41,8 @@ class Logic:
     def evaluate(self, keys: np.ndarray, offs: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Sparse:
         """Per point, in Python: ``row(key value, [val values], [counts]) -> [(out value, count)]``,
         in chunks of points whose outputs are interned together."""
-        with bulk():
-            parts = [self._chunk(keys, offs, vals, counts, lo, min(lo + self.chunk, len(keys)))
-                     for lo in range(0, len(keys), self.chunk)]
+        parts = [self._chunk(keys, offs, vals, counts, lo, min(lo + self.chunk, len(keys)))
+                 for lo in range(0, len(keys), self.chunk)]
         parts = [p for p in parts if len(p[0])]
         if not parts:
             return _empty()

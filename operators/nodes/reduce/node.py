@@ -105,6 +105,10 @@ class Reduce(Node):
     def arrangements(self):
         return ((self.output.name, self.output),)
 
+    def held_ids(self):
+        yield from super().held_ids()
+        yield self.pending_keys
+
     def step(self, frontier: Antichain) -> None:
         new = self.take_complete(frontier, 0, 2)
         ready = ~frontier.beyond(self.pending_at)

@@ -1,0 +1,186 @@
+"""The id layout: what a record id means, where its value is kept, and how ids are given back.
+
+An id is an int64 below ``ID_LIMIT`` (2**31), so that two of them pack into one int64 *pair code*
+``first << 32 | second``. Each id in use has a *kind* and an int64 *payload*, in two columns indexed
+by id:
+
+    INT       an int in int64 range; payload: the int
+    PAIR      a plain 2-tuple; payload: the pair code of its components' ids
+    OBJ       any other hashable value, kept as a Python object by the interner; payload unused
+    OBJ_INT   an object equal to an int (``True``, ``1.0``) seen before that int; payload: the int
+    OBJ_PAIR  a tuple subclass of two items seen before the plain pair it equals; payload: its code
+    FREE      not in use (reclaimed, or never handed out below the high-water mark)
+
+Two compiled hash tables map payloads back to ids: ints (INT and OBJ_INT ids) and pair codes (PAIR
+and OBJ_PAIR ids), so interning a column of ints or pairs is one kernel call. A PAIR or OBJ_PAIR id
+*refers to* its two components: they are in use as long as it is.
+
+Ids are given back: :meth:`IdSpace.reclaim` takes the ids found reachable from everything the
+dataflow holds (see :mod:`ddflow.operators.values.sweep`), marks the rest FREE, hands them out again
+(lowest first) and rebuilds the tables from the ids still in use, so memory follows the records
+alive, not every record ever seen. Running out of ids raises :class:`IdLimitError`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import IdLimitError
+from ..kernels import hashtable as ht
+from ..kernels.marking import mark
+
+SHIFT = 32
+ID_LIMIT = 1 << 31  # ids are below this
+LOW = (1 << 31) - 1  # the second id of a pair code: code & LOW
+
+INT, PAIR, OBJ, OBJ_INT, OBJ_PAIR, FREE = range(6)
+COMPOSITE = np.array([False, True, False, False, True, False, False, False], dtype=bool)
+_INT_KINDS = (INT, OBJ_INT)
+_PAIR_KINDS = (PAIR, OBJ_PAIR)
+
+
+def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One int64 pair code per pair of ids."""
+    return (a.astype(np.int64) << SHIFT) | b.astype(np.int64)
+
+
+def unpack(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ids ``(first, second)`` of pair codes."""
+    return codes >> SHIFT, codes & LOW
+
+
+class _Table:
+    """A compiled hash table from payloads to the ids of some kinds (its buckets and their count)."""
+
+    __slots__ = ("slots", "count")
+
+    def __init__(self) -> None:
+        self.slots = np.full(ht.MIN_CAPACITY, ht.EMPTY, dtype=np.int32)
+        self.count = 0
+
+
+class IdSpace:
+    """Ids in use with their kinds and payloads, the tables from payloads back to ids, and the free
+    list. ``limit`` (at most ``ID_LIMIT``) bounds the ids handed out."""
+
+    def __init__(self, *, limit: int = ID_LIMIT) -> None:
+        if not 0 < limit <= ID_LIMIT:
+            raise ValueError(f"id limit must be in 1..{ID_LIMIT}, got {limit}")
+        self.limit = limit
+        self.kinds = np.full(16, FREE, dtype=np.int8)
+        self.payload = np.zeros(16, dtype=np.int64)
+        self.next = 0  # ids >= next have never been handed out since the last reclaim
+        self._free = np.empty(0, dtype=np.int64)  # free ids below next, highest first (popped from the end)
+        self._nfree = 0
+        self.ints = _Table()
+        self.pairs = _Table()
+
+    def in_use(self) -> int:
+        """Ids handed out and not given back."""
+        return self.next - self._nfree
+
+    def nbytes(self) -> int:
+        return (self.kinds.nbytes + self.payload.nbytes + self._free.nbytes + self.ints.slots.nbytes
+                + self.pairs.slots.nbytes)
+
+    # -- handing ids out -----------------------------------------------------------------------------
+    def find(self, table: _Table, keys: np.ndarray) -> np.ndarray:
+        """The id of each payload in ``table`` (``self.ints`` or ``self.pairs``), ``-1`` if none."""
+        if table.count == 0:
+            return np.full(len(keys), -1, dtype=np.int64)
+        return ht.find(table.slots, self.payload, np.ascontiguousarray(keys, dtype=np.int64))
+
+    def intern(self, table: _Table, kind: int, keys: np.ndarray) -> np.ndarray:
+        """The id of each payload in ``table``, new ids of ``kind`` for payloads not there yet."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        parts = []
+        while True:
+            nfree, first = self._nfree, self.next
+            out, table.slots, table.count, self._nfree, self.next, done = ht.insert(
+                table.slots, self.payload, keys, table.count, self._free, self._nfree, self.next, self.limit)
+            if self._nfree < nfree:
+                self.kinds[self._free[self._nfree : nfree]] = kind
+            if self.next > first:
+                self.kinds[first : self.next] = kind
+            if done == len(keys):
+                return np.concatenate([*parts, out]) if parts else out
+            parts.append(out[:done])
+            keys = keys[done:]
+            self._grow(1)  # the columns were full: double them (or fail at the limit)
+
+    def new(self, kind: int, payload: np.ndarray) -> np.ndarray:
+        """Fresh ids of ``kind`` with these payloads, in no table (objects)."""
+        n = len(payload)
+        take = min(n, self._nfree)
+        ids = self._free[self._nfree - take : self._nfree][::-1].copy()
+        self._nfree -= take
+        if n > take:
+            self._grow(n - take)
+            ids = np.concatenate([ids, np.arange(self.next, self.next + n - take, dtype=np.int64)])
+            self.next += n - take
+        self.kinds[ids] = kind
+        self.payload[ids] = payload
+        return ids
+
+    def add(self, table: _Table, ids: np.ndarray) -> None:
+        """Put ids whose payloads are distinct and not in ``table`` yet into it (objects equal to ints or
+        pairs): inserted as new keys whose values come from a free list holding exactly these ids."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        _out, table.slots, table.count, _nfree, _next, _done = ht.insert(
+            table.slots, self.payload, self.payload[ids], table.count, ids[::-1].copy(), len(ids), self.next,
+            self.limit)
+
+    def _grow(self, more: int) -> None:
+        """Room in the columns for ``more`` ids beyond ``next`` (at least double the columns when they
+        must grow); :class:`IdLimitError` past the limit."""
+        need = self.next + more
+        if need > self.limit:
+            raise IdLimitError(
+                f"out of record ids: {self.in_use():,} ids are in use (records, the pairs inside them and "
+                f"their components, in every trace, pending batch and capture) and {more:,} more are "
+                f"needed, but ids stop at {self.limit:,}")
+        if need <= len(self.kinds):
+            return
+        size = min(max(need, 2 * len(self.kinds)), self.limit)
+        kinds = np.full(size, FREE, dtype=np.int8)
+        kinds[: self.next] = self.kinds[: self.next]
+        payload = np.zeros(size, dtype=np.int64)
+        payload[: self.next] = self.payload[: self.next]
+        self.kinds, self.payload = kinds, payload
+
+    # -- giving ids back -----------------------------------------------------------------------------
+    def marks(self) -> np.ndarray:
+        """An empty mark set for :meth:`mark` and :meth:`reclaim`."""
+        return np.zeros(self.next, dtype=bool)
+
+    def mark(self, roots: np.ndarray, marks: np.ndarray) -> None:
+        """Mark ``roots`` and every id they refer to, transitively."""
+        if len(roots):
+            mark(np.ascontiguousarray(roots, dtype=np.int64), marks, self.kinds, COMPOSITE, self.payload)
+
+    def reclaim(self, marks: np.ndarray) -> np.ndarray:
+        """Give back every id in use that is not marked; returns those ids. Ids still marked keep their
+        number; freed ones are handed out again, lowest first; the tables and columns shrink to fit."""
+        n = self.next
+        dead = np.flatnonzero(~marks[:n] & (self.kinds[:n] != FREE))
+        self.kinds[dead] = FREE
+        used = np.flatnonzero(self.kinds[:n] != FREE)
+        self.next = n = int(used[-1]) + 1 if len(used) else 0
+        self._free = np.flatnonzero(self.kinds[:n] == FREE)[::-1].copy()
+        self._nfree = len(self._free)
+        if len(self.kinds) > max(64, 2 * n):  # the columns shrink with the ids in use
+            size = max(16, n + n // 4)
+            self.kinds, self.payload = self.kinds[:size].copy(), self.payload[:size].copy()
+        self._rebuild(self.ints, self._ids_of(self.ints))
+        self._rebuild(self.pairs, self._ids_of(self.pairs))
+        return dead
+
+    def _ids_of(self, table: _Table) -> np.ndarray:
+        kinds = self.kinds[: self.next]
+        a, b = _INT_KINDS if table is self.ints else _PAIR_KINDS
+        return np.flatnonzero((kinds == a) | (kinds == b))
+
+    def _rebuild(self, table: _Table, ids: np.ndarray) -> None:
+        capacity = ht.capacity_for(len(ids) + len(ids) // 4)
+        table.slots = ht.build(self.payload, ids.astype(np.int64, copy=False), capacity)
+        table.count = len(ids)

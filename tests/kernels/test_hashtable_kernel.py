@@ -1,0 +1,85 @@
+"""The compiled hash table kernels against their dict references, on random keys and edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddflow.operators.kernels import hashtable as ht
+
+I64 = st.integers(-(2**63), 2**63 - 1)
+KEYS = st.lists(st.integers(-8, 8) | I64 | st.sampled_from([0, -1, 2**63 - 1, -(2**63), 2**32, -(2**32)]),
+                max_size=60)
+
+
+def _table(capacity: int = ht.MIN_CAPACITY) -> tuple[np.ndarray, int]:
+    return np.full(capacity, ht.EMPTY, dtype=np.int32), 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(KEYS, max_size=8), st.lists(st.integers(0, 199), unique=True, max_size=20),
+       st.integers(0, 50), st.integers(0, 250))
+def test_insert_and_find_agree_with_a_dict(batches, free_list, start, limit):
+    """Values are handed out in query order, free list first (from its end), then counting up from
+    ``next_value``; a call stops before the key whose value would reach the limit or the keys array."""
+    free_list = [f for f in free_list if f < start] or []
+    keys = np.zeros(200, dtype=np.int64)
+    ref_keys = keys.copy()
+    slots, count = _table()
+    free = np.array(free_list, dtype=np.int64)
+    nfree, nxt = len(free), start
+    ref: dict[int, int] = {}
+    r_free, r_nfree, r_next = free.copy(), nfree, nxt
+    for batch in batches:
+        query = np.array(batch, dtype=np.int64)
+        assert ht.find(slots, keys, query).tolist() == ht.ref_find(ref, query).tolist()
+        out, slots, count, nfree, nxt, done = ht.insert(slots, keys, query, count, free, nfree, nxt, limit)
+        want, r_nfree, r_next, r_done = ht.ref_insert(ref, ref_keys, query, r_free, r_nfree, r_next, limit)
+        assert (out.tolist(), nfree, nxt, done) == (want.tolist(), r_nfree, r_next, r_done)
+        assert count == len(ref)
+        assert int((slots >= 0).sum()) == count and count * ht.LOAD_DEN <= len(slots) * ht.LOAD_NUM
+        if done < len(query):
+            break
+    assert keys.tolist() == ref_keys.tolist()
+    if ref:
+        every = np.array(list(ref), dtype=np.int64)
+        assert ht.find(slots, keys, every).tolist() == list(ref.values())
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(I64, unique=True, max_size=300), st.integers(0, 100))
+def test_build_places_every_value_where_find_sees_it(distinct, extra):
+    keys = np.array(distinct, dtype=np.int64)
+    values = np.random.default_rng(len(distinct)).permutation(len(keys)).astype(np.int64)
+    slots = ht.build(keys, values, ht.capacity_for(len(keys)) + extra)
+    assert ht.find(slots, keys, keys).tolist() == list(range(len(keys)))
+    misses = np.array([k ^ 0x5555 for k in distinct if k ^ 0x5555 not in set(distinct)], dtype=np.int64)
+    assert (ht.find(slots, keys, misses) == -1).all()
+
+
+def test_edge_cases_empty_one_equal_and_extremes():
+    keys = np.zeros(8, dtype=np.int64)
+    slots, count = _table()
+    empty = np.empty(0, dtype=np.int64)
+    out, slots, count, nfree, nxt, done = ht.insert(slots, keys, empty, count, empty, 0, 0, 8)
+    assert (len(out), count, nxt, done) == (0, 0, 0, 0)
+    same = np.full(5, -(2**63), dtype=np.int64)
+    out, slots, count, nfree, nxt, done = ht.insert(slots, keys, same, count, empty, 0, 0, 8)
+    assert out.tolist() == [0] * 5 and count == 1 and nxt == 1 and done == 5
+    ext = np.array([2**63 - 1, -(2**63), 0, -1], dtype=np.int64)
+    out, slots, count, nfree, nxt, done = ht.insert(slots, keys, ext, count, empty, 0, nxt, 8)
+    assert out.tolist() == [1, 0, 2, 3] and ht.find(slots, keys, ext).tolist() == [1, 0, 2, 3]
+
+
+def test_many_keys_grow_the_table_and_stay_findable():
+    rng = np.random.default_rng(5)
+    query = np.concatenate([np.arange(200_000), rng.integers(-(2**62), 2**62, 200_000), np.arange(1000)])
+    keys = np.zeros(len(query), dtype=np.int64)
+    slots, count = _table()
+    empty = np.empty(0, dtype=np.int64)
+    out, slots, count, _nfree, nxt, done = ht.insert(slots, keys, query, count, empty, 0, 0, 2**31 - 1)
+    distinct = len(np.unique(query))
+    assert done == len(query) and count == nxt == distinct
+    assert out[-1000:].tolist() == out[:1000].tolist() and keys[out].tolist() == query.tolist()
+    assert count * ht.LOAD_DEN <= len(slots) * ht.LOAD_NUM < 2 * count * ht.LOAD_DEN

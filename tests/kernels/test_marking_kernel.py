@@ -1,0 +1,49 @@
+"""The compiled mark kernel against its reference: ids reachable from roots through pairs."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddflow.operators.kernels.marking import mark, ref_mark
+
+COMPOSITE = np.array([False, True, False, True], dtype=bool)  # kinds 1 and 3 refer to two ids
+
+
+@st.composite
+def graphs(draw):
+    n = draw(st.integers(0, 60))
+    kinds = np.array(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), dtype=np.int8)
+    payload = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        if COMPOSITE[kinds[i]]:
+            a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+            payload[i] = (a << 32) | b
+        else:
+            payload[i] = draw(st.integers(-(2**63), 2**63 - 1))
+    roots = np.array(draw(st.lists(st.integers(-3, n + 3), max_size=20)), dtype=np.int64)
+    premarked = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    return kinds, payload, roots, np.array(premarked, dtype=bool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(graphs())
+def test_mark_agrees_with_reference(graph):
+    kinds, payload, roots, premarked = graph
+    got, want = premarked.copy(), premarked.copy()
+    assert mark(roots, got, kinds, COMPOSITE, payload) == ref_mark(roots, want, kinds, COMPOSITE, payload)
+    assert got.tolist() == want.tolist()
+
+
+def test_a_long_chain_of_pairs_is_marked_without_recursion():
+    n = 100_000
+    kinds = np.ones(n, dtype=np.int8)
+    kinds[0] = 0
+    ids = np.arange(n, dtype=np.int64)
+    payload = ((ids - 1) << 32) | np.maximum(ids - 2, 0)  # pair i = (i - 1, i - 2)
+    payload[0] = 7
+    marks = np.zeros(n, dtype=bool)
+    assert mark(np.array([n - 1]), marks, kinds, COMPOSITE, payload) == n
+    assert mark(np.array([n - 1, 5]), marks, kinds, COMPOSITE, payload) == 0
+    assert mark(np.empty(0, dtype=np.int64), marks, kinds, COMPOSITE, payload) == 0
