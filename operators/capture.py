@@ -38,6 +38,7 @@ class Capture(Node):
         self._frontier = frontier
 
     def held_ids(self):
+        """The ids of the updates held: the history (``updates``) and those not drained yet."""
         yield from super().held_ids()
         yield self._held.data[0]
         for u in self._undrained:

@@ -25,9 +25,12 @@ in ``tests/kernels`` hold them to each other.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from . import kernel
+
+_inline = numba.njit(inline="always", cache=True, nogil=True)  # helpers of the kernels, inlined into them
 
 EMPTY = -1
 LOAD_NUM, LOAD_DEN = 7, 10  # at most 70% of the buckets full
@@ -37,7 +40,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SHIFT = np.uint64(32)
 
 
-@kernel
+@_inline
 def home(key: int, capacity: int) -> int:
     """The bucket a key's probe starts at: the top 32 bits of ``key * golden`` (mod 2**64) scaled to
     ``capacity`` (below 2**32)."""
@@ -72,7 +75,7 @@ def find(slots: np.ndarray, keys: np.ndarray, query: np.ndarray) -> np.ndarray:
     return out
 
 
-@kernel
+@_inline
 def _place(slots: np.ndarray, keys: np.ndarray, value: int) -> None:
     cap = slots.shape[0]
     pos = home(keys[value], cap)
@@ -83,7 +86,7 @@ def _place(slots: np.ndarray, keys: np.ndarray, value: int) -> None:
     slots[pos] = value
 
 
-@kernel
+@_inline
 def _grown(slots: np.ndarray, keys: np.ndarray, capacity: int) -> np.ndarray:
     out = np.full(capacity, -1, dtype=np.int32)
     for j in range(slots.shape[0]):
@@ -149,11 +152,14 @@ def insert(slots: np.ndarray, keys: np.ndarray, query: np.ndarray, count: int, f
 
 
 @kernel
-def build(keys: np.ndarray, values: np.ndarray, capacity: int) -> np.ndarray:
-    """Slots of ``capacity`` buckets holding ``values`` (whose keys ``keys[values]`` are distinct)."""
+def build(keys: np.ndarray, classes: np.ndarray, wanted: np.ndarray, n: int, capacity: int) -> np.ndarray:
+    """Slots of ``capacity`` buckets holding every value ``v < n`` with ``wanted[classes[v]]`` (their
+    keys ``keys[v]`` must be distinct): a table rebuilt from the values still in use, with no
+    temporary per value."""
     slots = np.full(capacity, -1, dtype=np.int32)
-    for j in range(values.shape[0]):
-        _place(slots, keys, values[j])
+    for v in range(n):
+        if wanted[classes[v]]:
+            _place(slots, keys, v)
     return slots
 
 
@@ -183,3 +189,8 @@ def ref_insert(table: dict[int, int], keys: np.ndarray, query: np.ndarray, free:
         keys[v] = k
         table[k] = out[i] = v
     return out, nfree, next_value, len(query)
+
+
+def ref_build(keys: np.ndarray, classes: np.ndarray, wanted: np.ndarray, n: int) -> dict[int, int]:
+    """:func:`build` as the dict ``key -> value`` it must hold."""
+    return {int(keys[v]): v for v in range(n) if wanted[classes[v]]}

@@ -27,10 +27,11 @@ def import_all() -> None:
 
 def workload() -> None:
     """A small dataflow touching every operator, run over a few epochs with retractions."""
+    from ..config import EngineConfig
     from ..dataflow import Dataflow
     from ..library import connected_components, reachability
 
-    df = Dataflow()
+    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1))  # ids reclaimed after every run
     edges, roots, pairs = df.new_input("edges"), df.new_input("roots"), df.new_input("pairs")
     probes = [
         reachability(roots.collection, edges.collection).capture(),
@@ -47,6 +48,7 @@ def workload() -> None:
         pairs.collection.map(lambda p: p[0]).iterate(lambda c: c.map(lambda x: x // 2).concat(c).distinct()).capture(),
     ]
     roots.insert(0, 0)
+    roots.insert(1.0, 0)  # a float equal to an int: looked up in the ints' table
     for t in range(1, 40):
         edges.insert((t % 7, (t * 3) % 11), t)
         pairs.insert((t % 5, t), t)

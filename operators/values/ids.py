@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import IdLimitError
 from ..kernels import hashtable as ht
-from ..kernels.marking import mark
+from ..kernels import reclaim
 
 SHIFT = 32
 ID_LIMIT = 1 << 31  # ids are below this
@@ -35,8 +35,9 @@ LOW = (1 << 31) - 1  # the second id of a pair code: code & LOW
 
 INT, PAIR, OBJ, OBJ_INT, OBJ_PAIR, FREE = range(6)
 COMPOSITE = np.array([False, True, False, False, True, False, False, False], dtype=bool)
-_INT_KINDS = (INT, OBJ_INT)
-_PAIR_KINDS = (PAIR, OBJ_PAIR)
+_INT_TABLE = np.array([True, False, False, True, False, False, False, False])  # kinds in the ints' table
+_PAIR_TABLE = np.array([False, True, False, False, True, False, False, False])  # kinds in the pairs' table
+_OBJECT_KINDS = np.array([False, False, True, True, True, False, False, False])  # kinds kept as objects
 
 
 def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -156,31 +157,25 @@ class IdSpace:
     def mark(self, roots: np.ndarray, marks: np.ndarray) -> None:
         """Mark ``roots`` and every id they refer to, transitively."""
         if len(roots):
-            mark(np.ascontiguousarray(roots, dtype=np.int64), marks, self.kinds, COMPOSITE, self.payload)
+            reclaim.mark(np.ascontiguousarray(roots, dtype=np.int64), marks, self.kinds, COMPOSITE, self.payload)
 
-    def reclaim(self, marks: np.ndarray) -> np.ndarray:
-        """Give back every id in use that is not marked; returns those ids. Ids still marked keep their
-        number; freed ones are handed out again, lowest first; the tables and columns shrink to fit."""
-        n = self.next
-        dead = np.flatnonzero(~marks[:n] & (self.kinds[:n] != FREE))
-        self.kinds[dead] = FREE
-        used = np.flatnonzero(self.kinds[:n] != FREE)
-        self.next = n = int(used[-1]) + 1 if len(used) else 0
-        self._free = np.flatnonzero(self.kinds[:n] == FREE)[::-1].copy()
+    def reclaim(self, marks: np.ndarray) -> tuple[int, np.ndarray]:
+        """Give back every id in use that is not marked; returns how many, and those of them that were
+        objects' (OBJ, OBJ_INT, OBJ_PAIR). Ids still marked keep their number; freed ones are handed out
+        again, lowest first; the tables and columns shrink to fit."""
+        freed, objects, self._free, self.next = reclaim.sweep(self.kinds, marks, self.next, FREE, _OBJECT_KINDS)
         self._nfree = len(self._free)
+        n = self.next
         if len(self.kinds) > max(64, 2 * n):  # the columns shrink with the ids in use
             size = max(16, n + n // 4)
             self.kinds, self.payload = self.kinds[:size].copy(), self.payload[:size].copy()
-        self._rebuild(self.ints, self._ids_of(self.ints))
-        self._rebuild(self.pairs, self._ids_of(self.pairs))
-        return dead
+        self._rebuild(self.ints)
+        self._rebuild(self.pairs)
+        return freed, objects
 
-    def _ids_of(self, table: _Table) -> np.ndarray:
-        kinds = self.kinds[: self.next]
-        a, b = _INT_KINDS if table is self.ints else _PAIR_KINDS
-        return np.flatnonzero((kinds == a) | (kinds == b))
-
-    def _rebuild(self, table: _Table, ids: np.ndarray) -> None:
-        capacity = ht.capacity_for(len(ids) + len(ids) // 4)
-        table.slots = ht.build(self.payload, ids.astype(np.int64, copy=False), capacity)
-        table.count = len(ids)
+    def _rebuild(self, table: _Table) -> None:
+        wanted = _INT_TABLE if table is self.ints else _PAIR_TABLE
+        n = self.next
+        count = int(np.count_nonzero(wanted.take(self.kinds[:n])))
+        table.slots = ht.build(self.payload, self.kinds, wanted, n, ht.capacity_for(count + count // 4))
+        table.count = count

@@ -390,19 +390,17 @@ class Interner:
         holds has been marked and no batch is in flight (the end of ``Dataflow.run``)."""
         for cache in list(self._caches):
             cache.clear()
-        dead = self._space.reclaim(marks)
+        dead, dead_objects = self._space.reclaim(marks)
         objects, object_ids = self._objects, self._object_ids
-        for i in dead.tolist():
-            v = objects.pop(i, object_ids)
-            if v is not object_ids:
-                del object_ids[v]
+        for i in dead_objects.tolist():
+            del object_ids[objects.pop(i)]
         for v in self._aliases:  # their ids may be gone: found again when next seen
             object_ids.pop(v, None)
         self._aliases = []
-        self.reclaimed += len(dead)
+        self.reclaimed += dead
         self.sweeps += 1
         self.live_after_sweep = len(self)
-        return len(dead)
+        return dead
 
 
 def _shape(plan: tuple) -> tuple | None:

@@ -4,9 +4,11 @@ against a stateless vectorized numpy interning of the same batch in the same run
 ddflow runs ``ddflow.operators.library.intern`` (the diff-based collision rounds, default
 ``stable_hash``) on the integers ``0..N-1`` inserted at time 0 (fed as one integer column by
 ``update_many``, or one ``insert`` call per record with ``--feed insert``), and the clock stops when
-``run()`` has completed the output. The baseline computes the same ids in numpy: Python's tuple hash of
-``(round, record)`` (vectorized, bit-exact), masked to 63 bits, with collision rounds resolved by
-sorting. Every ddflow id is checked against the baseline's; a mismatch fails the benchmark.
+``run()`` has completed the output. Two baselines run in the same process afterwards: ``numpy.unique``
+of the same column (the floor: one sort, the cost of finding the distinct records at all), and the
+same ids computed in numpy (Python's tuple hash of ``(round, record)``, vectorized and bit-exact,
+masked to 63 bits, with collision rounds resolved by sorting). Every ddflow id is checked against the
+second baseline's; a mismatch fails the benchmark.
 
     .venv/bin/python tests/benchmarks/bench_intern.py [--records 1000000]
 
@@ -101,12 +103,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ddflow: {seconds:.2f} s wall, {cpu:.2f} s CPU ({seconds / n * 1e6:.2f} us per record; "
           f"feeding by {args.feed} {fed:.2f} s), "
           f"peak RSS {peak:,.0f} MB (RSS {before:,.0f} MB before building the dataflow)", flush=True)
+    stats = df.interner.stats()
+    print(f"interner after the run: {stats['ids']:,} ids in use ({stats['reclaimed']:,} given back in "
+          f"{stats['sweeps']} sweeps), {stats['bytes'] / 2**20:,.0f} MB; arrangements "
+          f"{sum(s['bytes'] for s in df.arrangement_stats().values()) / 2**20:,.0f} MB", flush=True)
 
-    started = time.perf_counter()
+    column = np.arange(n, dtype=np.int64)[::-1].copy()  # descending: np.unique must sort
+    started, base_cpu = time.perf_counter(), time.process_time()
+    np.unique(column)
+    unique, unique_cpu = time.perf_counter() - started, time.process_time() - base_cpu
+    del column
+    print(f"baseline numpy.unique of the column: {unique:.3f} s wall, {unique_cpu:.3f} s CPU; ddflow takes "
+          f"x{cpu / unique_cpu:,.1f} its CPU time (x{seconds / unique:,.1f} wall)")
+    started, base_cpu = time.perf_counter(), time.process_time()
     ids = numpy_intern(np.arange(n, dtype=np.int64))
-    base = time.perf_counter() - started
-    print(f"baseline (numpy, stateless): {base:.3f} s; ddflow/numpy speed ratio {base / seconds:.4f} "
-          f"(ddflow takes x{seconds / base:,.0f} the time)")
+    base, base_cpu = time.perf_counter() - started, time.process_time() - base_cpu
+    print(f"baseline numpy interning (stateless, same ids): {base:.3f} s wall, {base_cpu:.3f} s CPU; ddflow "
+          f"takes x{cpu / base_cpu:,.1f} its CPU time (x{seconds / base:,.1f} wall)")
 
     out = probe.drain()
     got = np.empty(n, dtype=np.int64)

@@ -106,6 +106,7 @@ class Reduce(Node):
         return ((self.output.name, self.output),)
 
     def held_ids(self):
+        """Buffers and the output trace (``Node.held_ids``), and the keys of the times to revisit."""
         yield from super().held_ids()
         yield self.pending_keys
 

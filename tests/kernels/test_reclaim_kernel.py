@@ -1,4 +1,5 @@
-"""The compiled mark kernel against its reference: ids reachable from roots through pairs."""
+"""The compiled mark and sweep kernels against their references: ids reachable from roots through pairs,
+and the free list of the rest."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators.kernels.marking import mark, ref_mark
+from ddflow.operators.kernels.reclaim import mark, ref_mark, ref_sweep, sweep
 
 COMPOSITE = np.array([False, True, False, True], dtype=bool)  # kinds 1 and 3 refer to two ids
 
@@ -47,3 +48,18 @@ def test_a_long_chain_of_pairs_is_marked_without_recursion():
     assert mark(np.array([n - 1]), marks, kinds, COMPOSITE, payload) == n
     assert mark(np.array([n - 1, 5]), marks, kinds, COMPOSITE, payload) == 0
     assert mark(np.empty(0, dtype=np.int64), marks, kinds, COMPOSITE, payload) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(graphs(), st.integers(0, 70))
+def test_sweep_agrees_with_reference(graph, n):
+    kinds, _payload, _roots, marks = graph
+    free = 5
+    kinds = np.where(np.arange(len(kinds)) % 7 == 3, free, kinds).astype(np.int8)  # some free already
+    n = min(n, len(kinds))
+    reported = np.array([False, False, True, True, False, False, False, False])
+    a, b = kinds.copy(), kinds.copy()
+    got = sweep(a, marks, n, free, reported)
+    want = ref_sweep(b, marks, n, free, reported)
+    assert (got[0], got[1].tolist(), got[2].tolist(), got[3]) == (want[0], want[1].tolist(), want[2].tolist(), want[3])
+    assert a.tolist() == b.tolist()
