@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import IncompleteTimeError
+from .errors import DiffError, IncompleteTimeError
 from .frontier import Antichain
-from .graph import Node, Scope
+from .graph import Node, Scope, describe_ids
 from .lattice import to_scalar
 from .traces.batch import Updates, concat, consolidate
 
@@ -54,12 +54,18 @@ class Capture(Node):
             raise IncompleteTimeError(f"time {time!r} is not complete: the output frontier is {self.frontier}")
 
     def at(self, time) -> dict:
-        """``{record: multiplicity}`` accumulated at the complete time ``time``."""
+        """``{record: multiplicity}`` accumulated at the complete time ``time``; raises
+        :class:`DiffError` when a multiplicity there is outside int64."""
         self._check_complete(time)
         u = self._held
         t = np.asarray(time if isinstance(time, tuple) else (time,), dtype=np.int64)
         before = u.take(np.all(u.times <= t, axis=1))
-        acc = consolidate(before.with_times(np.zeros((len(before), 1), dtype=np.int64)))
+        try:
+            acc = consolidate(before.with_times(np.zeros((len(before), 1), dtype=np.int64)))
+        except DiffError as exc:
+            raise DiffError(f"{self.name}: the multiplicity of {describe_ids(self, exc.record_ids)} at time "
+                            f"{time!r} is outside int64", record_ids=exc.record_ids, time=tuple(t.tolist()),
+                            operator=self.name) from exc
         return dict(zip(self.interner.value_list(acc.data[0]), acc.diffs.tolist()))
 
     @property

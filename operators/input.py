@@ -30,6 +30,8 @@ def check_diff(diff: object) -> int:
         raise DiffError(f"diff must be a non-zero int, got {diff!r}")
     if diff == 0:
         raise DiffError("diff must be non-zero, got 0")
+    if not T_MIN <= diff <= T_MAX:
+        raise DiffError(f"diff {int(diff)} is outside int64")
     return int(diff)
 
 

@@ -465,3 +465,25 @@ def consolidate_reference(data: Sequence[np.ndarray], times: np.ndarray, diffs: 
     return (tuple(np.array([r[0][j] for r in out], dtype=np.int64) for j in range(k)),
             np.array([r[1] for r in out], dtype=np.int64).reshape(len(out), d),
             np.array([r[2] for r in out], dtype=np.int64))
+
+
+# -- checks for sums done by numpy ---------------------------------------------------------------------
+
+INT64_LIMIT = 1 << 63
+
+
+def magnitude(a: np.ndarray) -> int:
+    """The largest ``|x|`` of an int64 column as a Python int (``2**63`` for the least int64)."""
+    return max(int(a.max()), -int(a.min())) if len(a) else 0
+
+
+def sums_fit(terms: int, *columns: np.ndarray) -> bool:
+    """True when every sum of at most ``terms`` values of ``columns`` or their negations fits int64: a
+    bound (two reductions per column) under which numpy may add, subtract and negate them unchecked.
+    When it fails, the caller sums exactly (Python ints) and refuses results outside int64."""
+    return terms * max((magnitude(c) for c in columns), default=0) < INT64_LIMIT
+
+
+def outside_int64(values: np.ndarray) -> np.ndarray:
+    """Mask of the exact (object dtype, Python int) ``values`` that int64 cannot hold."""
+    return np.array([not -INT64_LIMIT <= v < INT64_LIMIT for v in values.tolist()], dtype=bool)

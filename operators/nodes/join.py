@@ -14,9 +14,10 @@ import numpy as np
 
 from ..frontier import Antichain
 from ..graph import Node, Scope
+from ..kernels.consolidate import INT64_LIMIT, magnitude, outside_int64
 from ..kernels.gather import ranges_to_index
 from ..kernels.sorting import argsort, distinct
-from ..traces.batch import Updates, consolidate
+from ..traces.batch import Updates, consolidate, sum_error
 
 
 def match(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray]:
@@ -37,13 +38,29 @@ def match(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray]:
 def product(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(key, left val, right val, time, diff)`` columns of every matched pair."""
     li, rj = match(left, right)
-    return (
+    cols = (
         left.data[0].take(li),
         left.data[1].take(li),
         right.data[1].take(rj),
         np.maximum(left.times.take(li, axis=0), right.times.take(rj, axis=0)),
-        left.diffs.take(li) * right.diffs.take(rj),
     )
+    a, b = left.diffs.take(li), right.diffs.take(rj)
+    if magnitude(a) * magnitude(b) < INT64_LIMIT:
+        return (*cols, a * b)
+    bad = np.flatnonzero(outside_int64(a.astype(object) * b.astype(object)))
+    if len(bad):  # a product of diffs outside int64 is refused, never wrapped
+        i = int(bad[0])
+        raise sum_error((int(cols[0][i]), int(cols[1][i]), int(cols[2][i])), tuple(cols[3][i].tolist()))
+    return (*cols, a * b)
+
+
+def negated(cols: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """``product`` columns with their diffs negated (the least int64 has no negation: refused)."""
+    *rest, d = cols
+    if len(d) and int(d.min()) == -INT64_LIMIT:
+        i = int(np.argmin(d))
+        raise sum_error((int(rest[0][i]), int(rest[1][i]), int(rest[2][i])), tuple(rest[3][i].tolist()))
+    return (*rest, -d)
 
 
 class Join(Node):
@@ -67,8 +84,7 @@ class Join(Node):
             if len(d_b):
                 parts.append(product(self.left_handle.lookup(distinct(d_b.data[0])), d_b))
             if len(d_a) and len(d_b):
-                k, a, b, t, d = product(d_a, d_b)
-                parts.append((k, a, b, t, -d))
+                parts.append(negated(product(d_a, d_b)))
             cols = [np.concatenate([p[i] for p in parts]) for i in range(5)]
             out = consolidate(Updates((cols[0], cols[1], cols[2]), cols[3], cols[4]))
             if len(out):

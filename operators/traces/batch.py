@@ -54,7 +54,13 @@ class Updates:
         return Updates(tuple(data), self.times, self.diffs)
 
     def negate(self) -> Updates:
-        return Updates(self.data, self.times, -self.diffs)
+        """The updates with their diffs negated; raises :class:`DiffError` for a diff of ``-2**63``,
+        whose negation int64 cannot hold."""
+        d = self.diffs
+        if len(d) and d.min() == np.iinfo(np.int64).min:
+            i = int(np.argmin(d))
+            raise sum_error(tuple(int(c[i]) for c in self.data), tuple(self.times[i].tolist()))
+        return Updates(self.data, self.times, -d)
 
     def advance_by(self, frontier: Antichain) -> Updates:
         """Times advanced by ``frontier`` (see :func:`ddflow.operators.frontier.advance_by`)."""

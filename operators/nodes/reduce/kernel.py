@@ -22,20 +22,38 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...kernels.consolidate import SumOverflow, outside_int64, sums_fit
 from ...kernels.gather import ranges_to_index
 from ...kernels.sorting import EMPTY, argsort, order, ranks, starts, unique_rows
-from ...traces.batch import Updates
+from ...traces.batch import Updates, sum_error
 from ...values.ordering import sort_values
-from .logic import Extremum, Logic
+from .logic import Extremum, Logic, PointOverflow
 
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _check_prefix_sums(rk: np.ndarray, rs: np.ndarray, rd: np.ndarray, gstart: np.ndarray, gid: np.ndarray,
+                       vals: np.ndarray) -> None:
+    """Raise :class:`SumOverflow` ``((key, val), (time,))`` when a group's rows (sorted by time) sum
+    outside int64 at the last row of some time: an accumulation the points may read. Exact, in Python
+    ints; run only when :func:`sums_fit` cannot rule it out."""
+    exact = np.cumsum(rd.astype(object))
+    partial = exact - (exact.take(gstart) - rd.take(gstart).astype(object)).take(gid)
+    last = np.ones(len(rd), dtype=bool)  # the last row of its (group, time)
+    last[:-1] = (gid[1:] != gid[:-1]) | (rs[1:] != rs[:-1])
+    bad = np.flatnonzero(last & outside_int64(partial))
+    if len(bad):
+        i = int(bad[0])
+        raise SumOverflow((int(rk[i]), int(vals[i])), (int(rs[i]),))
 
 
 class Histories:
     """Rows ``(key, group, time, diff)`` sorted by key, group and time and summed cumulatively, read at
     points: ``sum_at(group, point)`` is the group's sum over rows with ``time <= pa[point]``, by one
     ``searchsorted`` over ``group * width + time`` codes. Groups are a key's vals (or val ranks) in order;
-    keys are small dense indices and the points' keys ``pk`` the same kind."""
+    keys are small dense indices and the points' keys ``pk`` the same kind. The sums are exact: when a
+    group's accumulation at some time leaves int64, construction raises :class:`SumOverflow` naming
+    the key index, the val (the first ``also`` column) and the outer time."""
 
     def __init__(self, pa: np.ndarray, rk: np.ndarray, rg: np.ndarray, rs: np.ndarray, rd: np.ndarray,
                  *also: np.ndarray, runs: bool = False) -> None:
@@ -46,8 +64,10 @@ class Histories:
         self.gstart = np.flatnonzero(new_group)
         gid = np.cumsum(new_group) - 1
         self.gkey = rk.take(self.gstart)
-        self.cums = np.cumsum(rd)
+        self.cums = np.cumsum(rd)  # may wrap: a group's sums are differences of two, exact mod 2**64
         self.before = self.cums.take(self.gstart) - rd.take(self.gstart)
+        if not sums_fit(len(rd), rd):
+            _check_prefix_sums(rk, rs, rd, self.gstart, gid, self.also[0] if also else rg)
         lo = min(int(rs.min()), int(pa.min()))
         width = max(int(rs.max()), int(pa.max())) - lo + 1
         if len(self.gstart) * width < 1 << 62:
@@ -148,8 +168,11 @@ def evaluate_points(pk: np.ndarray, pa: np.ndarray, keys: np.ndarray, inp: Updat
         mask = np.isin(ik, pk.take(rest))
         sub = Updates((inp.data[0].compress(mask), inp.data[1].compress(mask)), inp.times.compress(mask, axis=0),
                       inp.diffs.compress(mask))
-        rp, rout, rc = _evaluate_all(pk.take(rest), pa.take(rest), keys, sub, ik.compress(mask),
-                                     it.compress(mask), logic)
+        try:
+            rp, rout, rc = _evaluate_all(pk.take(rest), pa.take(rest), keys, sub, ik.compress(mask),
+                                         it.compress(mask), logic)
+        except PointOverflow as exc:  # name the point among all of them
+            raise PointOverflow(int(rest[exc.point])) from exc
         return np.concatenate([dp, rest.take(rp)]), np.concatenate([dout, rout]), np.concatenate([dc, rc])
     return _evaluate_all(pk, pa, keys, inp, ik, it, logic)
 
@@ -198,8 +221,17 @@ def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, 
     pk, pa = unique_rows((pk.compress(keep), pa.compress(keep)))
     n_points = len(pk)
 
-    dp, dout, dc = evaluate_points(pk, pa, keys, inp, ik, it, logic, probes)
-    op, oout, oc = accumulate_at(pk, pa, ok, out.data[1], ot, out.diffs)
+    def when(outer: int) -> tuple[int, ...]:
+        return (outer,) if r is None else (outer, r)
+
+    try:
+        dp, dout, dc = evaluate_points(pk, pa, keys, inp, ik, it, logic, probes)
+        op, oout, oc = accumulate_at(pk, pa, ok, out.data[1], ot, out.diffs)
+    except SumOverflow as exc:  # an accumulated input or output history: (key index, val) at an outer time
+        (k, v), (a,) = exc.data, exc.time
+        raise sum_error((int(keys[k]), v), when(a)) from exc
+    except PointOverflow as exc:  # a point's total over its vals
+        raise sum_error((int(keys[pk[exc.point]]),), when(int(pa[exc.point]))) from exc
 
     # residual = desired minus output so far, sparse over (point, out); its first difference along the
     # key's points is what to emit: +r at a point, -r at the key's next point
@@ -207,7 +239,8 @@ def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, 
     if len(rp) == 0:
         return Updates.empty(2, depth), pend_k, pend_t
     ro = np.concatenate([dout, oout])
-    rv = np.concatenate([dc, -oc])
+    exact = not sums_fit(4, dc, oc)  # an emitted diff sums at most 4 of these: else in Python ints
+    rv = np.concatenate([dc, -oc]) if not exact else np.concatenate([dc.astype(object), -oc.astype(object)])
     nxt = rp + 1
     has_next = nxt < n_points
     has_next[has_next] = pk[nxt[has_next]] == pk[rp[has_next]]
@@ -218,6 +251,12 @@ def reduce_points(cand_keys: np.ndarray, cand_outer: np.ndarray, r: int | None, 
     ep, eo, ev = ep.take(o), eo.take(o), ev.take(o)
     idx = np.flatnonzero(starts((ep, eo)))
     sums = np.add.reduceat(ev, idx)
+    if exact:
+        bad = np.flatnonzero(outside_int64(sums))
+        if len(bad):
+            i = idx[bad[0]]
+            raise sum_error((int(keys[pk[ep[i]]]), int(eo[i])), when(int(pa[ep[i]])))
+        sums = sums.astype(np.int64)
     nz = sums != 0
     ep, eo, emit = ep[idx[nz]], eo[idx[nz]], sums[nz]
     times = pa[ep].reshape(-1, 1)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...config import DEFAULT
 from ...errors import DiffError
+from ...kernels.consolidate import INT64_LIMIT, outside_int64, sums_fit
 from ...values.interner import Interner
 from ...values.ordering import sort_values
 
@@ -81,7 +82,7 @@ class Logic:
                 if c:
                     pts.append(p)
                     outs.append(o)
-                    cnts.append(int(c))
+                    cnts.append(_int64_count(int(c), o))
         if not pts:
             return _empty()
         pts_a = np.asarray(pts, dtype=np.int64) + base
@@ -93,7 +94,14 @@ class Logic:
         first = np.ones(len(pts_a), dtype=bool)
         first[1:] = (pts_a[1:] != pts_a[:-1]) | (out_ids[1:] != out_ids[:-1])
         idx = np.flatnonzero(first)
-        sums = np.add.reduceat(cnt_a, idx)
+        if sums_fit(len(cnt_a), cnt_a):
+            sums = np.add.reduceat(cnt_a, idx)
+        else:  # counts of equal outputs summed exactly
+            sums = np.add.reduceat(cnt_a.astype(object), idx)
+            bad = np.flatnonzero(outside_int64(sums))
+            if len(bad):
+                raise PointOverflow(int(pts_a[idx[bad[0]]]))
+            sums = sums.astype(np.int64)
         keep = sums != 0
         return pts_a[idx[keep]], out_ids[idx[keep]], sums[keep]
 
@@ -101,9 +109,32 @@ class Logic:
         raise NotImplementedError
 
 
+class PointOverflow(ArithmeticError):
+    """The counts of point ``point`` sum outside int64 (the caller names its key and time)."""
+
+    def __init__(self, point: int) -> None:
+        super().__init__(f"the counts of point {point} sum outside int64")
+        self.point = point
+
+
 def _totals(offs: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    c = np.concatenate([[0], np.cumsum(counts)])
-    return c[offs[1:]] - c[offs[:-1]]
+    """Per point, the sum of its counts; exact (raises :class:`PointOverflow` outside int64)."""
+    longest = int((offs[1:] - offs[:-1]).max()) if len(offs) > 1 else 0
+    if sums_fit(longest, counts):
+        c = np.concatenate([[0], np.cumsum(counts)])
+        return c[offs[1:]] - c[offs[:-1]]
+    c = np.concatenate([[0], np.cumsum(counts.astype(object))])
+    total = c[offs[1:]] - c[offs[:-1]]
+    bad = np.flatnonzero(outside_int64(total))
+    if len(bad):
+        raise PointOverflow(int(bad[0]))
+    return total.astype(np.int64)
+
+
+def _int64_count(c: int, o: object) -> int:
+    if not -INT64_LIMIT <= c < INT64_LIMIT:
+        raise DiffError(f"reduce logic returned the count {c} for output {o!r}: outside int64")
+    return c
 
 
 class UserReduce(Logic):
@@ -156,8 +187,8 @@ class Threshold(Logic):
             mult = (total > 0).astype(np.int64)
         else:
             values = self.interner.value_list(keys)
-            mult = np.array([int(self.f(v, int(c))) if c else 0 for v, c in zip(values, total.tolist())],
-                            dtype=np.int64)
+            mult = np.array([_int64_count(int(self.f(v, int(c))), v) if c else 0
+                             for v, c in zip(values, total.tolist())], dtype=np.int64)
         pts = np.flatnonzero(mult)
         return pts, np.full(len(pts), self.unit, dtype=np.int64), mult[pts]
 

@@ -19,13 +19,14 @@ import numpy as np
 
 from ...frontier import Antichain
 from ...graph import Node, Scope
+from ...kernels.consolidate import outside_int64, sums_fit
 from ...kernels.sorting import argsort, distinct
 from ...kernels.sorting import unique_rows as distinct_rows
 from ...lattice import lex_order
-from ...traces.batch import Updates, concat, consolidate
+from ...traces.batch import Updates, concat, consolidate, sum_error
 from ...traces.spine import Spine
 from .kernel import reduce_points
-from .logic import Logic
+from .logic import Logic, PointOverflow
 
 
 def unique_rows(times: np.ndarray) -> np.ndarray:
@@ -51,7 +52,7 @@ def join_closure(new: np.ndarray, history: np.ndarray) -> np.ndarray:
 
 def accumulate(vals: np.ndarray, times: np.ndarray, diffs: np.ndarray, at: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """``(len(at), len(columns))`` counts: updates with time ``<= at[r]`` summed per val column."""
-    out = np.zeros((len(at), len(columns)), dtype=np.int64)
+    out = np.zeros((len(at), len(columns)), dtype=diffs.dtype)
     if len(vals) == 0 or len(columns) == 0:
         return out
     col = np.searchsorted(columns, vals)
@@ -203,28 +204,54 @@ class Reduce(Node):
             self.emit(consolidate(Updates((ids,), u.times, u.diffs)))
 
     def _key(self, key, ivals, itimes, idiffs, ovals, otimes, odiffs, times):
-        """Output diffs ``(outs, times, diffs)`` for one key at the complete ``times`` (lex-ordered)."""
+        """Output diffs ``(outs, times, diffs)`` for one key at the complete ``times`` (lex-ordered).
+
+        The sums are exact: int64 when a bound rules out leaving it (an emitted diff is at most
+        ``2**len(times)`` residuals, each at most the input and output rows' and the logic's counts),
+        else Python ints, refusing an accumulation or an emitted diff outside int64."""
         columns = np.unique(ivals)
+        terms = (len(idiffs) + len(odiffs) + len(ivals) + 1) << min(len(times), 64)
+        exact = not sums_fit(terms, idiffs, odiffs)
+        if exact:
+            idiffs, odiffs = idiffs.astype(object), odiffs.astype(object)
         acc = accumulate(ivals, itimes, idiffs, times, columns)
         rows, cols = np.nonzero(acc)
+        if exact:
+            self._refuse(key, columns[cols], times[rows], acc[rows, cols])
         offs = np.searchsorted(rows, np.arange(len(times) + 1))
-        pts, out_ids, counts = self.logic.evaluate(
-            np.full(len(times), key, dtype=np.int64), offs, columns[cols], acc[rows, cols])
+        try:
+            pts, out_ids, counts = self.logic.evaluate(
+                np.full(len(times), key, dtype=np.int64), offs, columns[cols], acc[rows, cols].astype(np.int64))
+        except PointOverflow as exc:
+            raise sum_error((key,), tuple(times[exc.point].tolist())) from exc
+        if not exact and not sums_fit(terms, counts):
+            exact = True
+            odiffs = odiffs.astype(object)
         all_outs = np.unique(np.concatenate([out_ids, ovals]))
-        desired = np.zeros((len(times), len(all_outs)), dtype=np.int64)
-        np.add.at(desired, (pts, np.searchsorted(all_outs, out_ids)), counts)
+        desired = np.zeros((len(times), len(all_outs)), dtype=object if exact else np.int64)
+        np.add.at(desired, (pts, np.searchsorted(all_outs, out_ids)), counts.astype(desired.dtype))
         residual = desired - accumulate(ovals, otimes, odiffs, times, all_outs)
         if times.shape[1] == 1:
-            emit = np.diff(residual, axis=0, prepend=np.zeros((1, len(all_outs)), dtype=np.int64))
+            emit = np.diff(residual, axis=0, prepend=np.zeros((1, len(all_outs)), dtype=residual.dtype))
         else:
             emit = np.zeros_like(residual)
             le = np.all(times[None, :, :] <= times[:, None, :], axis=2)
             for r in range(len(times)):
-                emit[r] = residual[r] - le[r, :r] @ emit[:r]
+                emit[r] = residual[r] - le[r, :r].astype(emit.dtype) @ emit[:r]
         rows, cols = np.nonzero(emit)
         if len(rows) == 0:
             return None
-        return all_outs[cols], times[rows], emit[rows, cols]
+        if exact:
+            self._refuse(key, all_outs[cols], times[rows], emit[rows, cols])
+        return all_outs[cols], times[rows], emit[rows, cols].astype(np.int64)
+
+    @staticmethod
+    def _refuse(key: int, vals: np.ndarray, times: np.ndarray, sums: np.ndarray) -> None:
+        """Raise for the first of the exact ``sums`` (of ``(key, val)`` at ``times``) outside int64."""
+        bad = np.flatnonzero(outside_int64(sums))
+        if len(bad):
+            i = int(bad[0])
+            raise sum_error((int(key), int(vals[i])), tuple(times[i].tolist()))
 
     def _by_key(self, u: Updates) -> Updates:
         return u.take(argsort(u.data[0], runs=True)) if len(u) else u
