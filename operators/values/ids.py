@@ -107,7 +107,7 @@ class IdSpace:
                 return np.concatenate([*parts, out]) if parts else out
             parts.append(out[:done])
             keys = keys[done:]
-            self._grow(1)  # the columns were full: double them (or fail at the limit)
+            self._grow(1, len(keys))  # the columns were full: room for the rest of the batch if new
 
     def new(self, kind: int, payload: np.ndarray) -> np.ndarray:
         """Fresh ids of ``kind`` with these payloads, in no table (objects)."""
@@ -116,7 +116,7 @@ class IdSpace:
         ids = self._free[self._nfree - take : self._nfree][::-1].copy()
         self._nfree -= take
         if n > take:
-            self._grow(n - take)
+            self._grow(n - take, n - take)
             ids = np.concatenate([ids, np.arange(self.next, self.next + n - take, dtype=np.int64)])
             self.next += n - take
         self.kinds[ids] = kind
@@ -131,18 +131,18 @@ class IdSpace:
             table.slots, self.payload, self.payload[ids], table.count, ids[::-1].copy(), len(ids), self.next,
             self.limit)
 
-    def _grow(self, more: int) -> None:
-        """Room in the columns for ``more`` ids beyond ``next`` (at least double the columns when they
-        must grow); :class:`IdLimitError` past the limit."""
-        need = self.next + more
-        if need > self.limit:
+    def _grow(self, need: int, want: int) -> None:
+        """Room in the columns for ``need`` more ids beyond ``next`` (:class:`IdLimitError` past the
+        limit) and, the limit allowing, for ``want`` (a batch of new keys grows them once) or a quarter
+        more than now, whichever is more."""
+        if self.next + need > self.limit:
             raise IdLimitError(
                 f"out of record ids: {self.in_use():,} ids are in use (records, the pairs inside them and "
-                f"their components, in every trace, pending batch and capture) and {more:,} more are "
+                f"their components, in every trace, pending batch and capture) and {need:,} more are "
                 f"needed, but ids stop at {self.limit:,}")
-        if need <= len(self.kinds):
+        if self.next + need <= len(self.kinds):
             return
-        size = min(max(need, 2 * len(self.kinds)), self.limit)
+        size = min(max(self.next + want, len(self.kinds) + len(self.kinds) // 4 + 16), self.limit)
         kinds = np.full(size, FREE, dtype=np.int8)
         kinds[: self.next] = self.kinds[: self.next]
         payload = np.zeros(size, dtype=np.int64)

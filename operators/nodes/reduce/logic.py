@@ -154,7 +154,9 @@ class UserReduce(Logic):
         # every group holds one val: the groups are built in one pass and f is mapped over them
         a, b = int(offs[lo]), int(offs[hi])
         key_values = self.interner.value_list(keys[lo:hi])
-        groups = list(map(list, zip(zip(self.interner.value_list(vals[a:b]), counts[a:b].tolist()))))
+        # each group list is made just before f sees it and dropped right after: no group outlives
+        # its call, so the garbage collector never has to promote (and re-traverse) them
+        groups = map(list, zip(zip(self.interner.value_list(vals[a:b]), counts[a:b].tolist())))
         return self._collect(list(map(self.f, key_values, groups)), points, lo)
 
     def row(self, key, vals, counts):
