@@ -163,7 +163,8 @@ def _pack(data, times, diffs, lo, widths, dw, keys):
 @helper
 def _sum_packed(keys, runs, data, times, lo, widths, dw, od, ot, odf):
     """Sum the diffs of each run of equal (sorted) keys, and unpack the outputs; ``(rows, status)``.
-    ``runs`` (uint64, as long as ``keys``) is scratch space."""
+    ``runs`` (uint64, as long as ``keys``) is scratch space; it may be ``keys`` itself (each run is
+    written at or below where it was read)."""
     n = len(keys)
     k = data.shape[0]
     m = len(widths)
@@ -371,7 +372,7 @@ def consolidate_wide(data, times, diffs, out):
 @kernel
 def consolidate_kernel(data, times, diffs, scratch, out):
     """Consolidate ``(data, times, diffs)``: ``data`` a (k, n) int64 array (one row per data column),
-    ``times`` (n, d), ``diffs`` (n,), all C-contiguous. ``scratch`` (uint64, at least 2n) and ``out``
+    ``times`` (n, d), ``diffs`` (n,), all C-contiguous. ``scratch`` (uint64, at least n) and ``out``
     (int64, at least (k + d + 1) n) are the kernel's buffers: on return ``out`` holds the (k, n) output
     data block, then the (n, d) times block, then the diffs, each filled up to the returned row count.
 
@@ -398,9 +399,9 @@ def consolidate_kernel(data, times, diffs, scratch, out):
     ordered, plain = _pack(data, times, diffs, lo, widths, dw, keys)
     if plain:
         return n, UNCHANGED
-    if not ordered:
-        msd_sort(keys, None, scratch[n : 2 * n], None, dw, dw + total)
-    return _sum_packed(keys, scratch[n : 2 * n], data, times, lo, widths, dw, od, ot, odf)
+    if not ordered:  # the output's first column is the sort's buffer
+        msd_sort(keys, None, out[:n].view(np.uint64), None, dw, dw + total)
+    return _sum_packed(keys, keys, data, times, lo, widths, dw, od, ot, odf)
 
 
 def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
@@ -429,7 +430,7 @@ def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
             block[j] = c
     times = np.ascontiguousarray(times, dtype=np.int64)
     diffs = np.ascontiguousarray(diffs, dtype=np.int64)
-    scratch = np.empty(2 * n, dtype=np.uint64)
+    scratch = np.empty(n, dtype=np.uint64)
     out = np.empty((k + d + 1) * n, dtype=np.int64)
     rows, status = consolidate_kernel(block, times, diffs, scratch, out)
     if status == WIDE:
