@@ -10,8 +10,8 @@ sees counts, the largest time and one metadata row per shard file. For each inpu
 2. splits the updates at the frontier ``F``: those at times ``< F`` are summed per record (the
    snapshot's ``base``: times advanced to ``F``, zero sums dropped), those at ``>= F`` per record
    and time (``pending``). ``F`` defaults to one past the archive's largest time;
-3. gives every record its shard with the daemon's own function (`snapshot.shard_of`: crc32 of the
-   msgpack bytes of the key, the first field), in Arrow batches, and repartitions by shard, so one
+3. gives every record its shard with the daemon's own function (`snapshot.shard_of`: the stable
+   key hash of the key, the first field), in Arrow batches, and repartitions by shard, so one
    Spark task holds whole shards;
 4. writes each shard as one Parquet file with the daemon's writer (`snapshot.ShardFileWriter`)
    into the snapshot's staging directory, which must be a filesystem path the driver and the

@@ -5,8 +5,8 @@
 marker ``{"progress": t}`` to every partition of the topic (``markers="all"``, what the
 ``explicit`` policy needs when one producer owns the topic) or only to the partitions written
 since the last marker (``markers="written"``, when several producers share a topic and each
-marks its own partitions). A record always goes to the same partition (crc32 of its msgpack
-bytes), so its inserts and removes stay in order. The producer is idempotent, so retries never
+marks its own partitions). A record always goes to the same partition (the stable hash of its
+key, its first field: `wire.record_partition`), so its inserts and removes stay in order. The producer is idempotent, so retries never
 duplicate or reorder messages within a partition.
 
 It checks what it can: times must be int64 and not behind the last marker it sent (that would
@@ -22,6 +22,7 @@ from typing import Any
 import msgpack
 from confluent_kafka import KafkaException, Producer
 
+from ..operators.errors import ShapeError
 from .exceptions import KafkaClientError, OptionsError, WireError
 from .kafka import client_config, topic_partitions
 from .wire import MAX_TIME, MIN_TIME, encode_progress, record_partition
@@ -78,7 +79,10 @@ class UpdateProducer:
             packed = msgpack.packb(data, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as exc:
             raise WireError(f"producing to {self.topic!r}: data {data!r:.200} cannot be encoded ({exc})") from exc
-        partition = record_partition(packed, self.partitions) if self.partitions > 1 else 0
+        try:
+            partition = record_partition(data, self.partitions) if self.partitions > 1 else 0
+        except ShapeError as exc:
+            raise WireError(f"producing to {self.topic!r}: data {data!r:.200} has no stable key ({exc})") from exc
         buffer = self._buffers[partition]
         buffer.append(b"\x93" + packed + msgpack.packb(time) + msgpack.packb(diff))
         if len(buffer) >= self.batch_size:

@@ -6,17 +6,18 @@ A snapshot's updates are stored per input in Parquet files, one per shard and pa
 and the whole record of an input without declared fields, as msgpack bytes. A base file holds
 columns ``f0..fN`` and ``diff``; a pending file also ``time``.
 
-A record's shard is ``crc32(msgpack(key)) % shards`` where the key is its first field
-(`shard_of`): the same function in the daemon and in the Spark backfill's executors, which also
-write their files with the same `ShardFileWriter` (zstd Parquet, hashed with sha256 while it is
-written, fsynced on close), so a shard file is alike whoever writes it.
+A record's shard is ``key_hash(key) % shards`` where the key is its first field (`shard_of`):
+the engine's one stable key hash (`ddflow.operators.partition`), which also decides the worker
+that owns the key, so a worker's keys are in the shards ``s`` with ``s % workers`` its own when
+``workers`` divides ``shards``. The same function runs in the daemon and in the Spark backfill's
+executors, which also write their files with the same `ShardFileWriter` (zstd Parquet, hashed with
+sha256 while it is written, fsynced on close), so a shard file is alike whoever writes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..operators.partition import key_hashes, partition_of, record_key
 from .exceptions import SnapshotError
 from .wire import to_record
 
@@ -93,20 +95,14 @@ def _whole(columns: Sequence[Column]) -> bool:
     return len(columns) == 1 and columns[0].name == WHOLE_RECORD and columns[0].type == "msgpack"
 
 
-def record_key(record: Any) -> Any:
-    """The key a record is sharded by: its first field (the record itself if it is not a tuple)."""
-    return record[0] if type(record) is tuple and record else record
-
-
 def shard_of(record: Any, shards: int) -> int:
-    """The shard of a record: crc32 of its key's msgpack bytes, modulo ``shards``."""
-    return zlib.crc32(_pack(record_key(record))) % shards
+    """The shard of a record: the stable key hash of its key (first field), modulo ``shards``."""
+    return partition_of(record, shards)
 
 
 def shard_ids(keys: Iterable[Any], shards: int) -> np.ndarray:
     """`shard_of` for many keys (already extracted with `record_key`), as an int64 array."""
-    hashes = np.fromiter(map(zlib.crc32, map(_pack, keys)), dtype=np.int64)
-    return hashes % shards
+    return key_hashes(keys) % shards
 
 
 # -- tables and files ----------------------------------------------------------------------------------------

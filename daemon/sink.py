@@ -4,10 +4,10 @@ For every completed epoch ``[lower, upper)`` and every output, the sink writes t
 updates in msgpack batches (each naming ``lower``, ``upper`` and the sink's incarnation), then a
 progress marker with the count of updates it wrote for that range on *every* partition of the
 output topic (`wire` has the formats; `results.ResultClient` is the consumer side). A record
-always lands on the same partition (crc32 of its msgpack bytes), so what any incarnation writes
-for a time on a partition is the same set of updates: a consumer may take the first complete
-epoch it sees for each range and drop the rest (re-sent epochs, duplicates, aborted transactions
-that the broker shows anyway).
+always lands on the same partition (the stable hash of its key, its first field), so what any
+incarnation writes for a time on a partition is the same set of updates: a consumer may take the
+first complete epoch it sees for each range and drop the rest (re-sent epochs, duplicates,
+aborted transactions that the broker shows anyway).
 
 Outputs in the json and debezium formats (`formats`) write change events to the data topic
 instead, partitioned by their key, and the progress markers to the output's companion progress

@@ -10,8 +10,11 @@ A snapshot at frontier ``F`` holds, for each input collection of a dataflow,
 * ``offsets``: per partition of the input topic, the offset where consumption resumes.
 
 Both parts are split into ``shards`` Parquet files by the hash of the record's key (its first
-field): ``crc32(msgpack(key)) % shards`` (`shard_of`), the same function in the daemon and in
-the Spark backfill, so a worker that owns a range of key hashes reads only its shards. Layout::
+field): ``key_hash(key) % shards`` (`shard_of`, the engine's stable key hash), the same function
+in the daemon and in the Spark backfill, so a worker that owns a range of key hashes reads only
+its shards. The format names the hash: ``ddflow-snapshot/2`` shards by ``key_hash``; a
+``ddflow-snapshot/1`` snapshot (sharded by an older hash, ``crc32`` of the key's msgpack bytes) is
+still read whole, and refuses to be read by shard, where its shards would hold other keys. Layout::
 
     NAME/MANIFEST.json                  frontier, shards, per input: topic, columns, offsets,
                                         files (shard, rows, bytes, sha256); its own sha256
@@ -83,7 +86,8 @@ __all__ = [
     "write_table_file",
 ]
 
-FORMAT = "ddflow-snapshot/1"
+FORMAT = "ddflow-snapshot/2"
+LEGACY_FORMATS = frozenset({"ddflow-snapshot/1"})  # readable whole: sharded by another hash
 MANIFEST = "MANIFEST.json"
 
 
@@ -118,10 +122,11 @@ class Manifest:
     created: str
     inputs: dict[str, InputEntry] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    format: str = FORMAT  # LEGACY_FORMATS: sharded by another hash
 
     def to_json(self) -> str:
         body = {
-            "format": FORMAT,
+            "format": self.format,
             "frontier": self.frontier,
             "shards": self.shards,
             "origin": self.origin,
@@ -147,7 +152,7 @@ class Manifest:
             body = json.loads(text)
         except ValueError as exc:
             raise SnapshotError(f"{where}: not valid JSON, the manifest is torn or corrupt ({exc})") from exc
-        if not isinstance(body, dict) or body.get("format") != FORMAT:
+        if not isinstance(body, dict) or (body.get("format") != FORMAT and body.get("format") not in LEGACY_FORMATS):
             got = body.get("format") if isinstance(body, dict) else type(body).__name__
             raise SnapshotError(f"{where}: format {got!r} is not {FORMAT!r}")
         stated = body.pop("checksum", None)
@@ -166,7 +171,7 @@ class Manifest:
                     tuple(FileEntry(**f) for f in e["pending"]),
                 )
             manifest = cls(int(body["frontier"]), int(body["shards"]), str(body["origin"]), str(body["created"]),
-                           inputs, dict(body.get("extra") or {}))
+                           inputs, dict(body.get("extra") or {}), str(body["format"]))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SnapshotError(f"{where}: malformed manifest ({type(exc).__name__}: {exc})") from exc
         if not MIN_TIME < manifest.frontier <= MAX_TIME:
@@ -414,10 +419,17 @@ class Snapshot:
         self, name: str, *, shards: Iterable[int] | None = None
     ) -> tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]:
         """An input's ``base`` as (record, diff) and ``pending`` as (record, time, diff), from
-        every shard or only ``shards``."""
+        every shard or only ``shards`` (which a snapshot of a legacy format refuses: its shards
+        follow another hash, so they do not hold the keys ``shard_of`` assigns them)."""
         entry = self.inputs.get(name)
         if entry is None:
             raise SnapshotError(f"snapshot {self.path}: no input {name!r} (it has {sorted(self.inputs)})")
+        if shards is not None and self.manifest.format in LEGACY_FORMATS:
+            raise SnapshotError(
+                f"snapshot {self.path}: format {self.manifest.format!r} shards records by crc32 of the key's "
+                f"msgpack bytes, not by the key hash of {FORMAT!r}; it can only be read whole (shards=None). "
+                "Read it whole once and write a new checkpoint, or rewrite it with 'ddflow backfill'"
+            )
         wanted = None if shards is None else set(shards)
         base: list[tuple[Any, int]] = []
         pending: list[tuple[Any, int, int]] = []

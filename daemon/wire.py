@@ -23,13 +23,13 @@ Records are tuples in the engine and arrays on the wire; decoding gives tuples b
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
+from ..operators.partition import partition_of
 from .exceptions import OptionsError, WireError
 
 __all__ = [
@@ -390,9 +390,10 @@ class OutputProgress:
     count: int
 
 
-def record_partition(packed_record: bytes, partitions: int) -> int:
-    """The result partition of a record: stable across processes (crc32 of its msgpack bytes)."""
-    return zlib.crc32(packed_record) % partitions
+def record_partition(record: Any, partitions: int) -> int:
+    """The topic partition of a record: the stable key hash of its key (first field) modulo
+    ``partitions`` (`ddflow.operators.partition.partition_of`), the same in every process."""
+    return partition_of(to_record(record), partitions)
 
 
 def encode_output_batch(lower: int, upper: int | None, incarnation: str, packed_updates: Sequence[bytes]) -> bytes:

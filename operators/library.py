@@ -21,10 +21,10 @@ User functions here are deterministic, as the engine requires.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Hashable
 
 from .collection import Collection
+from .partition import key_hash
 
 __all__ = ["connected_components", "intern", "reachability", "scc", "stable_hash"]
 
@@ -100,34 +100,7 @@ def scc(edges: Collection) -> Collection:
 
 
 # -- interning ------------------------------------------------------------------------------------
-def stable_hash(value: Hashable) -> int:
-    """A 63-bit hash that is the same in every process: Python's ``hash`` for values it does not salt
-    (ints, floats, bools and tuples of them), blake2b of the ``repr`` otherwise."""
-    kind = type(value)
-    if kind is tuple:
-        if len(value) == 2:  # the (round, record) pairs of ``intern``: checked without a loop
-            first, second = value
-            if (type(first) in _UNSALTED or _unsalted(first)) and (type(second) in _UNSALTED or _unsalted(second)):
-                return hash(value) & ID_MASK
-        elif _unsalted(value):
-            return hash(value) & ID_MASK
-    elif kind in _UNSALTED:
-        return hash(value) & ID_MASK
-    digest = hashlib.blake2b(repr(value).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & ID_MASK
-
-
-_UNSALTED = frozenset((int, float, bool))
-
-
-def _unsalted(value: object) -> bool:
-    """Whether ``value`` is a tuple of unsalted values (nested tuples included)."""
-    if type(value) is not tuple:
-        return False
-    for v in value:
-        if type(v) not in _UNSALTED and not _unsalted(v):
-            return False
-    return True
+stable_hash = key_hash  # the engine's one stable hash (``ddflow.operators.partition``), 63 bits
 
 
 def _resolve(hasher: Callable[[tuple], int]) -> Callable:
@@ -170,8 +143,8 @@ def intern(collection: Collection, *, hasher: Callable[[tuple], int] = stable_ha
 
     def round_zero(record: Hashable) -> tuple:
         pair = (0, record)
-        if fast and type(record) in _UNSALTED:  # stable_hash of (0, an int) is Python's hash
-            return hash(pair) & ID_MASK, pair
+        if fast and type(record) is int:  # key_hash of (0, an int), inlined
+            return hash((hash(pair),)) & ID_MASK, pair
         return hasher(pair), pair
 
     fast = hasher is stable_hash

@@ -152,7 +152,7 @@ class DebeziumEncoder:
             }
 
     def partition(self, record: Any, partitions: int) -> int:
-        return self.layout.partition(self.layout.key(record), partitions)
+        return self.layout.partition(record, partitions)
 
     def event(self, op: str, before: Any, after: Any, time: int) -> bytes:
         layout = self.layout

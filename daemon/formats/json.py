@@ -126,7 +126,7 @@ class JsonEncoder:
             self._schema = schema
 
     def partition(self, record: Any, partitions: int) -> int:
-        return self.layout.partition(self.layout.key(record), partitions)
+        return self.layout.partition(record, partitions)
 
     def value(self, record: Any, time: int, diff: int) -> bytes:
         layout = self.layout

@@ -2,8 +2,8 @@
 
 Input messages are decoded by `wire.decode_input`. A result topic holds, per partition, batches
 ``{"lower", "upper", "incarnation", "updates"}`` of at most ``max_batch_updates`` updates and then
-the epoch's progress marker on the same partition; a record's partition is the crc32 of its
-msgpack bytes.
+the epoch's progress marker on the same partition; a record's partition is the stable key hash
+of its key (first field) modulo the partition count.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from ..wire import (
     decode_input,
     encode_output_progress,
     encode_output_updates,
-    pack_record,
     record_partition,
 )
 from . import Message, Update
@@ -51,7 +50,7 @@ class MsgpackEncoder:
         self.max_batch_updates = max_batch_updates
 
     def partition(self, record: Any, partitions: int) -> int:
-        return record_partition(pack_record(record, self.output), partitions)
+        return record_partition(record, partitions)
 
     def epoch(
         self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update]

@@ -8,8 +8,9 @@
   tuples. An output record becomes an object with the declared field names (a single-field
   output's record is the field's value; tuples become arrays, bytes base64 strings).
 * Keys: the record's key fields as a JSON object (``{"page": "home"}``), the message key of every
-  change event; a record's data partition is the crc32 of its key bytes, so all changes of one
-  key are on one partition, in time order.
+  change event; a record's data partition is the stable key hash of its key fields' values (one
+  field: its value; by default the first field, as for every other partitioned record), so all
+  changes of one key are on one partition, in time order.
 * Epochs: every data message carries the header ``ddflow-epoch`` =
   ``{"lower": l, "upper": u, "incarnation": id}``; the progress topic holds the markers
   ``{"topic": data topic, "partition": p, "lower": l, "upper": u, "incarnation": id, "count": n}``
@@ -23,11 +24,11 @@ import base64
 import binascii
 import json
 import math
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...operators.partition import key_hash, partition_of
 from ..exceptions import OptionsError, WireError
 from ..wire import MAX_TIME, MIN_TIME, InputFormat, Malformed, to_record
 from . import Message
@@ -208,8 +209,15 @@ class RowLayout:
                                              optional=False), "payload": key}
         return dumps(key)
 
-    def partition(self, key: bytes, partitions: int) -> int:
-        return zlib.crc32(key) % partitions
+    def partition(self, record: Any, partitions: int) -> int:
+        """The data partition of ``record``: ``key_hash`` of its key fields' values (one field: its
+        value), or of its first field when the output has no fields."""
+        if self.names is None:
+            return partition_of(record, partitions)
+        values = self.values(record)
+        if len(self.key_positions) == 1:
+            return key_hash(values[self.key_positions[0]]) % partitions
+        return key_hash(tuple(values[i] for i in self.key_positions)) % partitions
 
     # -- Kafka Connect schemas -------------------------------------------------------------------
 

@@ -159,3 +159,27 @@ def test_refused_checkpoints_do_not_count_against_keep(tmp_path):
     for _ in range(3):
         write(store)
     assert [p.name for p in store.checkpoints()] == [f"checkpoint-{i:010d}" for i in (7, 8, 9)]
+
+
+def test_a_snapshot_sharded_by_the_old_hash_is_read_whole_and_refused_by_shard(tmp_path):
+    from ddflow.daemon.snapshot import _checksum
+
+    records = {(i, "v"): 1 for i in range(40)}
+    writer = SnapshotWriter(tmp_path / "s", 100, shards=4, origin="checkpoint")
+    writer.add_input("in", "t", columns_for_fields(None), records)
+    path = writer.commit()
+    assert Snapshot.open(path).manifest.format == "ddflow-snapshot/2"
+    body = json.loads((path / MANIFEST).read_text())
+    body.pop("checksum")
+    body["format"] = "ddflow-snapshot/1"  # as written before the key hash: shards by crc32
+    body["checksum"] = _checksum(body)
+    (path / MANIFEST).write_text(json.dumps(body))
+    old = Snapshot.open(path)
+    assert dict(old.read_input("in")[0]) == records
+    with pytest.raises(SnapshotError, match="can only be read whole"):
+        old.read_input("in", shards=[0])
+    body["format"] = "ddflow-snapshot/9"
+    body["checksum"] = _checksum({k: v for k, v in body.items() if k != "checksum"})
+    (path / MANIFEST).write_text(json.dumps(body))
+    with pytest.raises(SnapshotError, match="format 'ddflow-snapshot/9' is not 'ddflow-snapshot/2'"):
+        Snapshot.open(path)
