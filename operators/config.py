@@ -22,8 +22,6 @@ class EngineConfig:
     * ``memo_limit``: codes a memo holds before it starts afresh (memos are caches; this bounds them
       on ever-new records).
     * ``reduce_chunk_keys``: keys a reduction evaluates together (bounds its transient memory).
-    * ``extremum_probes``: vals probed per (key, time) by ``min``/``max`` before the group is
-      accumulated in full.
     * ``user_chunk``: records or groups handed to user Python functions per bulk call (bounds the
       Python objects alive at once).
     * ``sweep_growth``, ``sweep_min_ids``: at the end of ``run()``, ids no state holds any more are
@@ -35,7 +33,6 @@ class EngineConfig:
     merge_min_fuel: int = 1024
     memo_limit: int = 1 << 20
     reduce_chunk_keys: int = 1 << 18
-    extremum_probes: int = 8
     user_chunk: int = 1 << 18
     sweep_growth: int = 2
     sweep_min_ids: int = 1 << 16

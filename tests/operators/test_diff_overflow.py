@@ -116,3 +116,10 @@ def test_reduce_refuses_counts_of_one_output_summing_outside_int64():
     assert cap.at(5) == {(0, "o"): BIG}
     with pytest.raises(DiffError, match="outside int64"):
         feed([((0, "a"), 5, 1)], lambda c: c.reduce(lambda k, vs: [("o", 2**63)]))
+
+
+def test_threshold_refuses_a_multiplicity_outside_int64_from_its_function():
+    with pytest.raises(DiffError, match="outside int64"):
+        feed([("rec", 5, 1)], lambda c: c.threshold(lambda r, n: 2**63))
+    _, cap = feed([("rec", 5, 1), ("rec", 6, 1)], lambda c: c.threshold(lambda r, n: I64_MAX - 2 + n))
+    assert cap.at(5) == {"rec": I64_MAX - 1} and cap.at(6) == {"rec": I64_MAX}

@@ -10,7 +10,7 @@ from ddflow.operators.errors import ConfigurationError
 
 
 @pytest.mark.parametrize("knob", ["merge_fuel_per_update", "merge_min_fuel", "memo_limit", "reduce_chunk_keys",
-                                  "extremum_probes", "user_chunk"])
+                                  "user_chunk"])
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "8", True])
 def test_a_knob_out_of_range_is_refused_naming_it(knob, bad):
     with pytest.raises(ConfigurationError, match=f"EngineConfig.{knob} must be a positive int") as info:

@@ -4,6 +4,10 @@ Logic is evaluated at *points* (one key at one time) in bulk: point ``p`` has ke
 non-zero accumulated input counts ``counts[offs[p]:offs[p+1]]`` of the vals ``vals[...]`` (val ids, in id
 order). ``evaluate`` returns the desired output as sparse triples ``(point, out id, count)``. A point
 whose input is empty has no entries and is never shown to user code (the 2015 post's rule).
+
+The compiled tactic asks a logic for its ``plan`` (which of the round kernel's modes evaluates it,
+with which order of the vals) and hands the kernel's triples to ``finish``, which turns them into out
+ids: built-in logics run inside the kernel, logic written in Python gets the groups (``GROUPS``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import numpy as np
 from ...config import DEFAULT
 from ...errors import DiffError
 from ...kernels.consolidate import INT64_LIMIT, outside_int64, sums_fit
+from ...kernels.reduce import GROUPS, LEAST, SUM, TOP, TOTAL
+from ...kernels.sorting import distinct
 from ...values.interner import Interner
 from ...values.ordering import sort_values
 
@@ -108,6 +114,30 @@ class Logic:
     def row(self, key: object, vals: list, counts: list[int]) -> Iterable[tuple[object, int]]:
         raise NotImplementedError
 
+    # -- the compiled tactic ------------------------------------------------------------------------
+    def plan(self, vals: np.ndarray) -> tuple[int, np.ndarray, int]:
+        """``(mode, order, k)`` for the round kernel on input rows with val ids ``vals``: ``order``
+        orders the vals as the mode reads them (see :mod:`ddflow.operators.kernels.reduce`)."""
+        return GROUPS, vals, 0
+
+    def finish(self, mode: int, keys: np.ndarray, dp: np.ndarray, dv: np.ndarray, dc: np.ndarray) -> Sparse:
+        """The desired output ``(point, out id, count)`` from the kernel's triples in ``mode`` (as
+        planned, or ``GROUPS``); ``keys`` holds each point's key id."""
+        offs = np.searchsorted(dp, np.arange(len(keys) + 1))
+        return self.evaluate(keys, offs, dv, dc)
+
+    def value_order(self, vals: np.ndarray) -> np.ndarray:
+        """Per val id, an int ordering the vals by value: the value itself when every val is an int
+        well inside int64 (the interner tells, without a Python object), else the val's rank among
+        ``vals`` by Python order (one sort of the distinct vals)."""
+        ints = self.interner.int_values(vals)
+        if ints is not None:
+            return ints
+        uniq = distinct(vals)
+        rank = np.empty(len(uniq), dtype=np.int64)
+        rank[np.asarray(sort_values(self.interner.value_list(uniq)), dtype=np.int64)] = np.arange(len(uniq))
+        return rank.take(np.searchsorted(uniq, vals))
+
 
 class PointOverflow(ArithmeticError):
     """The counts of point ``point`` sum outside int64 (the caller names its key and time)."""
@@ -167,6 +197,12 @@ class UserReduce(Logic):
 class Count(Logic):
     """``(record, multiplicity)``: one output per non-empty group."""
 
+    def plan(self, vals):
+        return TOTAL, vals, 0
+
+    def finish(self, mode, keys, dp, dv, dc):
+        return dp, self.interner.int_ids(dv), dc
+
     def evaluate(self, keys, offs, vals, counts):
         nonempty = np.flatnonzero(offs[1:] > offs[:-1])
         total = _totals(offs, counts)[nonempty]
@@ -194,6 +230,23 @@ class Threshold(Logic):
         pts = np.flatnonzero(mult)
         return pts, np.full(len(pts), self.unit, dtype=np.int64), mult[pts]
 
+    def plan(self, vals):
+        return TOTAL, vals, 0
+
+    def finish(self, mode, keys, dp, dv, dc):
+        if self.f is None:
+            mult = (dv > 0).astype(np.int64)
+        else:  # f once per distinct (record, count) of the round
+            pk = keys.take(dp)
+            pairs = np.stack([pk, dv], axis=1)
+            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+            values = self.interner.value_list(uniq[:, 0])
+            f = self.f
+            m = [_int64_count(int(f(v, c)), v) if c else 0 for v, c in zip(values, uniq[:, 1].tolist())]
+            mult = np.array(m, dtype=np.int64).take(inv.reshape(-1))
+        keep = np.flatnonzero(mult)
+        return dp.take(keep), np.full(len(keep), self.unit, dtype=np.int64), mult.take(keep)
+
 
 class Extremum(Logic):
     """The smallest (``min``) or largest (``max``) val with positive count, multiplicity 1."""
@@ -218,12 +271,30 @@ class Extremum(Logic):
         return pts, uniq[order[best[has]] if not self.largest else order[len(uniq) - 1 - best[has]]], \
             np.ones(len(pts), dtype=np.int64)
 
+    def plan(self, vals):
+        order = self.value_order(vals)
+        return LEAST, (-order if self.largest else order), 0
+
+    def finish(self, mode, keys, dp, dv, dc):
+        return dp, dv, dc
+
 
 class Sum(Logic):
     """``sum(val * count)`` with multiplicity 1."""
 
     def row(self, key, vals, counts):
         return [(sum(v * c for v, c in zip(vals, counts)), 1)]
+
+    def plan(self, vals):
+        ints = self.interner.int_values(vals)
+        if ints is not None:  # int values: summed in the kernel (checked)
+            return SUM, ints, 0
+        return GROUPS, vals, 0
+
+    def finish(self, mode, keys, dp, dv, dc):
+        if mode == SUM:
+            return dp, self.interner.int_ids(dv), dc
+        return super().finish(mode, keys, dp, dv, dc)
 
 
 class TopK(Logic):
@@ -244,3 +315,9 @@ class TopK(Logic):
                 out.append((vals[i], take))
                 left -= take
         return out
+
+    def plan(self, vals):
+        return TOP, self.value_order(vals), self.k
+
+    def finish(self, mode, keys, dp, dv, dc):
+        return dp, dv, dc

@@ -25,7 +25,7 @@ from ...kernels.sorting import unique_rows as distinct_rows
 from ...lattice import lex_order
 from ...traces.batch import Updates, concat, consolidate, sum_error
 from ...traces.spine import Spine
-from .kernel import reduce_points
+from .kernel import reduce_round
 from .logic import Logic, PointOverflow
 
 
@@ -83,7 +83,17 @@ def group_bounds(keys: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 class Reduce(Node):
-    """Maintains ``logic`` over the groups of an arrangement, with its own output trace."""
+    """Maintains ``logic`` over the groups of an arrangement, with its own output trace.
+
+    Two tactics compute the same output diffs: the compiled one (:mod:`.kernel`) evaluates a round
+    whose candidate times share every coordinate but the outer one; the general one (``_general``,
+    any times at any depth: the join closure of each key's new and old times, in Python) takes the
+    other rounds, and all of them when ``compiled`` is false (the reference the compiled tactic is
+    tested against)."""
+
+    compiled = True
+    rounds_compiled = 0  # rounds each tactic evaluated (in instance attributes once counted)
+    rounds_general = 0
 
     observes_frontier = True
 
@@ -96,6 +106,7 @@ class Reduce(Node):
         d = scope.depth
         self.pending_keys = np.empty(0, dtype=np.int64)
         self.pending_at = np.empty((0, d), dtype=np.int64)
+        self._pending_distinct = 0  # pending entries when last deduplicated
 
     def holds_work(self) -> bool:
         return len(self.pending_at) > 0 or super().holds_work()
@@ -117,6 +128,7 @@ class Reduce(Node):
         cand_keys = np.concatenate([new.data[0], self.pending_keys[ready]])
         cand_times = np.concatenate([new.times, self.pending_at[ready]])
         self.pending_keys, self.pending_at = self.pending_keys[~ready], self.pending_at[~ready]
+        self._pending_distinct = min(self._pending_distinct, len(self.pending_keys))
         if len(cand_keys):
             self._process(cand_keys, cand_times, frontier)
         for h in (self.handle, self.output_handle):
@@ -127,13 +139,12 @@ class Reduce(Node):
 
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain) -> None:
         keys = distinct(cand_keys)
-        depth = cand_times.shape[1]
-        if depth == 1 or (depth == 2 and (cand_times[:, 1] == cand_times[0, 1]).all()):
-            r = None if depth == 1 else int(cand_times[0, 1])
+        inner = cand_times[0, 1:]
+        if self.compiled and (len(inner) == 0 or (cand_times[:, 1:] == inner).all()):
             emitted, pend_k, pend_t = [], [], []
             for chunk_keys, ck, co in _key_chunks(keys, cand_keys, cand_times[:, 0], self.config.reduce_chunk_keys):
                 inp, out = self.handle.lookup(chunk_keys), self.output.lookup(chunk_keys)
-                e, k, t = reduce_points(ck, co, r, inp, out, self.logic, self.config.extremum_probes)
+                e, k, t = reduce_round(chunk_keys, ck, co, inner, inp, out, self.logic)
                 if not frontier.beyond(t).all():  # a time to revisit that is already complete
                     return self._general(cand_keys, cand_times, frontier, self.handle.lookup(keys),
                                          self.output.lookup(keys))
@@ -141,11 +152,13 @@ class Reduce(Node):
                 pend_k.append(k)
                 pend_t.append(t)
             self._add_pending(np.concatenate(pend_k), np.concatenate(pend_t))
-            return self._publish(concat(emitted, 2, depth), frontier)
+            self.rounds_compiled += 1
+            return self._publish(concat(emitted, 2, cand_times.shape[1]), frontier)
         self._general(cand_keys, cand_times, frontier, self.handle.lookup(keys), self.output.lookup(keys))
 
     def _general(self, cand_keys, cand_times, frontier, inp, out) -> None:
         """Any depth: per key, the join closure of new and history times, evaluated in order."""
+        self.rounds_general += 1
         keys = distinct(cand_keys)
         inp, out = self._by_key(inp), self._by_key(out)
         order = argsort(cand_keys, runs=True)
@@ -189,10 +202,16 @@ class Reduce(Node):
             self.output.advance_upper(frontier)
 
     def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
+        """Keep ``(keys, times)`` to revisit, deduplicated among themselves. The whole set is
+        deduplicated again only once it has doubled since it last was (amortized: a time found
+        again in later rounds is kept twice until then, which revisiting tolerates)."""
         if len(keys):
-            self.pending_keys = np.concatenate([self.pending_keys, keys])
-            self.pending_at = np.concatenate([self.pending_at, times])
-            self._dedupe_pending()
+            cols = distinct_rows((keys, *times.T))
+            self.pending_keys = np.concatenate([self.pending_keys, cols[0]])
+            self.pending_at = np.concatenate([self.pending_at, np.stack(cols[1:], axis=1)])
+            if len(self.pending_keys) > 2 * max(self._pending_distinct, 256):
+                self._dedupe_pending()
+                self._pending_distinct = len(self.pending_keys)
 
     def _publish(self, emitted: Updates, frontier: Antichain) -> None:
         """Record output diffs ``(key, out)`` in the output trace and send the output records on."""
@@ -200,8 +219,10 @@ class Reduce(Node):
         self.output.insert(u, frontier)
         if len(u):
             k, o = u.data
-            ids = k if self.logic.output_is_key else self.interner.pair(k, o)
-            self.emit(consolidate(Updates((ids,), u.times, u.diffs)))
+            if self.logic.output_is_key:  # one out per key: (key, time) already distinct and sorted
+                self.emit(Updates((k,), u.times, u.diffs))
+            else:
+                self.emit(consolidate(Updates((self.interner.pair(k, o),), u.times, u.diffs)))
 
     def _key(self, key, ivals, itimes, idiffs, ovals, otimes, odiffs, times):
         """Output diffs ``(outs, times, diffs)`` for one key at the complete ``times`` (lex-ordered).
