@@ -15,6 +15,7 @@ from .nodes import linear
 from .nodes.arrange import Arrange, Arranged
 from .nodes.iterate import Feedback, Loop
 from .nodes.join import Join
+from .nodes.records import record_builder
 from .nodes.reduce.logic import Count, Extremum, Logic, Sum, Threshold, TopK, UserReduce
 from .nodes.reduce.node import Reduce
 
@@ -142,17 +143,17 @@ class Collection:
 
     def join(self, other, *, _arranged=None) -> Collection:
         """``(key, (v1, v2))`` for every pair of records with equal keys."""
-        build = self.dataflow.interner.builder(lambda x, y, z: (x, (y, z)))
+        build = record_builder(self.dataflow.interner, lambda key, v1, v2: (key, (v1, v2)))
         return self._join(other, build, False, "join", _arranged)
 
     def join_map(self, other, f: Callable, *, _arranged=None) -> Collection:
         """``f(key, v1, v2)`` for every pair of records with equal keys."""
-        return self._join(other, self.dataflow.interner.builder(f), False, "join_map", _arranged)
+        return self._join(other, record_builder(self.dataflow.interner, f), False, "join_map", _arranged)
 
     def semijoin(self, keys, *, _arranged=None) -> Collection:
         """Records whose key is in ``keys`` (multiplicities multiply)."""
-        interner = self.dataflow.interner
-        return self._join(keys, lambda k, a, b: interner.pair(k, a), True, "semijoin", _arranged)
+        build = record_builder(self.dataflow.interner, lambda key, val, _unit: (key, val))
+        return self._join(keys, build, True, "semijoin", _arranged)
 
     def antijoin(self, keys, *, _arranged=None) -> Collection:
         """Records whose key is not in ``keys``: ``self - semijoin(keys)``."""

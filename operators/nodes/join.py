@@ -3,7 +3,10 @@
 New updates ``dA`` and ``dB`` (complete batches from each arrangement) produce
 ``dA ⋈ B + A ⋈ dB - dA ⋈ dB`` where ``A`` and ``B`` are the traces *including* the new batches, so each
 pair of updates is matched exactly once. A matched pair at times ``s`` and ``t`` yields an output at
-``join(s, t)`` with the product of the diffs. Key matching is one ``searchsorted`` over each side.
+``join(s, t)`` with the product of the diffs. A product of changes against a trace is two compiled
+calls: the trace's lookup of the changes' keys (one pass over its batches), and
+:func:`ddflow.operators.kernels.join.join_sorted`, which pairs the two key-sorted sides and builds the
+output columns; the output records are then built from the id columns (see :mod:`.records`).
 """
 
 from __future__ import annotations
@@ -14,57 +17,36 @@ import numpy as np
 
 from ..frontier import Antichain
 from ..graph import Node, Scope
-from ..kernels.consolidate import INT64_LIMIT, magnitude, outside_int64
-from ..kernels.gather import ranges_to_index
-from ..kernels.sorting import argsort, distinct
+from ..kernels.join import join_sorted
+from ..kernels.sorting import argsort
 from ..traces.batch import Updates, consolidate, sum_error
+from ..traces.trie import int64
+
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def match(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs ``(i, j)`` with ``left.key[i] == right.key[j]``."""
-    if len(left) == 0 or len(right) == 0:
-        e = np.empty(0, dtype=np.int64)
-        return e, e
-    order = argsort(right.data[0], runs=True)  # often trace lookups: sorted runs
-    rk = right.data[0].take(order)
-    lk = left.data[0]
-    lo = np.searchsorted(rk, lk, "left")
-    hi = np.searchsorted(rk, lk, "right")
-    li = np.repeat(np.arange(len(lk), dtype=np.int64), hi - lo)
-    rj = order.take(ranges_to_index(lo, hi))
-    return li, rj
+def by_key(u: Updates) -> Updates:
+    """``u`` sorted by key (rows of one key in any order), as C-contiguous int64 columns."""
+    k = u.data[0]
+    if len(k) > 1 and not (k[1:] >= k[:-1]).all():
+        u = u.take(argsort(k, runs=True))
+    return Updates((int64(u.data[0]), int64(u.data[1])), int64(u.times), int64(u.diffs))
 
 
-def product(left: Updates, right: Updates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(key, left val, right val, time, diff)`` columns of every matched pair."""
-    li, rj = match(left, right)
-    cols = (
-        left.data[0].take(li),
-        left.data[1].take(li),
-        right.data[1].take(rj),
-        np.maximum(left.times.take(li, axis=0), right.times.take(rj, axis=0)),
-    )
-    a, b = left.diffs.take(li), right.diffs.take(rj)
-    if magnitude(a) * magnitude(b) < INT64_LIMIT:
-        return (*cols, a * b)
-    bad = np.flatnonzero(outside_int64(a.astype(object) * b.astype(object)))
-    if len(bad):  # a product of diffs outside int64 is refused, never wrapped
-        i = int(bad[0])
-        raise sum_error((int(cols[0][i]), int(cols[1][i]), int(cols[2][i])), tuple(cols[3][i].tolist()))
-    return (*cols, a * b)
-
-
-def negated(cols: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-    """``product`` columns with their diffs negated (the least int64 has no negation: refused)."""
-    *rest, d = cols
-    if len(d) and int(d.min()) == -INT64_LIMIT:
-        i = int(np.argmin(d))
-        raise sum_error((int(rest[0][i]), int(rest[1][i]), int(rest[2][i])), tuple(rest[3][i].tolist()))
-    return (*rest, -d)
+def product(a: Updates, b: Updates, sign: int = 1) -> Columns:
+    """``(key, a val, b val, time, diff)`` columns of every pair of rows of ``a`` and ``b`` (each sorted
+    by key, see :func:`by_key`) under the same key; diffs multiplied by ``sign``. A product outside
+    int64 raises ``DiffError`` naming the key, both vals and the time."""
+    k, va, vb, t, d, bad = join_sorted(a.data[0], a.data[1], a.times, a.diffs, b.data[0], b.data[1], b.times,
+                                       b.diffs, sign)
+    if bad >= 0:  # a product of diffs outside int64 is refused, never wrapped
+        raise sum_error((int(k[bad]), int(va[bad]), int(vb[bad])), tuple(t[bad].tolist()))
+    return k, va, vb, t, d
 
 
 class Join(Node):
-    """Joins two arrangements; ``output(keys, left vals, right vals) -> record ids`` builds the records."""
+    """Joins two arrangements; ``output(keys, left vals, right vals) -> record ids`` builds the records
+    (``output.python``: it runs user code per new record, which then sees only consolidated rows)."""
 
     observes_frontier = True  # compaction of its handles follows the frontier
 
@@ -78,20 +60,34 @@ class Join(Node):
         d_a = self.take_complete(frontier, 0, 2)
         d_b = self.take_complete(frontier, 1, 2)
         if len(d_a) or len(d_b):
-            parts = []
+            parts: list[Columns] = []
             if len(d_a):
-                parts.append(product(d_a, self.right_handle.lookup(distinct(d_a.data[0]))))
+                d_a = by_key(d_a)
+                parts.append(product(d_a, by_key(self.right_handle.lookup(d_a.data[0]))))
             if len(d_b):
-                parts.append(product(self.left_handle.lookup(distinct(d_b.data[0])), d_b))
-            if len(d_a) and len(d_b):
-                parts.append(negated(product(d_a, d_b)))
-            cols = [np.concatenate([p[i] for p in parts]) for i in range(5)]
-            out = consolidate(Updates((cols[0], cols[1], cols[2]), cols[3], cols[4]))
-            if len(out):
-                ids = self.output(*out.data)
-                self.emit(consolidate(Updates((ids,), out.times, out.diffs)))
+                d_b = by_key(d_b)
+                parts.append(product(by_key(self.left_handle.lookup(d_b.data[0])), d_b))
+                if len(d_a):
+                    parts.append(product(d_a, d_b, -1))
+            self._emit([p for p in parts if len(p[0])])
         for h in (self.left_handle, self.right_handle):
             h.set_logical_compaction(frontier)
             h.set_physical_compaction(frontier)
             if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads
                 h.drop()
+
+    def _emit(self, parts: list[Columns]) -> None:
+        if not parts:
+            return
+        if len(parts) == 1:
+            k, a, b, t, d = parts[0]
+        else:
+            k, a, b, t, d = (np.concatenate([p[i] for p in parts]) for i in range(5))
+        if getattr(self.output, "python", True):  # user code sees each record once, consolidated
+            u = consolidate(Updates((k, a, b), t, d))
+            if not len(u):
+                return
+            (k, a, b), t, d = u.data, u.times, u.diffs
+        ids = self.output(k, a, b)
+        self.emit(consolidate(Updates((ids,), t, d)))
+

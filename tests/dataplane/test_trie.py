@@ -16,7 +16,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ddflow.operators.frontier import Antichain
-from ddflow.operators.kernels.gather import ranges_to_index
 from ddflow.operators.lattice import T_MIN
 from ddflow.operators.traces.batch import Updates, concat, consolidate
 from ddflow.operators.traces.merge import Merge
@@ -76,11 +75,6 @@ def test_batch_lookup_at_scale_equals_isin():
     for g, w in zip(got.data, flat.data, strict=True):
         assert np.array_equal(g, w[mask])
     assert np.array_equal(got.times, flat.times[mask]) and np.array_equal(got.diffs, flat.diffs[mask])
-
-
-def test_ranges_to_index():
-    assert ranges_to_index(np.asarray([3, 0, 7]), np.asarray([5, 0, 9])).tolist() == [3, 4, 7, 8]
-    assert ranges_to_index(np.asarray([], dtype=np.int64), np.asarray([], dtype=np.int64)).tolist() == []
 
 
 @dataplane

@@ -1,4 +1,4 @@
-"""Lookup, flatten, expand, trie building and gathers against their references."""
+"""Lookup, flatten, expand and trie building against their references."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trie_strategies import Trie, as_rows, columns, depths, ints, kernels, rows, table
 
-from ddflow.operators.kernels import gather, lookup, trie
+from ddflow.operators.kernels import lookup, trie
 
 
 @kernels
@@ -59,17 +59,6 @@ def test_flatten_and_expand_equal_the_references(data):
         want = lookup.expand_reference(b[: t.nk], b[ko:va], b[va:vo], b[vo:di], lo, hi)
         got_k, got_v = lookup.expand(b, t.nk, t.nv, t.n, d, lo, hi)
         assert got_k.tolist() == want[0].tolist() and got_v.tolist() == want[1].tolist()
-
-
-@kernels
-@given(st.lists(st.tuples(st.integers(-5, 30), st.integers(-5, 30)), max_size=10))
-def test_ranges_to_index_equals_the_reference(pairs):
-    starts = np.asarray([s for s, _ in pairs], dtype=np.int64)
-    ends = np.asarray([e for _, e in pairs], dtype=np.int64)
-    got = gather.ranges_to_index(starts, ends)
-    assert got.dtype == np.int64
-    assert got.tolist() == gather.ranges_to_index_reference(starts, ends).tolist()
-    assert got.tolist() == [x for s, e in pairs for x in range(s, e)]
 
 
 def test_lookup_at_scale_equals_isin():

@@ -79,15 +79,24 @@ def test_sliding_window_reachability_memory_is_flat():
 
 
 def test_join_memos_start_afresh_at_their_limit_on_a_sliding_window(monkeypatch):
-    """The library's reachability builds ``(dst, root)`` records in a join whose memo meets ever new
-    ``(node, root, dst)`` codes as the window slides: with a small limit its memos start afresh many
-    times, never hold much more than the limit, and the results stay right."""
+    """Reachability whose join builds ``(dst, root)`` records by a function that computes (so through
+    the memoized builder, not from id columns) meets ever new ``(node, root, dst)`` codes as the
+    window slides: with a small limit its memos start afresh many times, never hold much more than
+    the limit, and the results stay right. (The library's reachability builds the same records from
+    id columns: no memo at all.)"""
     import gc
 
     from ddflow.operators import Dataflow
     from ddflow.operators.config import EngineConfig
-    from ddflow.operators.library import reachability
     from ddflow.operators.values import memo
+
+    def reachability(roots, edges):
+        start = roots.map(lambda root: (root, root))
+
+        def expand(reach):
+            return reach.join_map(edges, lambda _node, root, dst: (dst, root + 0)).concat(start).distinct()
+
+        return start.iterate(expand).map(lambda pair: (pair[1], pair[0]))
 
     limit = 5_000
     changes = 20_000

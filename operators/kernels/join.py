@@ -1,0 +1,147 @@
+"""Join kernels: every pair of two key-sorted batches of updates with equal keys, in one pass.
+
+A join's output for updates ``a`` and ``b`` (flat rows ``(key, val, time, diff)``, each sorted by key:
+a batch of changes, and the rows a trace lookup returned for its keys) is, for every pair of rows
+under the same key, ``(key, a's val, b's val, join of the times, product of the diffs)``.
+:func:`join_sorted` walks the two sides' key runs together, galloping through the longer side for
+the next key of the other (a few probes when one side is small, one linear pass when both are
+large), and builds the output columns in a second pass, their length counted in the first. Products
+are checked: the kernel returns the index of the first one beyond int64 (the caller raises).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import helper, kernel
+
+_MAX = np.iinfo(np.int64).max
+_MIN = np.iinfo(np.int64).min
+
+
+@helper
+def _gallop(keys, x, lo):
+    """The index of the first of the sorted ``keys[lo:]`` that is ``>= x``."""
+    n = keys.shape[0]
+    if lo >= n or keys[lo] >= x:
+        return lo
+    step = 1
+    while lo + step < n and keys[lo + step] < x:
+        lo += step
+        step *= 2
+    hi = min(lo + step, n)
+    lo += 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@helper
+def _times(a, b):
+    """``(a * b, overflowed)``, decided by divisions before multiplying."""
+    if a == 0 or b == 0:
+        return 0, False
+    if a < 0 and b < 0:
+        if a == _MIN or b == _MIN or -a > _MAX // -b:
+            return 0, True
+    elif a < 0 or b < 0:
+        neg, pos = (a, b) if a < 0 else (b, a)
+        if neg < _MIN // pos + (1 if _MIN % pos else 0):  # below ceil(MIN / pos)
+            return 0, True
+    elif a > _MAX // b:
+        return 0, True
+    return a * b, False
+
+
+@helper
+def _product(a, b, sign):
+    """``(a * b * sign, overflowed)`` for ``sign`` in ``{1, -1}``."""
+    if sign > 0:
+        return _times(a, b)
+    if b != _MIN:
+        return _times(a, -b)
+    if a != _MIN:
+        return _times(-a, b)
+    return 0, True
+
+
+@helper
+def _next_match(ak, bk, i, j):
+    """From positions ``i`` of ``ak`` and ``j`` of ``bk`` (both sorted), the first ``(i, j)`` with
+    ``ak[i] == bk[j]``, or ends."""
+    na, nb = ak.shape[0], bk.shape[0]
+    while i < na and j < nb:
+        if ak[i] < bk[j]:
+            i = _gallop(ak, bk[j], i)
+        elif bk[j] < ak[i]:
+            j = _gallop(bk, ak[i], j)
+        else:
+            return i, j
+    return na, nb
+
+
+@helper
+def _run_end(keys, i):
+    """The end of the run of ``keys[i]`` (galloping: long runs cost a few probes)."""
+    return _gallop(keys, keys[i] + 1, i) if keys[i] < _MAX else keys.shape[0]
+
+
+@kernel
+def join_sorted(ak, av, at, ad, bk, bv, bt, bd, sign):
+    """Pairs of rows of ``a = (ak, av, at, ad)`` and ``b = (bk, bv, bt, bd)`` (each sorted by key, times
+    ``(n, depth)`` of one depth) under equal keys.
+
+    Returns ``(key, a val, b val, time, diff, bad)``: columns whose time is the coordinate-wise max of
+    the two times and diff ``sign`` (``1`` or ``-1``) times the product of the two diffs, rows by key
+    and within a key by ``b`` row, then ``a`` row; and ``bad``, the first row whose diff is outside
+    int64 (its diff then 0), or ``-1``."""
+    depth = at.shape[1]
+    total = 0
+    i, j = _next_match(ak, bk, 0, 0)
+    while i < ak.shape[0]:
+        ie, je = _run_end(ak, i), _run_end(bk, j)
+        total += (ie - i) * (je - j)
+        i, j = _next_match(ak, bk, ie, je)
+    ok = np.empty(total, np.int64)
+    oa = np.empty(total, np.int64)
+    ob = np.empty(total, np.int64)
+    ot = np.empty((total, depth), np.int64)
+    od = np.empty(total, np.int64)
+    bad = -1
+    e = 0
+    i, j = _next_match(ak, bk, 0, 0)
+    while i < ak.shape[0]:
+        ie, je = _run_end(ak, i), _run_end(bk, j)
+        for y in range(j, je):
+            for x in range(i, ie):
+                ok[e], oa[e], ob[e] = ak[x], av[x], bv[y]
+                for c in range(depth):
+                    ot[e, c] = max(at[x, c], bt[y, c])
+                od[e], outside = _product(ad[x], bd[y], sign)
+                if outside and bad < 0:
+                    bad = e
+                e += 1
+        i, j = _next_match(ak, bk, ie, je)
+    return ok, oa, ob, ot, od, bad
+
+
+# -- reference ----------------------------------------------------------------------------------
+def join_sorted_reference(ak, av, at, ad, bk, bv, bt, bd, sign):
+    """:func:`join_sorted` by its definition: every pair of rows compared. Returns the output rows as
+    a sorted list of ``(key, a val, b val, time tuple, diff)`` and whether a diff was beyond int64
+    (such rows are left out)."""
+    entries = list(zip(bk.tolist(), bv.tolist(), map(tuple, bt.tolist()), bd.tolist()))
+    out, outside = [], False
+    for key, val, t, d in zip(ak.tolist(), av.tolist(), at.tolist(), ad.tolist()):
+        for bkey, bval, bt_, bd_ in entries:
+            if bkey == key:
+                diff = d * bd_ * sign
+                if not _MIN <= diff <= _MAX:
+                    outside = True
+                    continue
+                out.append((key, val, bval, tuple(max(x, y) for x, y in zip(t, bt_)), diff))
+    return sorted(out), outside

@@ -1,0 +1,109 @@
+"""Record builders of joins: ``(key ids, left val ids, right val ids) -> output record ids``.
+
+A join's output record is a function of the matched key and vals. When that function only arranges
+its arguments (and constants) into pairs — ``join``'s ``(key, (v1, v2))``, or a ``join_map`` such as
+``lambda node, root, dst: (dst, root)`` — the record is a tuple of values already interned, and its id
+is built from the id columns by the interner's ``pair`` without running any Python per record.
+:func:`shape_of` recognises such functions from their bytecode (only argument loads, constants and
+tuple building, then a return: nothing that could inspect a value), so the shortcut never changes a
+result. Any other function goes through the interner's memoized builder: one Python call per new
+``(key, left, right)`` triple.
+"""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import types
+from collections.abc import Callable
+
+import numpy as np
+
+from ..values.interner import Interner
+
+Shape = tuple  # ("arg", i) | ("const", value) | ("tuple", [Shape, Shape])
+
+_IGNORED = frozenset(("RESUME", "NOP", "CACHE", "EXTENDED_ARG"))
+_LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"))
+
+
+def shape_of(f: Callable, arity: int = 3) -> Shape | None:
+    """How ``f(*args)`` (``arity`` positional args) is built from its arguments, when its body is one
+    expression of argument names, constants and 2-tuples of those; ``None`` otherwise."""
+    if type(f) is not types.FunctionType:
+        return None
+    code = f.__code__
+    if code.co_argcount != arity or code.co_kwonlyargcount or code.co_flags & (
+            inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR | inspect.CO_COROUTINE):
+        return None
+    if set(code.co_cellvars) & set(code.co_varnames[:arity]):
+        return None
+    stack: list[Shape] = []
+    for ins in dis.get_instructions(code):
+        op = ins.opname
+        if op in _IGNORED:
+            continue
+        if op in _LOADS:
+            if ins.arg is None or ins.arg >= arity:
+                return None
+            stack.append(("arg", ins.arg))
+        elif op == "LOAD_FAST_LOAD_FAST":
+            first, second = ins.arg >> 4, ins.arg & 15
+            if first >= arity or second >= arity:
+                return None
+            stack += [("arg", first), ("arg", second)]
+        elif op == "LOAD_CONST":
+            stack.append(("const", ins.argval))
+        elif op == "BUILD_TUPLE":
+            if ins.arg != 2 or len(stack) < 2:
+                return None
+            pair = ("tuple", [stack[-2], stack[-1]])
+            del stack[-2:]
+            stack.append(pair)
+        elif op == "RETURN_VALUE":
+            return stack[0] if len(stack) == 1 else None
+        elif op == "RETURN_CONST":
+            return ("const", ins.argval) if not stack else None
+        else:
+            return None
+    return None
+
+
+class PairBuilder:
+    """Ids of records built by a :func:`shape_of` shape, from id columns (no Python per record)."""
+
+    python = False  # never calls user code: rows need no consolidation before building
+
+    def __init__(self, interner: Interner, shape: Shape) -> None:
+        self.interner, self.shape = interner, shape
+
+    def __call__(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self._build(self.shape, (keys, a, b))
+
+    def _build(self, shape: Shape, columns: tuple[np.ndarray, ...]) -> np.ndarray:
+        kind = shape[0]
+        if kind == "arg":
+            return columns[shape[1]]
+        if kind == "const":  # its id asked each time: never held across steps
+            return np.full(len(columns[0]), self.interner.id(shape[1]), dtype=np.int64)
+        return self.interner.pair(self._build(shape[1][0], columns), self._build(shape[1][1], columns))
+
+
+class PythonBuilder:
+    """Ids of ``f(key, left, right)``, memoized by the interner's builder (``f`` deterministic)."""
+
+    python = True
+
+    def __init__(self, interner: Interner, f: Callable) -> None:
+        self._build = interner.builder(f)
+
+    def __call__(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self._build(keys, a, b)
+
+
+def record_builder(interner: Interner, f: Callable) -> PairBuilder | PythonBuilder:
+    """The builder of ``f(key, left, right)`` records: from id columns when ``f`` only makes pairs of
+    its arguments and constants, else memoized Python calls."""
+    shape = shape_of(f)
+    return PairBuilder(interner, shape) if shape is not None else PythonBuilder(interner, f)
+
