@@ -292,6 +292,7 @@ def _epoch(t: _Table) -> EpochConfig:
     resolution = t.duration("resolution", None)
     max_records = t.get("max_records", int, None, check=_positive)
     max_delay = t.duration("max_delay", None)
+    max_updates = t.get("max_updates", int, 100_000, check=_positive)
     t.finish()
     variable = max_records is not None or max_delay is not None
     if resolution is not None and variable:
@@ -303,7 +304,7 @@ def _epoch(t: _Table) -> EpochConfig:
         t.problems.append(Problem(t.key("resolution"), "must be greater than 0"))
     if max_delay is not None and max_delay <= 0:
         t.problems.append(Problem(t.key("max_delay"), "must be greater than 0"))
-    return EpochConfig(resolution, max_records, max_delay)
+    return EpochConfig(resolution, max_records, max_delay, max_updates)
 
 
 def _checkpoint(t: _Table, base: Path) -> CheckpointConfig:

@@ -149,11 +149,14 @@ class OutputConfig:
 @dataclass(frozen=True)
 class EpochConfig:
     """How progress is batched: fixed ``resolution_ns`` windows of data time, or variable epochs
-    closed after ``max_records`` records or ``max_delay_ns`` of wall time (whichever first)."""
+    closed after ``max_records`` records or ``max_delay_ns`` of wall time (whichever first).
+    Whatever the mode, at most ``max_updates`` input updates are fed that no closed epoch holds
+    yet (a backlog is caught up in epochs of that size, in bounded memory)."""
 
     resolution_ns: int | None = 1_000_000
     max_records: int | None = None
     max_delay_ns: int | None = None
+    max_updates: int = 100_000
 
     @property
     def mode(self) -> str:
@@ -270,6 +273,7 @@ class Config:
                 "resolution_ns": self.epoch.resolution_ns,
                 "max_records": self.epoch.max_records,
                 "max_delay_ns": self.epoch.max_delay_ns,
+                "max_updates": self.epoch.max_updates,
             },
             "dead_letter_topic": self.dead_letter_topic,
             "checkpoint": {

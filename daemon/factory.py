@@ -42,6 +42,7 @@ def kafka_worker(
     snapshot_from: str | None = None,
     start_offsets: Mapping[tuple[str, int], int] | None = None,
     max_poll_messages: int = 10_000,
+    max_epoch_updates: int | None = 100_000,
     poll_timeout: float = 0.05,
     dead_letter_commit_s: float = 5.0,
     consumer_options: Mapping[str, Any] | None = None,
@@ -92,7 +93,8 @@ def kafka_worker(
             return TopicWatch(options, roles, interval=interval)
 
     return Worker(dataflow, source, sink, recovery=recovery, epochs=epochs, stats=stats, watch=watch,
-                  start_offsets=start_offsets, max_poll_messages=max_poll_messages, poll_timeout=poll_timeout,
+                  start_offsets=start_offsets, max_poll_messages=max_poll_messages,
+                  max_epoch_updates=max_epoch_updates, poll_timeout=poll_timeout,
                   dead_letter_commit_s=dead_letter_commit_s)
 
 
@@ -126,6 +128,7 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
         build, inputs, outputs, config.client_options(),
         group_id=config.kafka.group_id,
         epochs=epochs,
+        max_epoch_updates=config.epoch.max_updates,
         dead_letter_topic=config.dead_letter_topic,
         checkpoint_dir=None if config.checkpoint.location is None else str(config.checkpoint.location),
         checkpoint_interval=config.checkpoint.interval_ns / 1e9,

@@ -66,9 +66,25 @@ class Source(Protocol):
 
     def close(self) -> None: ...
 
-    def poll(self, frontier: int, *, max_messages: int = 10_000, timeout: float = 0.05) -> Polled:
+    def poll(self, frontier: int, *, max_messages: int = 10_000, timeout: float = 0.05,
+             max_updates: int | None = None) -> Polled:
         """Read what is there (up to ``max_messages``, waiting at most ``timeout`` seconds for the
-        first); ``frontier`` is what the engine's inputs were advanced to."""
+        first); ``frontier`` is what the engine's inputs were advanced to. ``max_updates``: stop
+        after the message that brings the updates taken to that many (the rest waits)."""
+        ...
+
+    @property
+    def paused(self) -> set[tuple[str, int]]:
+        """The (topic, partition)s not read for now."""
+        ...
+
+    def pause_ahead(self, frontier: int | None) -> None:
+        """Read only the partitions that hold the inputs' frontier at ``frontier`` (the worker has
+        no room for more updates until an epoch closes) until `resume`."""
+        ...
+
+    def resume(self) -> None:
+        """Read every partition again."""
         ...
 
     def frontier(self) -> int | None:

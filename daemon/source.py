@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,6 +150,10 @@ class KafkaSource:
         self._next: dict[tuple[str, int], int] = {}  # next offset to read per (topic, partition)
         self._bindings: dict[str, ReclockBindings] = {}
         self._floors: dict[str, FloorLog] = {}
+        self._backlog: deque[Any] = deque()  # messages read and not taken yet, in order
+        self._paused: set[tuple[str, int]] = set()
+        self._hold: int | None = None  # while paused: the frontier the partitions read hold
+        self._stash: dict[tuple[str, int], list[Any]] = {}  # messages of paused partitions, in order
         self._consumer: Any = None
         self._lag_interval = lag_interval
         self._last_lag = 0.0
@@ -191,6 +196,18 @@ class KafkaSource:
             return self.consumer.consume(num_messages=max_messages, timeout=timeout)
         except KafkaException as exc:
             raise KafkaClientError(f"reading inputs {sorted(self._inputs)}: {exc}") from exc
+
+    def _pause(self, partitions: list[tuple[str, int]]) -> None:
+        try:
+            self.consumer.pause([TopicPartition(t, p) for t, p in partitions])
+        except KafkaException as exc:
+            raise KafkaClientError(f"pausing input partitions {partitions}: {exc}") from exc
+
+    def _resume(self, partitions: list[tuple[str, int]]) -> None:
+        try:
+            self.consumer.resume([TopicPartition(t, p) for t, p in partitions])
+        except KafkaException as exc:
+            raise KafkaClientError(f"resuming input partitions {partitions}: {exc}") from exc
 
     def _high_watermark(self, topic: str, partition: int) -> int | None:
         try:
@@ -258,8 +275,58 @@ class KafkaSource:
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
+        self._backlog.clear()
+        self._paused.clear()
+        self._hold = None
+        self._stash.clear()
         if consumer is not None:
             consumer.close()
+
+    @property
+    def paused(self) -> set[tuple[str, int]]:
+        """The (topic, partition)s not read for now (see `pause_ahead`)."""
+        return set(self._paused)
+
+    def pause_ahead(self, frontier: int | None) -> None:
+        """Read only the partitions that hold the inputs' ``frontier`` (the worker's input
+        frontier) until `resume`: those beyond it cannot make it move, and the worker has no room
+        for their updates. Partitions paused before and no longer beyond it (the frontier caught up
+        with them) are read again; read messages of paused ones wait, in order. Reclocked inputs
+        are paused whole when their frontier is beyond it."""
+        if frontier is None:
+            return
+        self._hold = frontier
+        ahead = set()
+        bounds = self.bounds()
+        for topic, state in self._inputs.items():
+            bound = bounds[state.spec.name]
+            for p, ps in state.progress.partitions.items():
+                if state.spec.policy == "reclock":
+                    beyond = bound is not None and bound.time > frontier
+                else:
+                    beyond = ps.frontier > frontier
+                if beyond:
+                    ahead.add((topic, p))
+        self._resume_only(sorted(self._paused - ahead))
+        new = sorted(ahead - self._paused)
+        if new:
+            self._pause(new)
+            self._paused.update(new)
+            log.debug("epoch full at frontier %s: paused %s", frontier, new)
+
+    def resume(self) -> None:
+        """Read every partition again; the messages waiting for paused ones come first."""
+        self._hold = None
+        self._resume_only(sorted(self._paused))
+
+    def _resume_only(self, partitions: list[tuple[str, int]]) -> None:
+        """Read ``partitions`` (paused) again; their waiting messages come first, in order."""
+        if not partitions:
+            return
+        self._resume(partitions)
+        self._paused.difference_update(partitions)
+        waiting = [msg for key in partitions for msg in self._stash.pop(key, ())]
+        self._backlog.extendleft(reversed(waiting))
 
     def bounds(self) -> dict[str, Bound | None]:
         """Each input's frontier now."""
@@ -320,18 +387,34 @@ class KafkaSource:
             for topic, state in self._inputs.items() if state.spec.policy != "reclock"
         }
 
-    def poll(self, frontier: int, *, max_messages: int = 10_000, timeout: float = 0.05) -> Polled:
+    def poll(
+        self, frontier: int, *, max_messages: int = 10_000, timeout: float = 0.05, max_updates: int | None = None
+    ) -> Polled:
         """Read up to ``max_messages``; ``frontier`` is what the engine's inputs were advanced to
-        (a worker has raised every partition to it already, see `raise_to`)."""
-        messages = self._consume(max_messages, timeout)
+        (a worker has raised every partition to it already, see `raise_to`). With ``max_updates``,
+        stop once that many updates are taken (the rest of a message included): messages read and
+        not taken wait, in order, for the next poll. Messages of `paused` partitions wait too."""
+        if self._backlog:
+            messages = [self._backlog.popleft() for _ in range(min(max_messages, len(self._backlog)))]
+        else:
+            messages = self._consume(max_messages, timeout)
         now_mono = self._monotonic()
         now_wall = time.time()
         polled = Polled({s.spec.name: [] for s in self._inputs.values()})
         reclock_time: int | None = None
         fresh: dict[str, dict[int, int]] = {}  # reclocked topic -> partition -> upper, newly bound
-        for msg in messages:
+        for index, msg in enumerate(messages):
+            if max_updates is not None and polled.count >= max_updates:
+                self._backlog.extendleft(reversed(messages[index:]))
+                break
             err = msg.error()
             topic, partition = msg.topic(), msg.partition()
+            if self._hold is not None and (topic, partition) not in self._paused and self._past_hold(topic, partition):
+                self._pause([(topic, partition)])  # it moved past the frontier held: it waits from here on
+                self._paused.add((topic, partition))
+            if (topic, partition) in self._paused and (err is None or err.code() == RdKafkaError._PARTITION_EOF):
+                self._stash.setdefault((topic, partition), []).append(msg)  # read again once resumed
+                continue
             if err is not None:
                 if err.code() == RdKafkaError._PARTITION_EOF:
                     self._inputs[topic].progress.on_end(partition)
@@ -421,6 +504,15 @@ class KafkaSource:
             self._last_lag = now_mono
             self._update_lag()
         return polled
+
+    def _past_hold(self, topic: str, partition: int) -> bool:
+        """Whether a partition read while others are paused (see `pause_ahead`) is now beyond the
+        frontier they wait for (its marker moved it): its next updates are not needed yet."""
+        state = self._inputs.get(topic)
+        if state is None or state.spec.policy == "reclock" or self._hold is None:
+            return False
+        ps = state.progress.partitions.get(partition)
+        return ps is not None and ps.frontier > self._hold
 
     def _apply_floors(self, state: _Input, topic: str, partition: int, offset: int) -> None:
         """Raise ``partition`` by the floors recorded at offsets up to ``offset``."""

@@ -91,6 +91,7 @@ class _Cursor:
     def __init__(self, positions: dict[tuple[str, int], int]) -> None:
         self.positions = positions
         self.at_end: set[tuple[str, int]] = set()  # partitions that reported their end since the last message
+        self.paused: set[tuple[str, int]] = set()  # partitions not read for now
         self.turn = -1  # where the last poll started
 
     def close(self) -> None:
@@ -190,7 +191,7 @@ class ReplaySource(KafkaSource):
         """Up to ``max_messages``, one message per partition in turn (fetches interleave), then an
         end-of-partition event for each partition that reached its end."""
         out: list[Any] = []
-        keys = sorted(cursor.positions)
+        keys = sorted(key for key in cursor.positions if key not in cursor.paused)
         if keys:  # each poll starts at the next partition, so none starves under max_messages
             cursor.turn = (cursor.turn + 1) % len(keys)
             keys = keys[cursor.turn:] + keys[:cursor.turn]
@@ -212,6 +213,12 @@ class ReplaySource(KafkaSource):
                 cursor.at_end.add(key)
                 out.append(_Message(key[0], key[1], cursor.positions[key], None, 0, _EndOfPartition()))
         return out
+
+    def _pause(self, partitions: list[tuple[str, int]]) -> None:
+        self.consumer.paused.update(partitions)
+
+    def _resume(self, partitions: list[tuple[str, int]]) -> None:
+        self.consumer.paused.difference_update(partitions)
 
     def _high_watermark(self, topic: str, partition: int) -> int | None:
         return len(self._logs[topic][partition])

@@ -4,11 +4,15 @@ The worker knows the `io.Source` and `io.Sink` protocols only: `factory` builds 
 (`KafkaSource`, `KafkaSink`, `Recovery`, `TopicWatch` from one config), `testing` over memory.
 
 A step polls a batch of messages and feeds the good updates to the dataflow's inputs at once
-(the engine accepts any time at or beyond its frontier, so nothing is buffered here). When the
-epoch policy says so, the epoch ``[lower, upper)`` closes: every input advances to ``upper``,
-the dataflow runs, each output capture drains the updates that became final (times below
-``upper``), and the sink publishes them with progress markers, committing the consumed input
-offsets (and the dead letters written meanwhile) in the same transaction when it can.
+(the engine accepts any time at or beyond its frontier, so nothing is buffered here), but never
+more than ``max_epoch_updates`` that no closed epoch holds yet (``open_updates``; one message may
+overshoot): then the epoch closes at the input frontier, or if it cannot (a partition holds the
+frontier back) only the partitions holding it are read, the others paused until an epoch closes
+(`Source.pause_ahead`). So a backlog is caught up in epochs of bounded size, in bounded memory.
+When the epoch policy says so, the epoch ``[lower, upper)`` closes: every input advances to
+``upper``, the dataflow runs, each output capture drains the updates that became final (times
+below ``upper``), and the sink publishes them with progress markers, committing the consumed
+input offsets (and the dead letters written meanwhile) in the same transaction when it can.
 
 Without a checkpoint directory a worker rebuilds its state by replaying the input topics from
 the beginning; the sink then skips times the result topics already hold as final. With one
@@ -38,6 +42,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType, TracebackType
 from typing import Any
+
+import numpy as np
 
 from .exceptions import KafkaClientError, OptionsError, TopicChanged, WorkerError
 from .kafka import bounded
@@ -71,6 +77,7 @@ class Worker:
         watch: Callable[[], TopicWatch] | None = None,
         start_offsets: Mapping[tuple[str, int], int] | None = None,
         max_poll_messages: int = 10_000,
+        max_epoch_updates: int | None = 100_000,
         poll_timeout: float = 0.05,
         dead_letter_commit_s: float = 5.0,
     ) -> None:
@@ -85,6 +92,8 @@ class Worker:
             raise OptionsError(f"Worker dataflow: expected a callable, got {dataflow!r}")
         if type(max_poll_messages) is not int or max_poll_messages <= 0:
             raise OptionsError(f"Worker max_poll_messages: expected a positive int, got {max_poll_messages!r}")
+        if max_epoch_updates is not None and (type(max_epoch_updates) is not int or max_epoch_updates <= 0):
+            raise OptionsError(f"Worker max_epoch_updates: expected a positive int or None, got {max_epoch_updates!r}")
         for side, obj, kind in (("source", source, Source), ("sink", sink, Sink)):
             if not isinstance(obj, kind):
                 raise OptionsError(f"Worker {side}: {obj!r} does not implement ddflow.daemon.io.{kind.__name__}")
@@ -97,6 +106,7 @@ class Worker:
         self.stats = stats or source.stats
         self.start_offsets = start_offsets
         self.max_poll_messages = max_poll_messages
+        self.max_epoch_updates = max_epoch_updates
         self.poll_timeout = poll_timeout
         self.dead_letter_commit_s = dead_letter_commit_s
         self.recovery = recovery
@@ -116,6 +126,9 @@ class Worker:
         self._epoch_opened = time.monotonic()
         self._epoch_in: dict[str, int] = {}
         self._waiting: deque[tuple[str, float, int, int]] = deque()  # latency bookkeeping per batch
+        self._open_times: list[Any] = []  # times (numpy) of the updates fed at or beyond the frontier
+        self.open_updates = 0  # updates fed and in no closed epoch yet (held by the engine)
+        self.peak_open_updates = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -222,7 +235,21 @@ class Worker:
         self._doing("polling the inputs")
         self.stats.loop_time = time.time()
         late_at = self.frontier if self._loading is None else max(self.frontier, self._held)
-        polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=self.poll_timeout)
+        room = None
+        if self.max_epoch_updates is not None:
+            room = self.max_epoch_updates - self.open_updates
+            if room <= 0:  # the epoch is full: close it if the frontier allows, else read only what holds it
+                if self._loading is None:
+                    report = self._maybe_close(force=False, full=True)
+                    if report is not None:
+                        return report
+                frontier = self.source.frontier()
+                self.source.pause_ahead(frontier)
+                # the partitions holding the frontier, each up to its next marker (without a
+                # frontier yet, nothing is paused: one message with updates at a time)
+                room = None if frontier is not None else 1
+        polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=self.poll_timeout,
+                                  max_updates=room)
         for name, updates in polled.updates.items():
             if not updates:
                 continue
@@ -236,8 +263,11 @@ class Worker:
                 ) from exc
             if self.recovery is not None:
                 self.recovery.feed(name, updates)
+            self._open_times.append(np.asarray(times, dtype=np.int64))
+            self.open_updates += len(updates)
             self._epoch_records += len(updates)
             self._epoch_in[name] = self._epoch_in.get(name, 0) + len(updates)
+        self.peak_open_updates = max(self.peak_open_updates, self.open_updates)
         self._waiting.extend(polled.batches)
         if self.sink.staged_for() > self.dead_letter_commit_s:
             self.sink.commit_dead_letters()
@@ -279,14 +309,19 @@ class Worker:
         self.recovery.restarted_timer()
         return self._close_epoch(frontier)
 
-    def _maybe_close(self, *, force: bool) -> EpochReport | None:
+    def _maybe_close(self, *, force: bool, full: bool = False) -> EpochReport | None:
+        """Close the epoch if the policy says so; ``force`` (stopping) or ``full`` (the epoch holds
+        ``max_epoch_updates``): at the frontier if the policy's grid has no boundary there."""
         frontier = self.source.frontier()
         self.stats.input_frontier = frontier
         opened_for = time.monotonic() - self._epoch_opened
+        beyond = frontier if frontier is not None and frontier > self.frontier else None
         if force:  # stopping: publish everything complete, off the epoch grid if need be
-            upper = frontier if frontier is not None and frontier > self.frontier else None
+            upper = beyond
         else:
             upper = self.epoch_policy.next_upper(frontier, self.frontier, self._epoch_records, opened_for)
+            if upper is None and full:
+                upper = beyond
         return None if upper is None else self._close_epoch(upper)
 
     def _close_epoch(self, upper: int) -> EpochReport:
@@ -338,6 +373,10 @@ class Worker:
         self._epoch_records = 0
         self._epoch_in = {}
         self._epoch_opened = time.monotonic()
+        self._open_times = [kept for kept in (t[t >= upper] for t in self._open_times) if len(kept)]
+        self.open_updates = sum(len(t) for t in self._open_times)
+        if self.max_epoch_updates is None or self.open_updates < self.max_epoch_updates:
+            self.source.resume()  # room again: partitions paused while the epoch was full are read again
         self.stats.epoch_published(report)
         if self.recovery is not None:
             self._doing(f"epoch [{lower}, {upper}): checkpointing")

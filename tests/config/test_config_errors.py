@@ -137,6 +137,18 @@ topic = "edges"
     assert "'edges' is also an input topic" in str(err)
 
 
+def test_epoch_max_updates_bounds_the_updates_fed_per_epoch(tmp_path: Path) -> None:
+    from ddflow.daemon.service import make_worker
+    from ddflow.daemon.stats import Stats
+
+    assert load_config(write(tmp_path, VALID)).epoch.max_updates == 100_000
+    config = load_config(write(tmp_path, VALID + "[epoch]\nmax_updates = 5000\n"))
+    assert config.epoch.max_updates == 5000 and config.redacted()["epoch"]["max_updates"] == 5000
+    assert make_worker(config, Stats()).max_epoch_updates == 5000
+    err = error_for(tmp_path, VALID + "[epoch]\nmax_updates = 0\n")
+    assert err.keys == ["epoch.max_updates"]
+
+
 def test_epoch_fixed_and_variable_conflict(tmp_path: Path) -> None:
     err = error_for(tmp_path, VALID + '[epoch]\nresolution = "1ms"\nmax_delay = "5ms"\n')
     assert err.keys == ["epoch.resolution"]
