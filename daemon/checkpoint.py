@@ -36,6 +36,7 @@ CHECKPOINT_PREFIX = "checkpoint-"
 _NAME = re.compile(r"^checkpoint-(\d{10})$")
 
 Update = tuple[Any, int, int]
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class InputState:
@@ -50,7 +51,9 @@ class InputState:
         self.pending.extend(updates)
 
     def fold(self, upper: int) -> None:
-        """Move the pending updates at times ``< upper`` into ``base`` (an epoch was published)."""
+        """Move the pending updates at times ``< upper`` into ``base`` (an epoch closed). Raises
+        ``OverflowError`` naming the record and time when a count would leave int64 (a checkpoint
+        stores counts as int64); the state is then unusable."""
         if not self.pending:
             return
         base = self.base
@@ -59,6 +62,8 @@ class InputState:
             record, t, diff = update
             if t < upper:
                 count = base.get(record, 0) + diff
+                if not _INT64_MIN <= count <= _INT64_MAX:
+                    raise OverflowError(f"the count of {record!r} would be {count} at time {t}: outside int64")
                 if count:
                     base[record] = count
                 else:

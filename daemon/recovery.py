@@ -40,7 +40,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
 from .checkpoint import CheckpointStore, InputState
-from .exceptions import KafkaClientError, OptionsError, RecoveryError, SnapshotError
+from .exceptions import KafkaClientError, OptionsError, RecoveryError, SnapshotError, WorkerError
 from .floors import FloorLog
 from .kafka import client_config, topic_partitions
 from .reclock import ReclockBindings
@@ -261,6 +261,17 @@ class Recovery:
     def on_checkpoint(self, listener: Callable[[Snapshot], None]) -> None:
         """Call ``listener(snapshot)`` (in the worker's thread) after each checkpoint is written."""
         self._listeners.append(listener)
+
+    def fold(self, upper: int) -> None:
+        """Fold the updates at times ``< upper`` into the checkpoint state (before the epoch up to
+        ``upper`` is published). Raises `WorkerError` when an input's count would leave int64."""
+        if self.store is None:
+            return
+        for name, state in self.states.items():
+            try:
+                state.fold(upper)
+            except OverflowError as exc:
+                raise WorkerError(f"input {name!r}: {exc}") from exc
 
     def epoch_published(
         self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False,

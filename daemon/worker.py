@@ -12,7 +12,10 @@ frontier back) only the partitions holding it are read, the others paused until 
 When the epoch policy says so, the epoch ``[lower, upper)`` closes: every input advances to
 ``upper``, the dataflow runs, each output capture drains the updates that became final (times
 below ``upper``), and the sink publishes them with progress markers, committing the consumed
-input offsets (and the dead letters written meanwhile) in the same transaction when it can.
+input offsets (and the dead letters written meanwhile) in the same transaction when it can. A
+multiplicity outside int64 (the engine's `DiffError`, or an input's count in the checkpoint state)
+stops the worker with a `WorkerError` naming the step, operator, record and time, before anything
+of that epoch is published or committed.
 
 Without a checkpoint directory a worker rebuilds its state by replaying the input topics from
 the beginning; the sink then skips times the result topics already hold as final. With one
@@ -57,6 +60,10 @@ from .wire import MIN_TIME
 __all__ = ["Worker", "DataflowFactory", "stop_on_signals"]
 
 log = logging.getLogger("ddflow.daemon.worker")
+
+# why an epoch stopped the worker when a multiplicity would leave int64 (see `Worker._close_epoch`)
+REFUSED = ("a multiplicity outside int64 was refused (nothing of this epoch is published; a restart stops here "
+           "again until the input is corrected)")
 
 # factory(dataflow, {input name: Collection}) -> {output name: Collection}
 DataflowFactory = Callable[[Any, Mapping[str, Any]], Mapping[str, Any]]
@@ -325,6 +332,8 @@ class Worker:
         return None if upper is None else self._close_epoch(upper)
 
     def _close_epoch(self, upper: int) -> EpochReport:
+        from ..operators.errors import DiffError  # loaded with the dataflow already
+
         lower = self.frontier
         started = time.perf_counter()
         step = "advancing inputs"
@@ -334,8 +343,12 @@ class Worker:
                 session.advance_to(upper)
             step = "running the dataflow"
             self.dataflow.run()
-            step = "draining outputs"
-            outputs = {name: capture.drain() for name, capture in self._captures.items()}
+            outputs = {}
+            for name, capture in self._captures.items():
+                step = f"draining output {name!r}"
+                outputs[name] = capture.drain()
+        except DiffError as exc:  # nothing of the epoch is published nor its input offsets committed
+            raise WorkerError(f"epoch [{lower}, {upper}): {step}: {REFUSED}: {exc}") from exc
         except Exception as exc:
             raise WorkerError(f"epoch [{lower}, {upper}): {step}: {type(exc).__name__}: {exc}") from exc
         for name, updates in outputs.items():
@@ -345,6 +358,11 @@ class Worker:
                     f"epoch [{lower}, {upper}): output {name!r} drained {len(late)} updates outside the epoch, "
                     f"e.g. {late[0]!r:.120}"
                 )
+        if self.recovery is not None:
+            try:
+                self.recovery.fold(upper)  # the checkpoint state, before anything depends on it
+            except WorkerError as exc:
+                raise WorkerError(f"epoch [{lower}, {upper}): checkpoint state: {REFUSED}: {exc}") from exc
         self._doing(f"epoch [{lower}, {upper}): publishing")
         self.source.raise_to(upper)  # partitions behind the new frontier (idle ones) start there
         self.source.persist()  # reclock times and partition floors are durable before outputs depend on them

@@ -74,8 +74,16 @@ class Capture(Node):
         return self._as_list(self._held)
 
     def drain(self) -> list[tuple[object, object, int]]:
-        """The consolidated final updates received since the previous drain."""
-        u = consolidate(concat(self._undrained, 1, self.scope.depth))
+        """The consolidated final updates received since the previous drain; raises
+        :class:`DiffError` (naming the record and time; nothing is forgotten) when the diffs of a
+        record at one time sum outside int64."""
+        try:
+            u = consolidate(concat(self._undrained, 1, self.scope.depth))
+        except DiffError as exc:
+            time = exc.time if exc.time is None or len(exc.time) != 1 else exc.time[0]
+            raise DiffError(f"{self.name}: the diffs of {describe_ids(self, exc.record_ids)} at time {time!r} sum "
+                            "outside int64 (refused, not wrapped)", record_ids=exc.record_ids, time=exc.time,
+                            operator=self.name) from exc
         self._undrained = []
         return self._as_list(u)
 
