@@ -143,6 +143,19 @@ def _find(keys, x):
 
 
 @helper
+def _key_indices(keys, ids):
+    """Per id its index in the sorted distinct ``keys`` (every id must be one of them): a binary
+    search only where the id differs from the previous one (ids in key runs cost one compare)."""
+    out = np.empty(ids.shape[0], np.int64)
+    last = -1
+    for i in range(ids.shape[0]):
+        if last < 0 or keys[last] != ids[i]:
+            last = _find(keys, ids[i])
+        out[i] = last
+    return out
+
+
+@helper
 def _by_key(kidx, perm, nk):
     """``perm`` stably reordered by ``kidx[perm]`` (keys ``0..nk-1``), and per key the offsets of
     its run: ``[offs[k], offs[k + 1])``."""
@@ -159,6 +172,32 @@ def _by_key(kidx, perm, nk):
         k = kidx[i]
         out[pos[k]] = i
         pos[k] += 1
+    return out, offs
+
+
+@helper
+def _sorted_by_key(kidx, idx, values, nk):
+    """The indices ``idx`` grouped by key ``kidx[i]`` (keys ``0..nk-1``, a counting sort) and within a
+    key ordered by ``values[i]`` (ties in any order), and per key the offsets of its run:
+    ``[offs[k], offs[k + 1])``. Runs are sorted one by one (insertion sort when short), so the cost
+    is that of many small sorts, not of one sort of everything."""
+    out, offs = _by_key(kidx, idx, nk)
+    for k in range(nk):
+        lo, hi = offs[k], offs[k + 1]
+        if hi - lo <= 64:
+            for i in range(lo + 1, hi):
+                x = out[i]
+                v = values[x]
+                j = i - 1
+                while j >= lo and values[out[j]] > v:
+                    out[j + 1] = out[j]
+                    j -= 1
+                out[j + 1] = x
+        else:
+            run = out[lo:hi].copy()
+            order = _argsort(_gather(values, run))
+            for i in range(hi - lo):
+                out[lo + i] = run[order[i]]
     return out, offs
 
 
@@ -201,17 +240,12 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
     m, q = in_k.shape[0], out_k.shape[0]
     status = OK
     first = np.full(nk, _MAX, np.int64)
-    ck = np.empty(cand_k.shape[0], np.int64)
+    ck = _key_indices(keys, cand_k)
     for i in range(ck.shape[0]):
-        ck[i] = _find(keys, cand_k[i])
         if cand_t[i] < first[ck[i]]:
             first[ck[i]] = cand_t[i]
-    ik = np.empty(m, np.int64)
-    for j in range(m):
-        ik[j] = _find(keys, in_k[j])
-    ok = np.empty(q, np.int64)
-    for j in range(q):
-        ok[j] = _find(keys, out_k[j])
+    ik = _key_indices(keys, in_k)
+    ok = _key_indices(keys, out_k)
 
     # rows inside the round's slice; the others are times to revisit
     in_in = np.empty(m, np.bool_)
@@ -258,7 +292,7 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
             xk[n], xt[n] = ok[j], out_t[j, 0]
             n += 1
     xk, xt = xk[:n], xt[:n]
-    o, _ = _by_key(xk, _argsort(xt), nk)
+    o, _ = _sorted_by_key(xk, np.arange(n), xt, nk)
     pk = np.empty(n, np.int64)
     pa = np.empty(n, np.int64)
     p_off = np.zeros(nk + 1, np.int64)
@@ -280,8 +314,7 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
             sel[n] = j
             n += 1
     sel = sel[:n]
-    by_order = _gather(sel, _argsort(_gather(in_o, sel)))
-    by_order, _ = _by_key(ik, by_order, nk)
+    by_order, _ = _sorted_by_key(ik, sel, in_o, nk)
     row_slot = np.empty(m, np.int64)
     slot_val = np.empty(sel.shape[0], np.int64)
     slot_ord = np.empty(sel.shape[0], np.int64)
@@ -298,10 +331,10 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
         row_slot[j] = n_slots - 1
     for key in range(nk):
         s_off[key + 1] += s_off[key]
-    tcol = np.empty(sel.shape[0], np.int64)
-    for i in range(sel.shape[0]):
-        tcol[i] = in_t[sel[i], 0]
-    by_time, r_off = _by_key(ik, _gather(sel, _argsort(tcol)), nk)
+    tcol = np.empty(m, np.int64)
+    for j in range(m):
+        tcol[j] = in_t[j, 0]
+    by_time, r_off = _sorted_by_key(ik, sel, tcol, nk)
 
     # the sweep: each key's rows applied in time order, the logic read at each of its points
     cnt = np.zeros(n_slots, np.int64)  # per slot its count modulo 2**64, and how often it wrapped:

@@ -128,3 +128,34 @@ def test_extremes_of_one_key_all_equal_rows():
     got = kr.reduce_points(a([1]), a([1]), a([0]), a([1, 1]), a([5, 5]), a([5, 5]), t[:2], a([MAX, 1]), a([]),
                            np.empty((0, 1), dtype=np.int64), a([]), kr.TOTAL, 1)
     assert got[8] == kr.DIFF_OVERFLOW and got[9] == 0
+
+
+@st.composite
+def long_runs(draw):
+    """Rounds of one or two keys with well over 64 history rows each: a key's rows and points are
+    sorted by the longer-run path of the kernel."""
+    depth = draw(st.integers(1, 3))
+    inner = np.array(draw(st.lists(st.integers(0, 3), min_size=depth - 1, max_size=depth - 1)), dtype=np.int64)
+    keys = sorted(draw(st.lists(st.integers(0, 9), min_size=1, max_size=2, unique=True)))
+    cands = [(k, draw(st.integers(0, 40))) for k in keys]
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n_in, n_out = draw(st.integers(65, 200)), draw(st.integers(0, 100))
+
+    def rows(n):
+        return [(keys[int(rng.integers(len(keys)))], int(rng.integers(6)),
+                 (int(rng.integers(60)), *(int(x) for x in rng.integers(0, 5, depth - 1))),
+                 int(rng.choice([-2, -1, 1, 2]))) for _ in range(n)]
+
+    order = dict(zip(range(6), draw(st.permutations([-7, 0, 3, 10**17, -(10**18), MAX // 3]))))
+    return depth, inner, keys, cands, rows(n_in), rows(n_out), order
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_long_key_runs_match_reference(mode):
+    @settings(max_examples=15, deadline=None)
+    @given(long_runs(), st.integers(1, 4))
+    def check(r, k):
+        check_round(r, mode, k)
+
+    check()
