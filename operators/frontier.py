@@ -66,9 +66,13 @@ class Antichain:
 
     def beyond(self, times: np.ndarray) -> np.ndarray:
         """Vectorized: mask of rows of an ``(n, d)`` array that are beyond the frontier."""
-        if not self._elements:
-            return np.zeros(len(times), dtype=bool)
-        mask = np.zeros(len(times), dtype=bool)
+        n = len(times)
+        if not self._elements or n == 0:
+            return np.zeros(n, dtype=bool)
+        if n == 1:  # one row (common at one change per epoch): compared as a tuple, no array passes
+            t = tuple(times[0].tolist())
+            return np.array([any(_le(e, t) for e in self._elements)])
+        mask = np.zeros(n, dtype=bool)
         columns = [times[:, j] for j in range(times.shape[1])]
         for e in self._elements:
             inside = columns[0] >= e[0]

@@ -71,8 +71,7 @@ class Join(Node):
                     parts.append(product(d_a, d_b, -1))
             self._emit([p for p in parts if len(p[0])])
         for h in (self.left_handle, self.right_handle):
-            h.set_logical_compaction(frontier)
-            h.set_physical_compaction(frontier)
+            h.set_compaction(frontier)
             if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads
                 h.drop()
 

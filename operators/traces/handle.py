@@ -50,6 +50,21 @@ class TraceHandle:
         self.trace._physical_holds.update_frontier(self.physical, frontier)
         self.physical = frontier
 
+    def set_compaction(self, frontier: Antichain) -> None:
+        """Both :meth:`set_logical_compaction` and :meth:`set_physical_compaction` to ``frontier`` (one
+        check when the two frontiers are the same, as they are after a first call)."""
+        if self.physical is not self.logical:
+            self.set_logical_compaction(frontier)
+            self.set_physical_compaction(frontier)
+            self.physical = self.logical
+            return
+        if frontier == self.logical:
+            return
+        self._check(frontier, self.logical, "logical")
+        self.trace._logical_holds.update_frontier(self.logical, frontier)
+        self.trace._physical_holds.update_frontier(self.physical, frontier)
+        self.logical = self.physical = frontier
+
     def _check(self, new: Antichain, old: Antichain, what: str) -> None:
         if self._dropped:
             raise CompactionError("trace handle already dropped")

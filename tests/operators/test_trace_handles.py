@@ -40,3 +40,26 @@ def test_joins_and_reductions_drop_their_handles_when_their_inputs_close():
     assert lowest.at(5) == {(1, 20): 1}
     df.run()  # running again after the drop reads nothing and raises nothing
     assert joined.at(5) == {(1, (10, 20)): 1, (1, (11, 20)): 1}
+
+
+def test_set_compaction_moves_both_holds_and_refuses_going_back():
+    import pytest
+
+    from ddflow.operators.errors import CompactionError
+    from ddflow.operators.frontier import Antichain
+    from ddflow.operators.traces.spine import Spine
+
+    spine = Spine(2)
+    a, b = spine.handle(), spine.handle()
+    a.set_compaction(Antichain([(3, 1)]))
+    b.set_compaction(Antichain([(2, 5), (4, 0)]))
+    assert spine.logical_frontier() == Antichain([(2, 5), (3, 1), (4, 0)])
+    assert spine.physical_frontier() == Antichain([(2, 5), (3, 1), (4, 0)])
+    a.set_compaction(Antichain([(3, 1)]))  # the same frontier again: nothing changes
+    a.set_compaction(Antichain([(5, 2)]))
+    assert spine.logical_frontier() == spine.physical_frontier() == Antichain([(2, 5), (4, 0)])
+    with pytest.raises(CompactionError, match="backwards"):
+        a.set_compaction(Antichain([(4, 2)]))
+    b.drop()
+    a.drop()
+    assert spine._logical_holds.is_empty() and spine._physical_holds.is_empty()

@@ -132,8 +132,7 @@ class Reduce(Node):
         if len(cand_keys):
             self._process(cand_keys, cand_times, frontier)
         for h in (self.handle, self.output_handle):
-            h.set_logical_compaction(frontier)
-            h.set_physical_compaction(frontier)
+            h.set_compaction(frontier)
             if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads
                 h.drop()
 
