@@ -66,13 +66,17 @@ def workload() -> None:
 
 def edge_cases() -> None:
     """Kernels a small dataflow does not reach: the consolidation of rows wider than 64 bits (times
-    far apart with large diffs) and the radix sort's own entry point."""
+    far apart with large diffs), the radix sort's own entry point and the input batch decoder."""
     import numpy as np
 
     from .consolidate import consolidate
     from .sorting import radix_sort
+    from .unpack import unpack_batch
 
     consolidate([np.array([0, 1, 0])], np.array([[0], [2**62], [0]]), np.array([3, -5, 1]))
+    # msgpack batches into columns (the daemon's inputs): [[[1, 2.5, true], 3, 1]]
+    unpack_batch(np.frombuffer(b"\x91\x93\x93\x01\xcb\x40\x04\x00\x00\x00\x00\x00\x00\xc3\x03\x01",
+                               dtype=np.uint8), np.array([0, 1, 2], dtype=np.int64))
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), None)
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), np.arange(3))
 
