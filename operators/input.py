@@ -64,7 +64,11 @@ class InputNode(Node):
 
     def _ids(self, records: list | np.ndarray) -> np.ndarray:
         if isinstance(records, np.ndarray):
-            return self.interner.int_ids(records)
+            if records.ndim == 1:
+                return self.interner.int_ids(records)
+            if records.shape[1] == 2:  # (int, int) records: pairs of int ids, no tuple built
+                return self.interner.pair(self.interner.int_ids(records[:, 0]), self.interner.int_ids(records[:, 1]))
+            return self.interner.ids(list(map(tuple, records.tolist())))
         return self.interner.ids(records)
 
     def holds_work(self) -> bool:
@@ -92,7 +96,9 @@ def _int_column(values, what: str, error: type[Exception]) -> np.ndarray:
 
 
 def _record(records: list | np.ndarray, i: int) -> object:
-    return records[i].item() if isinstance(records, np.ndarray) else records[i]
+    if isinstance(records, np.ndarray):
+        return records[i].item() if records.ndim == 1 else tuple(records[i].tolist())
+    return records[i]
 
 
 class InputSession:
@@ -145,9 +151,13 @@ class InputSession:
     def update_many(self, records, times, diffs) -> None:
         """Many updates at once, validated as whole columns; all are rejected if any is invalid.
 
-        ``records`` may be a one-dimensional integer numpy array: its records are Python ints
-        (interned as a column, without a Python object per record)."""
-        if isinstance(records, np.ndarray) and records.ndim == 1 and records.dtype.kind in "iu":
+        ``records`` may be an integer numpy array: one-dimensional, its records are Python ints;
+        two-dimensional ``(n, k)``, record ``i`` is the tuple of row ``i``'s ints (``k >= 1``). Such
+        records are interned from the columns, without a Python object per record (for ``k == 1``
+        and ``k > 2``, tuples are built in bulk)."""
+        if isinstance(records, np.ndarray) and records.ndim in (1, 2) and records.dtype.kind in "iu":
+            if records.ndim == 2 and records.shape[1] == 0:
+                raise ShapeError("update_many: a two-dimensional records array needs at least one column")
             records = records.copy()
         else:
             records = list(records)

@@ -108,7 +108,7 @@ def same(a, b) -> bool:
         for x, y in zip(a, b, strict=True))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(messages())
 def test_kernel_and_reference_agree(message):
     kinds, body = message

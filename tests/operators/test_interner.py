@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators import Dataflow, ShapeError
+from ddflow.operators import Dataflow, DiffError, ShapeError
 from ddflow.operators.values.interner import Interner
 from ddflow.operators.values.keytable import KeyTable
 from ddflow.operators.values.memo import Memo
@@ -258,3 +258,37 @@ def test_integer_columns_enter_as_ints():
     recs.close()
     df.run()
     assert probe.at(2) == {("int", 3): 3, ("int", 4): 1}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3), st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-3, 3)), max_size=30),
+       st.sampled_from([np.int64, np.int32, np.uint64]))
+def test_update_many_takes_rows_of_an_int_array_as_tuples(width, rows, dtype):
+    """A two-dimensional int array feeds record i = the tuple of row i: the same collection as the
+    tuples themselves (pairs interned from the columns, other widths as tuples)."""
+    info = np.iinfo(dtype)
+    values = [[(a + j) % (int(info.max) + 1 - int(info.min)) + int(info.min) for j in range(width)] for a, _ in rows]
+    times = [abs(t) for _, t in rows]
+    diffs = [t or 1 for _, t in rows]
+    df = Dataflow()
+    columns, tuples = df.new_input("columns"), df.new_input("tuples")
+    got = columns.collection.map(lambda r: (type(r).__name__, r)).distinct().capture()
+    want = tuples.collection.map(lambda r: (type(r).__name__, r)).distinct().capture()
+    counted = columns.collection.count().capture()
+    counted_want = tuples.collection.count().capture()
+    columns.update_many(np.array(values, dtype=dtype).reshape(len(rows), width), times, diffs)
+    tuples.update_many([tuple(v) for v in values], times, diffs)
+    columns.close()
+    tuples.close()
+    df.run()
+    for t in range(4):
+        assert got.at(t) == want.at(t) and counted.at(t) == counted_want.at(t)
+
+
+def test_update_many_names_a_bad_row_as_its_tuple():
+    df = Dataflow()
+    recs = df.new_input("recs")
+    with pytest.raises(DiffError, match=r"record \(5, 6\)"):
+        recs.update_many(np.array([[1, 2], [5, 6]]), [0, 0], [1, 0])
+    with pytest.raises(ShapeError, match="at least one column"):
+        recs.update_many(np.empty((2, 0), dtype=np.int64), [0, 0], [1, 1])
