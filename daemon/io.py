@@ -4,7 +4,7 @@ A `Worker` drives one `Source` and one `Sink` and knows nothing of Kafka. The Ka
 implementations are `source.KafkaSource` and `sink.KafkaSink`, built from a config in one place
 (`factory`); `testing.ReplaySource` and `testing.ListSink` are in-memory ones for tests.
 
-Per poll, a source returns a `Polled`: the good updates ``(data, time, diff)`` per input, already
+Per poll, a source returns a `Polled`: the good updates per input as columns (`block.Block`), already
 decoded, validated, and moved or dropped by the late policy (bad ones it wrote as dead letters
 through the sink's `dead_letters` writer); its `frontier` is the meet of what the inputs promised
 so far. Its positions are ``(topic, partition) -> next offset to read``: everything before was
@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .block import Block
 from .deadletter import DeadLetterWriter
 from .stats import Stats
 
@@ -33,16 +34,22 @@ Offsets = Mapping[tuple[str, int], int]  # (topic, partition) -> next offset to 
 
 @dataclass
 class Polled:
-    """The result of one poll: good updates per input, and latency bookkeeping."""
+    """The result of one poll: good updates per input as `block.Block` columns (one block per
+    message, in order), and latency bookkeeping."""
 
-    updates: dict[str, list[Update]]
+    blocks: dict[str, list[Block]]
     messages: int = 0
     # (input, arrival wall-clock seconds of the earliest message, number of updates, largest time)
     batches: list[tuple[str, float, int, int]] = field(default_factory=list)
 
     @property
     def count(self) -> int:
-        return sum(len(u) for u in self.updates.values())
+        return sum(len(b) for blocks in self.blocks.values() for b in blocks)
+
+    @property
+    def updates(self) -> dict[str, list[Update]]:
+        """The good updates per input as ``(data, time, diff)`` tuples (built on each call)."""
+        return {name: [u for b in blocks for u in b.rows()] for name, blocks in self.blocks.items()}
 
 
 @runtime_checkable

@@ -39,6 +39,7 @@ from .deadletter import DeadLetterWriter
 from .exceptions import KafkaClientError, OptionsError, RecoveryError
 from .floors import FloorLog
 from .formats import Decoder, decoder
+from .block import Block
 from .io import Polled, Update
 from .kafka import client_config, topic_partitions
 from .progress import LATE_POLICIES, POLICIES, Bound, InputProgress, ReclockClock, meet_bounds
@@ -453,8 +454,7 @@ class KafkaSource:
                 else:
                     stats.progress_markers += 1
                     state.progress.on_progress(partition, decoded.progress)
-            updates = decoded.updates
-            if not updates:
+            if not len(decoded):
                 if bad:
                     self._dead_letter(spec, topic, partition, offset, value, bad)
                 continue
@@ -475,30 +475,30 @@ class KafkaSource:
                     t = reclock_time
                     if bindings is not None:
                         fresh.setdefault(topic, {})[partition] = offset + 1
-                updates = [(d, t, r) for d, _, r in updates]
+                block = decoded.block_at(t)
                 lo = hi = t
             else:
+                block = decoded.block
                 behind = self._partition_frontier(state, topic, partition, offset, frontier)
-                times = [u[1] for u in updates]
-                lo, hi = min(times), max(times)
+                lo, hi = int(block.times.min()), int(block.times.max())
                 if lo < behind:
-                    updates = self._late(spec, stats, decoded, behind, bad)
+                    block = Block.from_rows(self._late(spec, stats, decoded, behind, bad))
                 state.progress.on_times(partition, hi)
             if bad:
                 self._dead_letter(spec, topic, partition, offset, value, bad)
-            if not updates:
+            if not len(block):
                 continue
-            polled.updates[spec.name].extend(updates)
-            stats.updates += len(updates)
+            polled.blocks[spec.name].append(block)
+            stats.updates += len(block)
             ts_type, ts_ms = msg.timestamp()
             arrival = ts_ms / 1000.0 if ts_type != 0 and 0 < ts_ms / 1000.0 <= now_wall else now_wall
-            polled.batches.append((spec.name, arrival, len(updates), max(hi, frontier)))
+            polled.batches.append((spec.name, arrival, len(block), max(hi, frontier)))
         if fresh and reclock_time is not None:
             for topic, upper in fresh.items():
                 self._bindings[topic].bind(reclock_time, upper)
         if polled.messages:
             for state in self._inputs.values():
-                if polled.updates[state.spec.name]:
+                if polled.blocks[state.spec.name]:
                     state.stats.last_update_time = now_wall
         if now_mono - self._last_lag >= self._lag_interval:
             self._last_lag = now_mono

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from ..operators.partition import partition_of
+from .block import Block
 from .exceptions import OptionsError, WireError
 
 __all__ = [
@@ -147,20 +149,60 @@ class Malformed:
     index: int | None = None
 
 
-@dataclass
 class Decoded:
     """The content of one input message: good updates, a progress time, and bad parts.
 
-    ``indexes``: the position in the message of each good update, when the message is a batch
-    some of whose updates are bad (None: the updates are the batch's, in order, or the message is
-    a single update). ``single``: the message is one update, not a batch."""
+    The good updates are ``updates`` (``(data, time, diff)`` tuples) or, equivalently, ``block``
+    (the same as columns, see `block.Block`): a message decoded straight into columns has only its
+    block until its rows are asked for, and the other way round. ``indexes``: the position in the
+    message of each good update, when the message is a batch some of whose updates are bad (None:
+    the updates are the batch's, in order, or the message is a single update). ``single``: the
+    message is one update, not a batch. ``tombstone``: a null value (Debezium's after a delete),
+    skipped and counted, not an error."""
 
-    updates: list[tuple[Any, int | None, int]]
-    progress: int | None = None
-    malformed: list[Malformed] | None = None
-    indexes: list[int] | None = None
-    single: bool = False
-    tombstone: bool = False  # a null value (Debezium's after a delete): skipped and counted, not an error
+    __slots__ = ("_updates", "_block", "progress", "malformed", "indexes", "single", "tombstone")
+
+    def __init__(
+        self,
+        updates: list[tuple[Any, int | None, int]] | None = None,
+        progress: int | None = None,
+        malformed: list[Malformed] | None = None,
+        indexes: list[int] | None = None,
+        single: bool = False,
+        tombstone: bool = False,
+        *,
+        block: Block | None = None,
+    ) -> None:
+        self._updates = updates if updates is not None or block is not None else []
+        self._block = block
+        self.progress = progress
+        self.malformed = malformed
+        self.indexes = indexes
+        self.single = single
+        self.tombstone = tombstone
+
+    @property
+    def updates(self) -> list[tuple[Any, int | None, int]]:
+        if self._updates is None:
+            assert self._block is not None
+            self._updates = self._block.rows()
+        return self._updates
+
+    @property
+    def block(self) -> Block:
+        if self._block is None:
+            self._block = Block.from_rows(self._updates)  # type: ignore[arg-type]
+        return self._block
+
+    def block_at(self, time: int) -> Block:
+        """The good updates as a block, all at ``time`` (their own times may be None)."""
+        if self._block is not None:
+            return self._block.at(time)
+        return Block.from_rows(self._updates, time=time)  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        """The number of good updates."""
+        return len(self._block) if self._block is not None else len(self._updates)  # type: ignore[arg-type]
 
     def index(self, i: int) -> int | None:
         """The position in the message of ``updates[i]`` (None for a single-update message)."""
@@ -206,6 +248,11 @@ class _Validator:
         self.arity = None if self.types is None else len(self.types)
         self.all_any = self.types is None or all(t == "any" for t in self.types)
         self.time_required = fmt.time_required
+        # fields all int/float/bool: batches are decoded straight into columns (kernels.unpack)
+        self.kinds = None
+        if self.types is not None and all(t in _KINDS for t in self.types):
+            self.kinds = np.array([_KINDS[t] for t in self.types], dtype=np.int64)
+            self.all_int = all(t == "int" for t in self.types)
 
     def check(self, item: Any, index: int | None) -> tuple[Any, int | None, int] | Malformed:
         if type(item) is not tuple or len(item) != 3:
@@ -298,6 +345,24 @@ class _Validator:
 _TYPES = {"int": int, "float": float, "str": str, "bytes": bytes, "bool": bool}
 
 
+_KINDS = {"int": 0, "float": 1, "bool": 2}  # kernels.unpack's INT, FLOAT, BOOL
+
+
+def _unpack_columns(value: bytes, validator: _Validator) -> Block | None:
+    """A batch message of int/float/bool fields decoded in one compiled pass, or None when the
+    general path must decode it (anything unusual, including every kind of bad input)."""
+    from ..operators.kernels.unpack import OK, unpack_batch  # numba: loaded by the first input only
+
+    status, ints, floats, times, diffs = unpack_batch(np.frombuffer(value, dtype=np.uint8), validator.kinds)
+    if status != OK:
+        return None
+    if validator.all_int:
+        return Block(ints.T, times, diffs)
+    columns = [ints[j].tolist() if kind == 0 else floats[j].tolist() if kind == 1 else ints[j].astype(bool).tolist()
+               for j, kind in enumerate(validator.kinds.tolist())]
+    return Block(list(zip(*columns, strict=True)), times, diffs)
+
+
 def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
     """Decode and validate one input message value; never raises on bad input."""
     if not value:
@@ -306,11 +371,15 @@ def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
         return Decoded(
             [], None, [Malformed("oversized", f"{len(value)} bytes > max_message_bytes {fmt.max_message_bytes}")]
         )
+    validator: _Validator = fmt._validator  # type: ignore[attr-defined]
+    if validator.kinds is not None:
+        block = _unpack_columns(value, validator)
+        if block is not None:
+            return Decoded(block=block)
     try:
         obj = msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False)
     except Exception as exc:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError...
         return Decoded([], None, [Malformed("bad_msgpack", f"{type(exc).__name__}: {exc or 'invalid msgpack'}")])
-    validator: _Validator = fmt._validator  # type: ignore[attr-defined]
     if type(obj) is dict:
         if set(obj) != {"progress"}:
             return Decoded([], None, [Malformed("shape", f"a map with keys {sorted(map(str, obj))}, expected only 'progress'")])

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from .block import Block
 from .exceptions import KafkaClientError, OptionsError, TopicChanged, WorkerError
 from .kafka import bounded
 from .progress import EpochPolicy
@@ -257,23 +258,23 @@ class Worker:
                 room = None if frontier is not None else 1
         polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=self.poll_timeout,
                                   max_updates=room)
-        for name, updates in polled.updates.items():
-            if not updates:
+        for name, blocks in polled.blocks.items():
+            if not blocks:
                 continue
+            block = Block.concat(blocks)
             session = self._sessions[name]
             try:
-                records, times, diffs = zip(*updates)
-                session.update_many(records, times, diffs)
+                session.update_many(block.records, block.times, block.diffs)
             except Exception as exc:
                 raise WorkerError(
                     f"epoch from {self.frontier}: feeding input {name!r}: {type(exc).__name__}: {exc}"
                 ) from exc
             if self.recovery is not None:
-                self.recovery.feed(name, updates)
-            self._open_times.append(np.asarray(times, dtype=np.int64))
-            self.open_updates += len(updates)
-            self._epoch_records += len(updates)
-            self._epoch_in[name] = self._epoch_in.get(name, 0) + len(updates)
+                self.recovery.feed(name, block.rows())
+            self._open_times.append(block.times)
+            self.open_updates += len(block)
+            self._epoch_records += len(block)
+            self._epoch_in[name] = self._epoch_in.get(name, 0) + len(block)
         self.peak_open_updates = max(self.peak_open_updates, self.open_updates)
         self._waiting.extend(polled.batches)
         if self.sink.staged_for() > self.dead_letter_commit_s:

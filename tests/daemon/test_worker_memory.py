@@ -18,9 +18,12 @@ from flows import INPUTS, OUTPUTS, join_count, oracle
 from test_worker import STEP, by_input, random_stream
 
 
-def make(*, partitions=3, policy="explicit", late="advance", epochs=None, dead_letters=True, **kwargs):
+UNTYPED, INTS = ["key", "val"], {"key": "int", "val": "int"}  # INTS: batches decoded straight into columns
+
+
+def make(*, partitions=3, policy="explicit", late="advance", epochs=None, dead_letters=True, fields=UNTYPED, **kwargs):
     sink = ListSink(OUTPUTS, dead_letter_topic="dlq" if dead_letters else None)
-    source = ReplaySource([InputSpec(name, f"t-{name}", fields=["key", "val"], policy=policy, late=late)
+    source = ReplaySource([InputSpec(name, f"t-{name}", fields=fields, policy=policy, late=late)
                            for name in INPUTS], partitions=partitions, dead_letters=sink.dead_letters,
                           stats=sink.stats)
     worker = Worker(join_count, source, sink, epochs=epochs or EpochPolicy(resolution_ns=100), poll_timeout=0,
@@ -62,10 +65,10 @@ def test_the_doubles_implement_the_protocols():
         Worker(join_count, source, object())
 
 
-@pytest.mark.parametrize("seed,max_poll", [(1, 7), (2, 1000)])
-def test_every_epoch_is_the_engine_at_its_upper(seed, max_poll):
+@pytest.mark.parametrize("seed,max_poll,fields", [(1, 7, UNTYPED), (2, 1000, UNTYPED), (3, 7, INTS), (4, 1000, INTS)])
+def test_every_epoch_is_the_engine_at_its_upper(seed, max_poll, fields):
     stream = random_stream(seed, steps=12, per_step=40)
-    worker, source, sink = make(max_poll_messages=max_poll)
+    worker, source, sink = make(max_poll_messages=max_poll, fields=fields)
     end = send(source, stream)
     epochs = worker.run(until=end, timeout=60)
     assert worker.frontier == end == sink.frontier and epochs == len(sink.epochs) >= (5 if max_poll < 100 else 1)
@@ -144,9 +147,10 @@ def test_late_updates_advance_or_reject(late):
         assert (letter.reason, letter.topic, letter.offset, letter.indexes) == ("late", "t-a", late_offset, {"late": [0]})
 
 
-def test_malformed_input_is_dead_lettered_and_the_rest_processed():
+@pytest.mark.parametrize("fields", [UNTYPED, INTS])
+def test_malformed_input_is_dead_lettered_and_the_rest_processed(fields):
     stream = random_stream(6, steps=4, per_step=30)
-    worker, source, sink = make(max_poll_messages=20)
+    worker, source, sink = make(max_poll_messages=20, fields=fields)
     bad = [b"\xc1", msgpack.packb([[1], 5, 1]), msgpack.packb([[1, 2], 5, 0]), msgpack.packb({"progress": "x"})]
     for i, value in enumerate(bad):
         source.send("a", value, partition=i % 3)
@@ -217,3 +221,27 @@ def test_readme_testing_snippet_runs_as_written(capsys):
     exec(compile(code, "README.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed == ["[(-9223372036854775808, 10)]", "{('/home', 2): 1}", "['bad_msgpack']"]
+
+
+def test_typed_fields_keep_their_types_and_bad_updates_of_a_batch_their_positions():
+    """Batches of int/float/bool fields are decoded into columns; a batch with a bad update takes the
+    general path: the bad one is dead-lettered at its position, the others kept, types exact."""
+    sink = ListSink(["out"], dead_letter_topic="dlq")
+    source = ReplaySource([InputSpec("a", "t-a", fields={"n": "int", "x": "float", "ok": "bool"})],
+                          dead_letters=sink.dead_letters, stats=sink.stats)
+    worker = Worker(lambda df, inputs: {"out": inputs["a"]}, source, sink, epochs=EpochPolicy(resolution_ns=10),
+                    poll_timeout=0)
+    good = [((1, 2.5, True), 3, 1), ((-(2**63), 1e300, False), 4, 2), ((2**63 - 1, -0.5, True), 5, -1)]
+    source.send("a", msgpack.packb([[list(d), t, r] for d, t, r in good]))  # columns
+    source.send("a", msgpack.packb([[[7, 1, False], 6, 1], [[8, 2.0, 1], 6, 1], [[9, 3.0, True], 6, 0]]))
+    source.send("a", msgpack.packb([[10, 4.0, True], 7, 1]))  # a single update
+    source.advance_to("a", 10)
+    worker.run(until=10, timeout=60)
+    got = sorted(sink.epochs[-1].updates["out"] + [u for e in sink.epochs[:-1] for u in e.updates["out"]],
+                 key=lambda u: (u[1], u[0][0]))
+    want = sorted(good + [((7, 1.0, False), 6, 1), ((10, 4.0, True), 7, 1)], key=lambda u: (u[1], u[0][0]))
+    assert got == want
+    assert [tuple(map(type, d)) for d, _, _ in got] == [(int, float, bool)] * len(want)
+    [dead] = sink.dead
+    assert dead.reason == "field_type" and dead.offset == 1
+    assert sum(worker.stats.input("a").dead_letters.values()) == 2  # the bool given as 1, the zero diff

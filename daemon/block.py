@@ -1,0 +1,74 @@
+"""A block: good updates of one input as columns, the way they travel from a message to the engine.
+
+A block holds ``records`` (a list of data tuples, or an ``(n, k)`` int64 array whose row ``i`` is
+the tuple of record ``i``'s int fields), ``times`` and ``diffs`` (int64 arrays of length ``n``). A
+message of an input whose fields are all declared ``int`` is decoded straight into an array block
+(no Python object per update) and fed to the engine as one call (`InputSession.update_many`
+interns ``(int, int)`` records from the columns); other messages give list blocks. `rows` turns a
+block back into ``(data, time, diff)`` tuples for what needs them (checkpoints, late updates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Block"]
+
+Update = tuple[Any, int, int]
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+class Block:
+    """``len(block)`` updates of one input, as columns (see the module docstring)."""
+
+    __slots__ = ("records", "times", "diffs")
+
+    def __init__(self, records: list | np.ndarray, times: np.ndarray, diffs: np.ndarray) -> None:
+        self.records = records
+        self.times = times
+        self.diffs = diffs
+
+    @classmethod
+    def from_rows(cls, updates: Sequence[Update], *, time: int | None = None) -> Block:
+        """A list block of ``(data, time, diff)`` tuples (times and diffs ints within int64); with
+        ``time``, every update at that time instead (a reclocked input's, whose own may be None)."""
+        if not updates:
+            return cls([], _EMPTY, _EMPTY)
+        records, times, diffs = zip(*updates, strict=True)
+        column = np.full(len(records), time, dtype=np.int64) if time is not None else np.array(times, dtype=np.int64)
+        return cls(list(records), column, np.array(diffs, dtype=np.int64))
+
+    @classmethod
+    def concat(cls, blocks: Sequence[Block]) -> Block:
+        """One block of ``blocks`` in order (an array block when they all are, of one width)."""
+        if len(blocks) == 1:
+            return blocks[0]
+        times = np.concatenate([b.times for b in blocks])
+        diffs = np.concatenate([b.diffs for b in blocks])
+        arrays = [b.records for b in blocks if isinstance(b.records, np.ndarray)]
+        if len(arrays) == len(blocks) and len({a.shape[1] for a in arrays}) == 1:
+            return cls(np.concatenate(arrays), times, diffs)
+        records: list = []
+        for b in blocks:
+            records.extend(b.record_list())
+        return cls(records, times, diffs)
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def record_list(self) -> list:
+        """The records as Python values (tuples)."""
+        if isinstance(self.records, np.ndarray):
+            return list(map(tuple, self.records.tolist()))
+        return self.records
+
+    def rows(self) -> list[Update]:
+        """The updates as ``(data, time, diff)`` tuples."""
+        return list(zip(self.record_list(), self.times.tolist(), self.diffs.tolist(), strict=True))
+
+    def at(self, time: int) -> Block:
+        """The same updates, all at ``time`` (a reclocked input's arrival time)."""
+        return Block(self.records, np.full(len(self), time, dtype=np.int64), self.diffs)
