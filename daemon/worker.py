@@ -46,8 +46,6 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType, TracebackType
 from typing import Any
 
-import numpy as np
-
 from .block import Block
 from .exceptions import KafkaClientError, OptionsError, TopicChanged, WorkerError
 from .kafka import bounded
