@@ -13,6 +13,7 @@ from .errors import GraphError
 from .graph import Node, Scope
 from .nodes import linear
 from .nodes.arrange import Arrange, Arranged
+from .nodes.exchange import Exchange
 from .nodes.iterate import Feedback, Loop
 from .nodes.join import Join
 from .nodes.records import record_builder
@@ -108,8 +109,13 @@ class Collection:
     def _arrange(self, by_self: bool) -> Arranged:
         if by_self not in self._arranged:
             kind = "by_self" if by_self else "by_key"
-            node = Arrange(self.scope, by_self=by_self, name=self.dataflow.name_arrangement(kind))
-            self.node.connect(node)
+            name = self.dataflow.name_arrangement(kind)
+            source = self.node
+            if self.dataflow.worker is not None:  # one of several workers: keys go to their owners first
+                source.connect(exchange := Exchange(self.scope, by_self=by_self, arrangement=name))
+                source = exchange
+            node = Arrange(self.scope, by_self=by_self, name=name)
+            source.connect(node)
             self._arranged[by_self] = Arranged(self, node)
         return self._arranged[by_self]
 

@@ -32,6 +32,9 @@ class Dataflow:
         self._arrangement_names: dict[str, int] = {}
         self.epochs = 0
         self._spines: list | None = None
+        # set by ``ddflow.operators.workers`` before the graph is built when this dataflow is one of
+        # several workers: exchanges go before arrangements and ``run`` agrees with the others
+        self.worker = None
 
     def new_input(self, name: str | None = None) -> InputSession:
         """A new input session named ``name`` (unique in this dataflow), whose ``collection`` operators read."""
@@ -56,12 +59,17 @@ class Dataflow:
         return Antichain([(min(times),)]) if times else Antichain()
 
     def run(self) -> None:
-        """Do all the work the input frontiers allow, then return."""
+        """Do all the work the input frontiers allow, then return. As one of several workers, the
+        frontier is the meet of every worker's and passes repeat while any worker has work."""
         self.started = True
-        frontier = self.frontier
+        worker = self.worker
+        frontier = self.frontier if worker is None else worker.common_frontier(self.frontier)
         while True:
             self.root.step(frontier)
-            if not self.root.complete_work(frontier):
+            more = self.root.complete_work(frontier)
+            if worker is not None:
+                more = worker.any(more)
+            if not more:
                 break
         if self._spines is None:  # the graph is fixed once running
             self._spines = [spine for node in self._all_nodes() for _, spine in node.arrangements()]

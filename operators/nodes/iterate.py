@@ -9,6 +9,8 @@ Driving a loop for an enclosing frontier ``Φ`` runs *rounds*: round ``r`` steps
 order with the frontier ``lift(Φ) ∪ {(φ, r + 1) : φ ∈ Φ_prev}`` (``Φ_prev``: the enclosing frontier the loop
 last finished) — all outer times of the epoch advance through iteration ``r`` together. Rounds repeat,
 skipping empty iterations, until no inner node holds work at a time whose outer part is complete.
+As one of several workers, the round is the least any worker has work at, so every worker runs the
+same rounds and a loop ends only when no worker has work left.
 """
 
 from __future__ import annotations
@@ -35,18 +37,24 @@ class Loop(Node):
         self.inner = Scope(scope.dataflow, scope.depth + 1, parent=scope, loop=self)
         self.finished = Antichain([(T_MIN,) * scope.depth])
         self.rounds = 0
+        self.round = -1  # the round being run (-1: the step that closes an epoch)
 
     def step(self, frontier: Antichain) -> None:
         inner = self.inner
+        worker = self.scope.dataflow.worker
         while True:
             pending = inner.pending_times()
             ready = pending[~frontier.beyond(pending[:, :-1])] if len(pending) else pending
-            if len(ready) == 0:
+            r = int(ready[:, -1].min()) if len(ready) else None
+            if worker is not None:
+                r = worker.least_round(r)
+            if r is None:
                 break
-            r = int(ready[:, -1].min())
             round_frontier = Antichain([*lift(frontier, 0), *((*f, r + 1) for f in self.finished.elements)])
+            self.round = r
             inner.step(round_frontier)
             self.rounds += 1
+        self.round = -1
         inner.step(Antichain(lift(frontier, 0)))
         self.finished = frontier
         egress = self.take_all(0)
@@ -54,7 +62,8 @@ class Loop(Node):
             self.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
 
     def holds_work(self) -> bool:
-        return bool(self.inner.holding) or super().holds_work()
+        # as one of several workers, stepped in every pass: its rounds are agreed with the others
+        return self.scope.dataflow.worker is not None or bool(self.inner.holding) or super().holds_work()
 
     def pending_times(self) -> np.ndarray:
         times = self.inner.pending_times()

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..config import DEFAULT
 from ..errors import ShapeError
+from ..partition import combine, element_hash, int_elements
 from .builder import RecordBuilder
 from .ids import COMPOSITE, ID_LIMIT, INT, OBJ, OBJ_INT, OBJ_PAIR, PAIR, IdSpace, pack, unpack
 
@@ -338,6 +339,28 @@ class Interner:
         if values.min() <= -_SMALL_INT or values.max() >= _SMALL_INT:
             return None
         return values
+
+    def element_hashes(self, ids: np.ndarray) -> np.ndarray:
+        """The element hashes (:func:`ddflow.operators.partition.element_hash`) of the values behind
+        ``ids``, as int64: ints and pairs from their columns (vectorized), other values one call each."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.empty(len(ids), dtype=np.int64)
+        if len(ids) == 0:
+            return out
+        space = self._space
+        kinds = space.kinds.take(ids)
+        ints = (kinds == INT) | (kinds == OBJ_INT)
+        if ints.any():
+            out[ints] = int_elements(space.payload.take(ids[ints]))
+        pairs = (kinds == PAIR) | (kinds == OBJ_PAIR)
+        if pairs.any():
+            first, second = unpack(space.payload.take(ids[pairs]))
+            out[pairs] = combine(self.element_hashes(first), self.element_hashes(second))
+        objects = kinds == OBJ
+        if objects.any():
+            table = self._objects
+            out[objects] = [element_hash(table[i]) for i in ids[objects].tolist()]
+        return out
 
     # -- keyed records ----------------------------------------------------------------------------
     def split(self, ids: np.ndarray, step: str) -> tuple[np.ndarray, np.ndarray]:

@@ -6,6 +6,10 @@ there, cut into epochs at increasing boundaries. :func:`check_stream` builds a d
 stream epoch by epoch (each epoch in two halves, shuffled, with a ``df.run()`` after each half) and
 after every run compares ``capture.at(t)`` with a plain-Python reference at every complete time
 ``t`` the output or the inputs move at (between two such times neither can change).
+
+With ``WORKERS`` > 1 (the suites' ``workers`` fixture sets 1, 2 and 3) the dataflow is built on
+every worker of a :class:`ddflow.operators.workers.Workers`, the changes are dealt round-robin to
+the workers, and the union of their captures is compared.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from ddflow.operators import Dataflow
+from ddflow.operators.workers import Workers
 from ddflow.operators.testing import accumulate
 
 settings.register_profile(
@@ -33,6 +38,7 @@ settings.register_profile(
 settings.load_profile("library")
 
 BASES = (0, 1_700_000_000_000_000_000)  # small times and realistic nanosecond clock times
+WORKERS = 1  # workers check_stream runs with (set by the suites' ``workers`` fixture)
 
 Update = tuple[Hashable, int, int]
 
@@ -108,9 +114,14 @@ def check_stream(
     compare with ``reference(*snapshots)`` at every complete time; ``extra(result, t)`` may check
     more. The inputs are closed after the last epoch, which completes every time."""
     names = list(stream.updates)
-    df = Dataflow()
-    sessions = [df.new_input(name) for name in names]
-    probe = build(*(s.collection for s in sessions)).capture()
+    if WORKERS == 1:
+        df: Any = Dataflow()
+        sessions: list[Any] = [df.new_input(name) for name in names]
+        probe: Any = build(*(s.collection for s in sessions)).capture()
+    else:
+        df = Workers(WORKERS, lambda d: build(*(d.new_input(name).collection for name in names)).capture())
+        sessions = [df.input(name) for name in names]
+        probe = df.capture(lambda capture: capture)
     epochs = {name: stream.epochs(name) for name in names}
     rng = random.Random(stream.seed)
     input_times = sorted({t for name in names for _, t, _ in stream.updates[name]}) or [0]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -34,12 +35,14 @@ def unique_ids(result: dict, t: int) -> None:
     assert len(records) == len(set(records)), f"a record with two ids at {t}: {sorted(result)}"
 
 
+@pytest.mark.usefixtures("workers")  # with 1, 2 and 3 workers
 @given(streams({"records": st.integers(0, 15)}, initial=16, max_changes=40))
 def test_intern_matches_collision_rounds(stream):
     check_stream(stream, lambda c: intern(c, hasher=tiny_hash), lambda s: interned(s, tiny_hash),
                  extra=unique_ids)
 
 
+@pytest.mark.usefixtures("workers")  # with 1, 2 and 3 workers
 @given(streams({"records": st.integers(0, 15)}, initial=16, max_changes=40))
 def test_intern_ids_are_stable_without_collisions(stream):
     """With the 63-bit default hash every record keeps the id of its round-zero pair while present."""
@@ -50,6 +53,7 @@ def test_intern_ids_are_stable_without_collisions(stream):
     check_stream(stream, intern, reference, extra=unique_ids)
 
 
+@pytest.mark.usefixtures("workers")  # with 1, 2 and 3 workers
 @given(streams({"records": st.text("abc", max_size=2)}, initial=10, max_changes=20))
 def test_intern_strings(stream):
     # at most 13 distinct strings for 24 ids: the rounds always find free ids

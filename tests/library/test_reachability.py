@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from library_reference import reachable_pairs
 from library_streams import check_stream, streams
 
 from ddflow.operators.library import reachability
+
+pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
 
 nodes = st.integers(0, 7)
 edges = st.tuples(nodes, nodes)

@@ -10,6 +10,11 @@ consolidated, accumulates to the same answer and only moves at input times; that
 frontier is the inputs' frontier; and that running again with nothing new changes nothing.
 Each epoch is fed in two halves with a ``df.run()`` between.
 
+With ``workers`` > 1 (default ``WORKERS``, which the suites' ``workers`` fixture sets to 1, 2 and 3)
+the pipeline is built on every worker of a :class:`ddflow.operators.workers.Workers`, the updates
+are dealt round-robin to the workers, and the union of the workers' captures must equal the oracle
+at the same times.
+
 Hypothesis strategies for the streams live here too, with the settings profiles
 (``HYPOTHESIS_PROFILE=ci|dev|thorough``; ``dev`` is the default).
 """
@@ -49,6 +54,8 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+WORKERS = 1  # workers check_pipeline runs with (set by the suites' ``workers`` fixture)
 
 DIFFS = (-2, -1, 1, 2)
 BASES = (0, 1_700_000_000_000_000_000)  # small times and realistic epoch-nanosecond times
@@ -149,19 +156,35 @@ def check_pipeline(
     *,
     also: Callable[[Any, int], None] | None = None,
     config: Any = None,
+    workers: int | None = None,
 ) -> Any:
     """Build ``pipeline`` in a Dataflow fed by ``sources_`` and compare it with the oracle.
 
     ``also(df, t)`` runs extra checks for each checked complete time; ``config`` is the dataflow's
-    ``EngineConfig``. Returns the Dataflow.
+    ``EngineConfig``; ``workers``: how many workers share the dataflow (default ``WORKERS``).
+    Returns the Dataflow (with several workers, the first worker's).
     """
     from ddflow.operators import Dataflow
+    from ddflow.operators.workers import Workers
 
-    df = Dataflow(config=config)
-    sessions = [df.new_input(f"in{i}") for i in range(len(sources_))]
-    result = pipeline(*(session.collection for session in sessions))
-    outputs = list(result) if isinstance(result, (tuple, list)) else [result]
-    probes = [getattr(o, "collection", o).capture() for o in outputs]
+    workers = WORKERS if workers is None else workers
+
+    def build(df: Any) -> list:
+        sessions = [df.new_input(f"in{i}") for i in range(len(sources_))]
+        result = pipeline(*(session.collection for session in sessions))
+        outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+        return [getattr(o, "collection", o).capture() for o in outputs]
+
+    if workers == 1:
+        df = Dataflow(config=config)
+        probes = build(df)
+        sessions = [df.inputs[f"in{i}"] for i in range(len(sources_))]
+        first = df
+    else:
+        df = Workers(workers, build, config=config)
+        probes = [df.capture(lambda out, i=i: out[i]) for i in range(len(df.outputs[0]))]
+        sessions = [df.input(f"in{i}") for i in range(len(sources_))]
+        first = df.dataflows[0]
 
     candidates = _candidate_times(sources_)
     beyond = (candidates[-1] if candidates else 0) + 10**9  # checked once every input is closed
@@ -217,7 +240,7 @@ def check_pipeline(
         check_times([t for t in sample if frontier is None or t < frontier], epoch)
     for index, probe in enumerate(probes):
         _check_consolidated(probe.updates, input_times, index)
-    return df
+    return first
 
 
 def _feed_in_halves(df: Any, pairs: list[tuple[Any, ReplaySource]]) -> Any:

@@ -6,9 +6,12 @@ Graph inputs are ``(src, dst)`` records over a few nodes with signed multiplicit
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle_harness import check_pipeline, pairs, small_ints, sources
+
+pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
 
 nodes = st.integers(0, 5)
 edges = st.tuples(nodes, nodes)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle_harness import check_pipeline, pairs, sources
+
+pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
 
 keys = st.integers(0, 3)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle_harness import check_pipeline, pairs, small_ints, sources
 
 from ddflow.operators.testing import accumulate
+
+pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
 
 
 @given(sources(small_ints))

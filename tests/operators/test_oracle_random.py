@@ -13,6 +13,8 @@ from oracle_harness import check_pipeline
 
 from ddflow.operators.testing import random_source
 
+pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
+
 INTS = list(range(6))
 PAIRS = [(k, v) for k in range(4) for v in range(4)]
 WIDE = [(k, v) for k in range(3) for v in range(-3, 4)]

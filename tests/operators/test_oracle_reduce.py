@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle_harness import check_pipeline, pairs, small_ints, sources
+
+pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
 
 wide_pairs = st.tuples(st.integers(0, 2), st.integers(-3, 3))
 

@@ -14,6 +14,8 @@ from test_oracle_random import GRAPHS, PIPELINES, _sources
 
 from ddflow.operators.config import EngineConfig
 
+pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
+
 EVERY_RUN = EngineConfig(sweep_growth=1, sweep_min_ids=1)
 
 

@@ -1,0 +1,87 @@
+"""Exchange: routes every update to the worker that owns its key, before an arrangement.
+
+With ``W`` workers, worker ``i`` owns the keys whose stable hash
+(:func:`ddflow.operators.partition.key_hash`) is ``i`` modulo ``W``: a by-key arrangement routes
+``(key, val)`` by ``key``, a by-self one routes a record by the record itself, so a join's or a
+reduction's inputs meet on one worker whatever worker read them. Each step of an exchange is a
+step of every worker's copy at once (:mod:`ddflow.operators.transport`): the node sends what it
+holds, at whatever time, and passes on its own share plus what the others sent it, every update
+with its own time. It is stepped in every pass of its scope on every worker, work or not, so the
+workers' steps pair up; it never holds updates between steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..frontier import Antichain
+from ..graph import Node, Scope
+from ..partition import finish
+from ..traces.batch import Updates, concat
+from ..transport import ExchangeBatch, ExchangeMarker
+
+
+class Exchange(Node):
+    """Sends each update to its key's owner and emits the updates this worker owns."""
+
+    observes_frontier = True  # stepped in the first pass too, before anything reached it
+
+    def __init__(self, scope: Scope, *, by_self: bool, arrangement: str) -> None:
+        super().__init__(scope, name=f"exchange({arrangement})")
+        worker = scope.dataflow.worker
+        if worker is None:
+            raise ValueError("an exchange belongs to a dataflow run by several workers")
+        self.worker = worker
+        self.by_self = by_self
+        self.arrangement = arrangement
+        self.channel = worker.new_channel()
+        self.seq = 0  # steps so far: the same on every worker
+        self.sent = 0  # updates sent to other workers
+        self.received = 0  # updates received from other workers
+
+    def holds_work(self) -> bool:
+        return True  # stepped in every pass: the other workers' copies wait for this one
+
+    def step(self, frontier: Antichain) -> None:
+        u = self.take_all(0)
+        worker, transport = self.worker, self.worker.transport
+        seq = self.seq
+        self.seq += 1
+        lower, upper = worker.epoch
+        rounds = self._rounds()
+        me, count = worker.index, worker.count
+        if len(u):
+            owners = self._owners(u.data[0], count)
+            mine = owners == me
+        else:
+            owners, mine = np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
+        for dest in range(count):
+            if dest == me:
+                continue
+            sel = np.flatnonzero(owners == dest)
+            if len(sel):
+                part = u.take(sel)
+                records = self.interner.value_list(part.data[0])
+                transport.send(ExchangeBatch(self.channel, seq, me, dest, lower, upper, rounds, records,
+                                             part.times, part.diffs))
+                self.sent += len(sel)
+            transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, len(sel)))
+        parts = [u.take(mine) if len(u) and not mine.all() else u]
+        for batch in transport.receive(me, self.channel, seq):
+            parts.append(Updates((self.interner.ids(batch.records),), batch.times, batch.diffs))
+            self.received += len(batch.diffs)
+        out = concat(parts, 1, self.scope.depth)
+        if len(out):
+            self.emit(out)
+
+    def _owners(self, ids: np.ndarray, count: int) -> np.ndarray:
+        keys = ids if self.by_self else self.interner.split(ids, self.arrangement)[0]
+        return finish(self.interner.element_hashes(keys)) % count
+
+    def _rounds(self) -> tuple[int, ...]:
+        rounds = []
+        scope = self.scope
+        while scope.loop is not None:
+            rounds.append(scope.loop.round)
+            scope = scope.parent
+        return tuple(reversed(rounds))

@@ -1,0 +1,176 @@
+"""Several workers over the in-process exchange: ownership by the key hash, the exchange protocol
+(epoch range and loop rounds on every batch, one marker per destination with the count sent), the
+common clock, loops that end only when no worker has work, and failures that do not hang."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ddflow.operators import Dataflow, ShapeError
+from ddflow.operators.library import reachability
+from ddflow.operators.partition import key_hash
+from ddflow.operators.transport import LocalTransport
+from ddflow.operators.workers import Workers
+
+
+class RecordingTransport(LocalTransport):
+    """The in-process transport, keeping every batch and marker it carried."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.sent, self.marks = [], []
+
+    def send(self, batch):
+        self.sent.append(batch)
+        super().send(batch)
+
+    def mark(self, marker):
+        self.marks.append(marker)
+        super().mark(marker)
+
+
+def graph_build(df: Dataflow):
+    roots, edges = df.new_input("roots"), df.new_input("edges")
+    reach = reachability(roots.collection, edges.collection)
+    return reach.capture(), edges.collection.map(lambda e: e[0]).count().capture()
+
+
+def feed_graph(roots, edges, rng, n=30, m=60):
+    graph = [(rng.randrange(n), rng.randrange(n)) for _ in range(m)]
+    roots.insert(0, 5)
+    roots.insert(1, 7)
+    for i, e in enumerate(graph):
+        edges.insert(e, 10 + i)  # every update at its own nanosecond time
+    roots.advance_to(1_000)
+    edges.advance_to(1_000)
+    return graph
+
+
+def test_workers_equal_one_dataflow_at_every_time_and_own_their_keys():
+    rng = random.Random(5)
+    single = Dataflow()
+    reach1, count1 = graph_build(single)
+    feed_graph(single.inputs["roots"], single.inputs["edges"], rng)
+    single.run()
+    transport = RecordingTransport(3)
+    workers = Workers(3, graph_build, transport=transport)
+    feed_graph(workers.input("roots"), workers.input("edges"), random.Random(5))
+    workers.run()
+    reach, count = workers.capture(lambda o: o[0]), workers.capture(lambda o: o[1])
+    for t in range(0, 80):
+        assert reach.at(t) == reach1.at(t) and count.at(t) == count1.at(t)
+    assert sorted(reach.updates) == sorted(reach1.updates)
+    assert reach.frontier == [1_000]
+    # count's arrangement is by the whole record: each (node, n) lives on the owner of node
+    for i, out in enumerate(workers.outputs):
+        for (node, _), _t, _d in out[1].updates:
+            assert key_hash(node) % 3 == i
+    assert all(len(out[1].updates) for out in workers.outputs)  # every worker owns some keys
+    assert transport.updates > 0
+
+
+def test_every_batch_names_its_epoch_and_round_and_each_destination_gets_one_marker_with_the_count():
+    transport = RecordingTransport(2)
+    workers = Workers(2, graph_build, transport=transport)
+    feed_graph(workers.input("roots"), workers.input("edges"), random.Random(1))
+    workers.run()
+    sent: dict = {}
+    for b in transport.sent:
+        assert (b.lower, b.upper) == (None, 1_000) and len(b.records) == len(b.times) == len(b.diffs) > 0
+        key = (b.channel, b.seq, b.source, b.dest)
+        sent[key] = sent.get(key, 0) + len(b.diffs)
+    marks = {(m.channel, m.seq, m.source, m.dest): m for m in transport.marks}
+    assert len(marks) == len(transport.marks)  # one marker per step and destination
+    assert all(marks[k].count == n for k, n in sent.items())
+    assert all(m.count == 0 for k, m in marks.items() if k not in sent)
+    for m in transport.marks:  # every step marks every other worker, work or not
+        assert (m.channel, m.seq, 1 - m.source, m.source) in marks
+    loop_rounds = {m.rounds for m in transport.marks if m.rounds}
+    assert {r[0] for r in loop_rounds} >= {-1, 0, 1, 2}  # rounds inside the loop, and its closing step
+    assert {m.rounds for m in transport.marks} >= {()}  # exchanges outside the loop too
+
+
+def test_a_worker_without_input_runs_every_round_and_the_clock_is_the_meet():
+    def build(df):
+        roots, edges = df.new_input("roots"), df.new_input("edges")
+        return reachability(roots.collection, edges.collection).capture()
+
+    workers = Workers(2, build)
+    first = workers.dataflows[0].inputs
+    first["roots"].insert(0, 1)
+    for i in range(20):  # a path 0 -> 1 -> ... -> 20, all read by worker 0
+        first["edges"].insert((i, i + 1), 2 + i)
+    first["roots"].advance_to(100)
+    first["edges"].advance_to(100)
+    second = workers.dataflows[1].inputs
+    second["roots"].advance_to(50)  # worker 1 holds the clock back
+    second["edges"].advance_to(60)
+    workers.run()
+    out = workers.capture(lambda c: c)
+    assert out.frontier == [50]
+    assert out.at(49) == {(0, n): 1 for n in range(21)}
+    assert out.at(10) == {(0, n): 1 for n in range(10)}
+    second["roots"].close()
+    second["edges"].close()
+    workers.run()
+    assert out.frontier == [100]
+    assert sum(len(c.updates) for c in out.captures) == 21
+    assert all(len(c.updates) for c in out.captures)  # the results are spread over both workers
+
+
+def test_a_failing_worker_fails_the_run_instead_of_hanging():
+    def build(df):
+        data = df.new_input("data")
+
+        def boom(kv):
+            if kv[0] == 13:
+                raise RuntimeError("user function failed on 13")
+            return kv
+
+        return data.collection.count().map(boom).capture()
+
+    workers = Workers(3, build)
+    data = workers.input("data")
+    for i in range(30):
+        data.insert(i, i)
+    data.advance_to(100)
+    with pytest.raises(RuntimeError, match="user function failed on 13"):
+        workers.run()
+
+
+def test_keys_without_a_stable_hash_are_refused_by_name():
+    class Opaque:
+        def __hash__(self):
+            return 1
+
+    def build(df):
+        return df.new_input("data").collection.map(lambda x: (Opaque(), x)).reduce(
+            lambda k, vals: [(len(vals), 1)]).capture()
+
+    workers = Workers(2, build)
+    workers.input("data").insert(1, 0)
+    workers.input("data").advance_to(10)
+    with pytest.raises(ShapeError, match="Opaque value .* has no stable key hash"):
+        workers.run()
+
+
+def test_update_many_deals_columns_to_the_workers():
+    import numpy as np
+
+    def build(df):
+        return df.new_input("data").collection.map(lambda x: x % 7).count().capture()
+
+    workers = Workers(3, build)
+    data = workers.input("data")
+    data.insert(100, 0)  # the round-robin goes on from here
+    data.update_many(np.arange(1000), np.arange(1000) + 1, np.ones(1000, dtype=np.int64))
+    data.update_many([(1000 + i) for i in range(10)], [2000] * 10, [1] * 10)
+    data.advance_to(5000)
+    assert all(len(s._node.chunks) >= 2 for s in data.sessions)  # columns, not one record at a time
+    workers.run()
+    want: dict = {}
+    for x in [100, *range(1000), *range(1000, 1010)]:
+        want[x % 7] = want.get(x % 7, 0) + 1
+    assert workers.capture(lambda c: c).at(4999) == {(k, n): 1 for k, n in want.items()}
