@@ -12,6 +12,8 @@ workers' steps pair up; it never holds updates between steps.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..frontier import Antichain
@@ -38,6 +40,7 @@ class Exchange(Node):
         self.seq = 0  # steps so far: the same on every worker
         self.sent = 0  # updates sent to other workers
         self.received = 0  # updates received from other workers
+        self.wait_seconds = 0.0  # time spent waiting for the other workers' steps
 
     def holds_work(self) -> bool:
         return True  # stepped in every pass: the other workers' copies wait for this one
@@ -67,7 +70,10 @@ class Exchange(Node):
                 self.sent += len(sel)
             transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, len(sel)))
         parts = [u.take(mine) if len(u) and not mine.all() else u]
-        for batch in transport.receive(me, self.channel, seq):
+        started = time.perf_counter()
+        batches = transport.receive(me, self.channel, seq)
+        self.wait_seconds += time.perf_counter() - started
+        for batch in batches:
             parts.append(Updates((self.interner.ids(batch.records),), batch.times, batch.diffs))
             self.received += len(batch.diffs)
         out = concat(parts, 1, self.scope.depth)
