@@ -9,7 +9,8 @@
     ├── GraphError              misuse of the dataflow graph (closed input, collection from another scope)
     ├── CompactionError         a trace handle's frontier moved backwards, or a dropped handle used
     ├── ConfigurationError      an engine tuning knob out of its range
-    └── IdLimitError            more distinct records (and their parts) alive at once than ids
+    ├── IdLimitError            more distinct records (and their parts) alive at once than ids
+    └── TransportAborted        another worker failed, so an exchange with it cannot complete
 """
 
 from __future__ import annotations
@@ -62,3 +63,8 @@ class IdLimitError(DataflowError):
     """The dataflow holds more distinct records (counting the pairs inside them and their components)
     than record ids can number (``2**31``): ids are given back when no state holds their record, so
     this means the live state itself is that large."""
+
+
+class TransportAborted(DataflowError):
+    """Another worker of the same dataflow failed: an exchange or agreement with it cannot complete
+    (the worker that failed raises its own error)."""

@@ -30,13 +30,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .errors import DataflowError
+from .errors import DataflowError, TransportAborted
 
 __all__ = ["ExchangeBatch", "ExchangeMarker", "LocalTransport", "Transport", "TransportAborted"]
-
-
-class TransportAborted(DataflowError):
-    """Another worker failed: the exchange it was part of cannot complete."""
 
 
 @dataclass(frozen=True)
