@@ -64,7 +64,7 @@ class Worker:
     def common_frontier(self, frontier: Antichain) -> Antichain:
         """The meet of every worker's input frontier (empty once every input everywhere is closed);
         records the epoch ``[previous, this)`` that exchanges name."""
-        times = [t for f in self._gather(tuple(frontier.elements)) for t in f]
+        times = [tuple(t) for f in self._gather([list(t) for t in frontier.elements]) for t in f]
         common = Antichain([min(times)]) if times else Antichain()
         upper = common.elements[0][0] if times else None
         self.epoch = (self.epoch[1], upper)
@@ -81,21 +81,27 @@ class Worker:
 
 
 class Workers(Generic[T]):
-    """``count`` workers, each a Dataflow built by ``build``, run together in this process."""
+    """``count`` workers, each a Dataflow built by ``build``, run together in this process.
+
+    ``transport``: one transport all workers share (default a new :class:`LocalTransport`), or one
+    per worker (each worker's end of a transport between processes, such as Kafka topics)."""
 
     def __init__(self, count: int, build: Callable[[Dataflow], T], *, config: EngineConfig | None = None,
-                 transport: Transport | None = None) -> None:
+                 transport: Transport | Sequence[Transport] | None = None) -> None:
         if type(count) is not int or count < 1:
             raise GraphError(f"Workers needs a positive int count, got {count!r}")
-        self.transport = LocalTransport(count) if transport is None else transport
-        if self.transport.workers != count:
-            raise GraphError(f"the transport connects {self.transport.workers} workers, not {count}")
+        transport = LocalTransport(count) if transport is None else transport
+        ends = list(transport) if isinstance(transport, Sequence) else [transport] * count
+        if len(ends) != count or any(t.workers != count for t in ends):
+            raise GraphError(f"the transport must connect {count} workers (one end each, or one shared)")
+        self.transport = ends[0]
+        self.transports = ends
         self.count = count
         self.dataflows: list[Dataflow] = []
         self.outputs: list[T] = []
         for i in range(count):
             df = Dataflow(config=config)
-            df.worker = Worker(i, count, self.transport)
+            df.worker = Worker(i, count, ends[i])
             self.dataflows.append(df)
             self.outputs.append(build(df))
 
@@ -120,7 +126,8 @@ class Workers(Generic[T]):
                 self.dataflows[i].run()
             except BaseException as exc:  # noqa: BLE001 - handed to the caller below
                 errors.append((i, exc))
-                self.transport.abort(exc)
+                for t in {id(t): t for t in self.transports}.values():
+                    t.abort(exc)
 
         threads = [threading.Thread(target=work, args=(i,), name=f"ddflow-worker-{i}") for i in range(self.count)]
         for t in threads:
