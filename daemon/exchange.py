@@ -175,7 +175,10 @@ class KafkaTransport:
             if time.monotonic() > deadline:
                 raise ExchangeTimeout(f"{what}: worker {self.index} waited {self.timeout:g} s for workers "
                                       f"{missing()} (run {self.run!r})")
-            for msg in self.consumer.consume(1000, timeout=0.05):
+            first = self.consumer.poll(0.05)  # returns with the first message (consume waits out its timeout)
+            if first is None:
+                continue
+            for msg in [first, *self.consumer.consume(1000, timeout=0)]:
                 if msg.error() is None:
                     self._file(msg.value())
 

@@ -6,15 +6,19 @@ measures what the exchange costs (routing by key hash, values instead of ids acr
 agreement per loop round), not a speed-up; a speed-up needs workers in separate processes. Printed
 per configuration: changes/s, the exchange steps per epoch, the mean wall time a worker waits in one
 exchange step for the others (the per-round exchange latency), and the updates that crossed workers.
-Every configuration's final output is checked against the plain Dataflow's.
+Every configuration's final output is checked against the plain Dataflow's. With ``--kafka`` the
+workers exchange through Kafka topics (``ddflow.daemon.exchange.KafkaTransport``) on an embedded
+broker instead, which prints the per-step latency of an exchange through the broker.
 
-    .venv/bin/python tests/benchmarks/bench_workers.py [--nodes 1000 --edges 2000 --changes 1000 --epoch 100]
+    .venv/bin/python tests/benchmarks/bench_workers.py [--nodes 1000 --edges 2000 --changes 1000 --epoch 100] [--kafka]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+import uuid
 
 import numpy as np
 from bench_reachability import workload
@@ -33,6 +37,7 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--changes", type=int, default=1000)
     p.add_argument("--epoch", type=int, default=100, help="changes per epoch (E)")
     p.add_argument("--workers", default="1,2,3", help="worker counts to run besides the plain Dataflow")
+    p.add_argument("--kafka", action="store_true", help="exchange through Kafka topics on an embedded broker")
     return p
 
 
@@ -41,14 +46,20 @@ def build(df: Dataflow):
     return reachability(roots.collection, edges.collection).capture(history=False)
 
 
-def run(count: int | None, graph: np.ndarray, args) -> tuple[float, dict, list, int]:
+def run(count: int | None, graph: np.ndarray, args, kafka: dict | None = None) -> tuple[float, dict, list, int]:
     """(seconds of the changes, the final output, the exchange nodes, epochs)."""
     if count is None:
         df = Dataflow()
         probe = build(df)
         roots, edges, runner, captures, dataflows = df.inputs["roots"], df.inputs["edges"], df, [probe], [df]
     else:
-        runner = Workers(count, build)
+        transport = None
+        if kafka is not None:
+            from ddflow.daemon.exchange import KafkaTransport
+
+            run_id = uuid.uuid4().hex[:8]
+            transport = [KafkaTransport(count, i, kafka, prefix=f"bench-{run_id}", run=run_id) for i in range(count)]
+        runner = Workers(count, build, transport=transport)
         roots, edges = runner.input("roots"), runner.input("edges")
         captures, dataflows = runner.outputs, runner.dataflows
     m, c = args.edges, args.changes
@@ -86,8 +97,20 @@ def main(argv: list[str] | None = None) -> None:
           f"E={args.epoch}")
     base_seconds, base, _, _ = run(None, graph, args)
     print(f"  one Dataflow:  {args.changes / base_seconds:9.0f} changes/s")
+    with contextlib.ExitStack() as stack:
+        kafka = None
+        if args.kafka:
+            from ddflow.daemon.broker import EmbeddedBroker
+
+            broker = stack.enter_context(EmbeddedBroker())
+            kafka = {"bootstrap.servers": broker.bootstrap, "fetch.wait.max.ms": 1}
+            print(f"  exchanging through Kafka topics on {broker.bootstrap}")
+        compare(args, graph, base, base_seconds, kafka)
+
+
+def compare(args, graph: np.ndarray, base: dict, base_seconds: float, kafka: dict | None) -> None:
     for count in [int(w) for w in args.workers.split(",") if w]:
-        seconds, final, exchanges, epochs = run(count, graph, args)
+        seconds, final, exchanges, epochs = run(count, graph, args, kafka)
         if {r: d for r, d in final.items() if d} != {r: d for r, d in base.items() if d}:
             raise SystemExit(f"{count} workers: the output differs from the plain Dataflow's")
         steps = sum(n.seq - n.seq_start for n in exchanges) / count
