@@ -85,9 +85,10 @@ class Source(Protocol):
         """The (topic, partition)s not read for now."""
         ...
 
-    def pause_ahead(self, frontier: int | None) -> None:
+    def pause_ahead(self, frontier: int | None, *, hold: bool = True) -> None:
         """Read only the partitions that hold the inputs' frontier at ``frontier`` (the worker has
-        no room for more updates until an epoch closes) until `resume`."""
+        little room for more updates until an epoch closes) until `resume`; with ``hold``, each
+        only up to the marker that takes it beyond ``frontier``."""
         ...
 
     def resume(self) -> None:

@@ -152,7 +152,8 @@ class KafkaSource:
         self._bindings: dict[str, ReclockBindings] = {}
         self._floors: dict[str, FloorLog] = {}
         self._backlog: deque[Any] = deque()  # messages read and not taken yet, in order
-        self._paused: set[tuple[str, int]] = set()
+        self._paused: set[tuple[str, int]] = set()  # partitions whose messages wait (see `pause_ahead`)
+        self._unpaused: set[tuple[str, int]] = set()  # those of them the consumer still reads (into the stash)
         self._hold: int | None = None  # while paused: the frontier the partitions read hold
         self._stash: dict[tuple[str, int], list[Any]] = {}  # messages of paused partitions, in order
         self._consumer: Any = None
@@ -278,6 +279,7 @@ class KafkaSource:
         consumer, self._consumer = self._consumer, None
         self._backlog.clear()
         self._paused.clear()
+        self._unpaused.clear()
         self._hold = None
         self._stash.clear()
         if consumer is not None:
@@ -288,15 +290,17 @@ class KafkaSource:
         """The (topic, partition)s not read for now (see `pause_ahead`)."""
         return set(self._paused)
 
-    def pause_ahead(self, frontier: int | None) -> None:
+    def pause_ahead(self, frontier: int | None, *, hold: bool = True) -> None:
         """Read only the partitions that hold the inputs' ``frontier`` (the worker's input
-        frontier) until `resume`: those beyond it cannot make it move, and the worker has no room
-        for their updates. Partitions paused before and no longer beyond it (the frontier caught up
-        with them) are read again; read messages of paused ones wait, in order. Reclocked inputs
-        are paused whole when their frontier is beyond it."""
+        frontier) until `resume`: those beyond it cannot make it move, and the worker has little
+        room for their updates. Partitions paused before and no longer beyond it (the frontier
+        caught up with them) are read again; read messages of paused ones wait, in order.
+        Reclocked inputs are paused whole when their frontier is beyond it. With ``hold`` (the
+        worker has no room at all), a partition read is also held as soon as a marker takes it
+        beyond ``frontier``: each is read up to its next marker, no further."""
         if frontier is None:
             return
-        self._hold = frontier
+        self._hold = frontier if hold else None
         ahead = set()
         bounds = self.bounds()
         for topic, state in self._inputs.items():
@@ -309,10 +313,11 @@ class KafkaSource:
                 if beyond:
                     ahead.add((topic, p))
         self._resume_only(sorted(self._paused - ahead))
-        new = sorted(ahead - self._paused)
+        new = sorted((ahead - self._paused) | (ahead & self._unpaused))
         if new:
             self._pause(new)
             self._paused.update(new)
+            self._unpaused.difference_update(new)
             log.debug("epoch full at frontier %s: paused %s", frontier, new)
 
     def resume(self) -> None:
@@ -324,8 +329,11 @@ class KafkaSource:
         """Read ``partitions`` (paused) again; their waiting messages come first, in order."""
         if not partitions:
             return
-        self._resume(partitions)
+        paused = [key for key in partitions if key not in self._unpaused]
+        if paused:
+            self._resume(paused)
         self._paused.difference_update(partitions)
+        self._unpaused.difference_update(partitions)
         waiting = [msg for key in partitions for msg in self._stash.pop(key, ())]
         self._backlog.extendleft(reversed(waiting))
 
@@ -411,8 +419,10 @@ class KafkaSource:
             err = msg.error()
             topic, partition = msg.topic(), msg.partition()
             if self._hold is not None and (topic, partition) not in self._paused and self._past_hold(topic, partition):
-                self._pause([(topic, partition)])  # it moved past the frontier held: it waits from here on
+                # it moved past the frontier held: its next messages wait, without pausing the
+                # consumer (the next `pause_ahead` reads it again if it now holds the frontier)
                 self._paused.add((topic, partition))
+                self._unpaused.add((topic, partition))
             if (topic, partition) in self._paused and (err is None or err.code() == RdKafkaError._PARTITION_EOF):
                 self._stash.setdefault((topic, partition), []).append(msg)  # read again once resumed
                 continue

@@ -7,8 +7,10 @@ A step polls a batch of messages and feeds the good updates to the dataflow's in
 (the engine accepts any time at or beyond its frontier, so nothing is buffered here), but never
 more than ``max_epoch_updates`` that no closed epoch holds yet (``open_updates``; one message may
 overshoot): then the epoch closes at the input frontier, or if it cannot (a partition holds the
-frontier back) only the partitions holding it are read, the others paused until an epoch closes
-(`Source.pause_ahead`). So a backlog is caught up in epochs of bounded size, in bounded memory.
+frontier back) only the partitions holding it are read, each up to its next marker, the others
+paused until an epoch closes (`Source.pause_ahead`); from half of the bound on, partitions ahead of
+the frontier already wait, leaving the other half to those holding it. So a backlog is caught up in
+epochs of bounded size, in bounded memory.
 When the epoch policy says so, the epoch ``[lower, upper)`` closes: every input advances to
 ``upper``, the dataflow runs, each output capture drains the updates that became final (times
 below ``upper``), and the sink publishes them with progress markers, committing the consumed
@@ -93,7 +95,8 @@ class Worker:
         `factory.kafka_worker`); ``recovery`` checkpoints and restores the inputs (None: a restart
         replays them from ``start_offsets``, default the beginning); ``epochs`` when to close an
         epoch; ``stats`` the counters (default the source's); ``watch`` makes the `TopicWatch`
-        started at each open and checked at every step."""
+        started at each open and checked at every step; ``max_epoch_updates`` the input updates
+        in flight before an epoch must close (None: unbounded; see the module's docstring)."""
         if not callable(dataflow):
             raise OptionsError(f"Worker dataflow: expected a callable, got {dataflow!r}")
         if type(max_poll_messages) is not int or max_poll_messages <= 0:
@@ -254,6 +257,10 @@ class Worker:
                 # the partitions holding the frontier, each up to its next marker (without a
                 # frontier yet, nothing is paused: one message with updates at a time)
                 room = None if frontier is not None else 1
+            elif 2 * self.open_updates >= self.max_epoch_updates and self._loading is None:
+                # half full: partitions ahead of the frontier wait, so that those holding it have
+                # the other half to catch up in (epochs then close on the policy's grid)
+                self.source.pause_ahead(self.source.frontier(), hold=False)
         polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=self.poll_timeout,
                                   max_updates=room)
         for name, blocks in polled.blocks.items():
@@ -392,7 +399,7 @@ class Worker:
         self._epoch_opened = time.monotonic()
         self._open_times = [kept for kept in (t[t >= upper] for t in self._open_times) if len(kept)]
         self.open_updates = sum(len(t) for t in self._open_times)
-        if self.max_epoch_updates is None or self.open_updates < self.max_epoch_updates:
+        if self.max_epoch_updates is None or 2 * self.open_updates < self.max_epoch_updates:
             self.source.resume()  # room again: partitions paused while the epoch was full are read again
         self.stats.epoch_published(report)
         if self.recovery is not None:
