@@ -158,7 +158,8 @@ STARTED: list[WorkerProcess] = []
 
 class WorkerProcess:
     """A worker subprocess (run_worker.py); its stdout lines ``ready``, ``restored F``, ``frontier t``,
-    ``checkpoint F`` and ``exit t`` are collected."""
+    ``checkpoint F`` and ``exit t`` are collected. The waits give up after minutes, not seconds: a
+    worker's first epoch may compile kernels (slow on a loaded machine), which is not under test."""
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         STARTED.append(self)
@@ -198,21 +199,21 @@ class WorkerProcess:
             time.sleep(0.2)  # let the stderr reader finish
             raise AssertionError(f"worker exited with {self.proc.returncode}: {self.stderr[-3000:]}")
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 300.0) -> None:
         deadline = time.monotonic() + timeout
         while not self.ready:
             self._alive()
             assert time.monotonic() < deadline, "worker did not open"
             time.sleep(0.01)
 
-    def wait_frontier(self, target: int, timeout: float = 60.0) -> None:
+    def wait_frontier(self, target: int, timeout: float = 300.0) -> None:
         deadline = time.monotonic() + timeout
         while self.frontier is None or self.frontier < target:
             self._alive()
             assert time.monotonic() < deadline, f"worker frontier {self.frontier} did not reach {target}"
             time.sleep(0.01)
 
-    def wait_checkpoint(self, count: int = 1, timeout: float = 60.0) -> None:
+    def wait_checkpoint(self, count: int = 1, timeout: float = 300.0) -> None:
         """Until the worker reported ``count`` checkpoints written (renamed into place)."""
         deadline = time.monotonic() + timeout
         while len(self.checkpoints) < count:
