@@ -2,10 +2,13 @@
 
 A trace's batches are handed over as a *table*: an ``(b, 4)`` int64 array with one row
 ``(address, nk, nv, n)`` per trie buffer (see :mod:`.trie` and :mod:`.address`), all of time depth
-``d``. :func:`lookup` finds the rows of any number of keys in all of them in one call: per batch,
-all query keys are located together, by one merge pass over the batch's keys when the query is
-dense, else by a binary search that advances every query one level at a time (independent loads the
-processor overlaps), then the matching vals and histories are gathered.
+``d``. :func:`lookup` finds the updates of any number of keys in all of them in one call. Per batch,
+all query keys are located together: by one merge pass over the batch's keys when the query is
+dense; else through the batch's radix index (one entry, then a branch-free search of the 16 keys
+from the start of the key's bucket); or, for small batches, by a binary search that advances every
+query one halving at a time. Then the matching vals and updates are gathered, each step for all hits
+at once. Each step is a loop whose iterations do not depend on each other, so the processor overlaps
+their memory accesses instead of waiting for each in turn.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import numpy as np
 
 from . import kernel
 from .address import column
-from .trie import regions
+from .trie import INDEXED, bucket, radix_length, radix_shift, regions, tables
 
 _jit = numba.njit(cache=True, nogil=True)
+WINDOW = 16  # keys a branch-free search covers (four halvings)
 
 
 @_jit
@@ -36,30 +40,71 @@ def _sorted_distinct(query):
 
 
 @_jit
-def _lower_bounds(keys, query, pos):
-    """``pos[j]``: the first index of the sorted ``keys`` whose key is ``>= query[j]`` (sorted query)."""
-    nk, nq = len(keys), len(query)
+def _bisect(keys, query, pos):
+    """``pos[j]``: the first index of the sorted, non-empty ``keys`` whose key is ``>= query[j]``,
+    every query advanced one halving at a time."""
+    pos[:] = 0
+    length = len(keys)
+    while length > 1:
+        half = length // 2
+        for j in range(len(query)):
+            p = pos[j]
+            pos[j] = p + half if keys[p + half] < query[j] else p
+        length -= half
+    for j in range(len(query)):
+        if keys[pos[j]] < query[j]:
+            pos[j] += 1
+
+
+@_jit
+def _lower_bounds(buf, nk, ri, query, pos, size):
+    """``pos[j]``: the first index of the trie's keys (``buf[:nk]``, radix index at ``buf[ri:]``) whose
+    key is ``>= query[j]`` (sorted query). ``size``: scratch, one longer than the query."""
+    nq = len(query)
+    keys = buf[:nk]
     if nk == 0 or nq == 0:
         pos[:] = 0
-        return
-    if nk <= 4 * nq:  # dense: one merge pass
+    elif nk <= 4 * nq:  # dense: one merge pass
         i = 0
         for j in range(nq):
             while i < nk and keys[i] < query[j]:
                 i += 1
             pos[j] = i
-        return
-    pos[:] = 0
-    length = nk
-    while length > 1:
-        half = length // 2
+    elif nk >= INDEXED:
+        # each query's bucket (one index entry), then a branch-free search of the 16 keys from the
+        # bucket's start (buckets hold 8 keys on average) or, for a larger bucket, a bisection of it
+        nr = radix_length(nk)
+        low, high = keys[0], keys[nk - 1]
+        shift = radix_shift(low, high, nr - 1)
         for j in range(nq):
+            b = bucket(min(max(query[j], low), high), low, shift)
+            pos[j] = buf[ri + b]
+            size[j] = buf[ri + b + 1] - pos[j]
+        touched = 0
+        for j in range(nq):  # bring each bucket's keys in, all queries' loads at once
             p = pos[j]
-            pos[j] = p + half if keys[p + half] < query[j] else p
-        length -= half
-    for j in range(nq):
-        if keys[pos[j]] < query[j]:
-            pos[j] += 1
+            touched ^= keys[p] ^ keys[min(p + 8, nk - 1)]
+        size[nq] = touched  # a store the compiler must keep, so the loads above happen
+        for j in range(nq):
+            p, q, n = pos[j], query[j], size[j]
+            if q > high:
+                p = nk
+            elif n < WINDOW and p + WINDOW <= nk:
+                p = p + 8 if keys[p + 7] < q else p
+                p = p + 4 if keys[p + 3] < q else p
+                p = p + 2 if keys[p + 1] < q else p
+                p = p + 1 if keys[p] < q else p
+            else:
+                while n > 0:
+                    half = n >> 1
+                    if keys[p + half] < q:
+                        p += half + 1
+                        n -= half + 1
+                    else:
+                        n = half
+            pos[j] = p
+    else:
+        _bisect(keys, query, pos)
 
 
 @kernel
@@ -73,48 +118,84 @@ def lookup(query, table, depth):
     """
     query = _sorted_distinct(query)
     nb, nq = table.shape[0], len(query)
-    found = np.full((nb, nq), -1, np.int64)
-    counts = np.zeros((nb, nq), np.int64)
+    found = np.empty((nb, nq), np.int64)  # index of query j among batch b's keys, or -1
+    starts = np.empty((nb, 4), np.int64)  # per batch: where its key_offs, vals, updates start; its length
     pos = np.empty(nq, np.int64)
+    size = np.empty(nq + 1, np.int64)
+    hits = 0
     for b in range(nb):
         nk, nv, n = table[b, 1], table[b, 2], table[b, 3]
-        ko, va, vo, di, ti, end = regions(nk, nv, n, depth)
+        ko, va, up, ri, end = regions(nk, nv, n, depth)
+        starts[b, 0], starts[b, 1], starts[b, 2], starts[b, 3] = ko, va, up, end
         buf = column(table[b, 0], end)
-        keys = buf[:nk]
-        _lower_bounds(keys, query, pos)
+        _lower_bounds(buf, nk, ri, query, pos, size)
         for j in range(nq):
             i = pos[j]
-            if i < nk and keys[i] == query[j]:
+            if i < nk and buf[i] == query[j]:
                 found[b, j] = i
-                counts[b, j] = buf[vo + buf[ko + i + 1]] - buf[vo + buf[ko + i]]
-    starts = np.empty((nb, nq), np.int64)
-    total = 0
+                hits += 1
+            else:
+                found[b, j] = -1
+    # the hits in output order (by key, then batch), then their val ranges, then their update ranges,
+    # each a pass over all hits (flat indexing: no per-hit views)
+    hit_batch = np.empty(hits, np.int64)
+    hit_key = np.empty(hits, np.int64)
+    v0 = np.empty(hits, np.int64)
+    v1 = np.empty(hits, np.int64)
+    h = 0
     for j in range(nq):
         for b in range(nb):
-            starts[b, j] = total
-            total += counts[b, j]
+            if found[b, j] >= 0:
+                hit_batch[h], hit_key[h], v0[h] = b, j, found[b, j]
+                h += 1
+    for h in range(hits):
+        b = hit_batch[h]
+        buf = column(table[b, 0], starts[b, 3])
+        i = starts[b, 0] + v0[h]
+        v0[h], v1[h] = buf[i], buf[i + 1]
+    out_at = np.empty(hits + 1, np.int64)
+    out_at[0] = 0
+    for h in range(hits):
+        b = hit_batch[h]
+        buf = column(table[b, 0], starts[b, 3])
+        va = starts[b, 1]
+        out_at[h + 1] = out_at[h] + buf[va + 2 * v1[h] + 1] - buf[va + 2 * v0[h] + 1]
+    total = out_at[hits]
     out_keys = np.empty(total, np.int64)
     out_vals = np.empty(total, np.int64)
     out_times = np.empty((total, depth), np.int64)
     out_diffs = np.empty(total, np.int64)
-    for b in range(nb):
-        nk, nv, n = table[b, 1], table[b, 2], table[b, 3]
-        ko, va, vo, di, ti, end = regions(nk, nv, n, depth)
-        buf = column(table[b, 0], end)
-        for j in range(nq):
-            i = found[b, j]
-            if i < 0:
-                continue
-            w = starts[b, j]
-            for v in range(buf[ko + i], buf[ko + i + 1]):
-                for r in range(buf[vo + v], buf[vo + v + 1]):
-                    out_keys[w] = query[j]
-                    out_vals[w] = buf[va + v]
-                    out_diffs[w] = buf[di + r]
-                    for c in range(depth):
-                        out_times[w, c] = buf[ti + r * depth + c]
-                    w += 1
+    width = depth + 1
+    for h in range(hits):
+        b = hit_batch[h]
+        buf = column(table[b, 0], starts[b, 3])
+        va, up = starts[b, 1], starts[b, 2]
+        w = out_at[h]
+        key = query[hit_key[h]]
+        for v in range(v0[h], v1[h]):
+            for r in range(buf[va + 2 * v + 1], buf[va + 2 * v + 3]):
+                out_keys[w] = key
+                out_vals[w] = buf[va + 2 * v]
+                for c in range(depth):
+                    out_times[w, c] = buf[up + r * width + c]
+                out_diffs[w] = buf[up + r * width + depth]
+                w += 1
     return out_keys, out_vals, out_times, out_diffs
+
+
+@_jit
+def _expand_into(keys, key_offs, vals, updates, lo, hi, depth, out_keys, out_vals, out_times, out_diffs, w):
+    """Write the updates of keys ``lo .. hi`` of one trie's tables from row ``w`` of the outputs."""
+    for i in range(lo, hi):
+        for v in range(key_offs[i], key_offs[i + 1]):
+            for r in range(vals[v, 1], vals[v + 1, 1]):
+                out_keys[w] = keys[i]
+                out_vals[w] = vals[v, 0]
+                for c in range(depth):
+                    out_times[w, c] = updates[r, c]
+                out_diffs[w] = updates[r, depth]
+                w += 1
+    return w
 
 
 @kernel
@@ -131,44 +212,34 @@ def flatten(table, depth):
     w = 0
     for b in range(table.shape[0]):
         nk, nv, n = table[b, 1], table[b, 2], table[b, 3]
-        ko, va, vo, di, ti, end = regions(nk, nv, n, depth)
-        buf = column(table[b, 0], end)
-        for i in range(nk):
-            for v in range(buf[ko + i], buf[ko + i + 1]):
-                for r in range(buf[vo + v], buf[vo + v + 1]):
-                    out_keys[w + r] = buf[i]
-                    out_vals[w + r] = buf[va + v]
-        for r in range(n):
-            out_diffs[w + r] = buf[di + r]
-            for c in range(depth):
-                out_times[w + r, c] = buf[ti + r * depth + c]
-        w += n
+        keys, key_offs, vals, updates = tables(column(table[b, 0], regions(nk, nv, n, depth)[4]), nk, nv, n, depth)
+        w = _expand_into(keys, key_offs, vals, updates, 0, nk, depth, out_keys, out_vals, out_times, out_diffs, w)
     return out_keys, out_vals, out_times, out_diffs
 
 
 @kernel
 def expand(buffer, nk, nv, n, depth, lo, hi):
-    """``(keys, vals)``: the key and val of every update of the keys with index ``lo .. hi`` of one trie
-    (the updates ``val_offs[key_offs[lo]] .. val_offs[key_offs[hi]]``, in order)."""
-    ko, va, vo, di, ti, end = regions(nk, nv, n, depth)
-    first = buffer[vo + buffer[ko + lo]]
-    last = buffer[vo + buffer[ko + hi]]
+    """``(keys, vals, times, diffs)``: the updates of the keys with index ``lo .. hi`` of one trie, in
+    trie order (new arrays)."""
+    keys, key_offs, vals, updates = tables(buffer, nk, nv, n, depth)
+    first, last = vals[key_offs[lo], 1], vals[key_offs[hi], 1]
     out_keys = np.empty(last - first, np.int64)
     out_vals = np.empty(last - first, np.int64)
-    for i in range(lo, hi):
-        for v in range(buffer[ko + i], buffer[ko + i + 1]):
-            for r in range(buffer[vo + v], buffer[vo + v + 1]):
-                out_keys[r - first] = buffer[i]
-                out_vals[r - first] = buffer[va + v]
-    return out_keys, out_vals
+    out_times = np.empty((last - first, depth), np.int64)
+    out_diffs = np.empty(last - first, np.int64)
+    _expand_into(keys, key_offs, vals, updates, lo, hi, depth, out_keys, out_vals, out_times, out_diffs, 0)
+    return out_keys, out_vals, out_times, out_diffs
 
 
-def expand_reference(keys, key_offs, vals, val_offs, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`expand` by ``numpy.repeat`` over the trie's columns."""
+def expand_reference(keys: np.ndarray, key_offs: np.ndarray, val_table: np.ndarray, updates: np.ndarray,
+                     lo: int, hi: int):
+    """:func:`expand` by ``numpy.repeat`` over a trie's regions."""
     v0, v1 = key_offs[lo], key_offs[hi]
-    per_val = np.diff(val_offs[v0 : v1 + 1])
-    per_key = val_offs[key_offs[lo + 1 : hi + 1]] - val_offs[key_offs[lo:hi]]
-    return np.repeat(keys[lo:hi], per_key), np.repeat(vals[v0:v1], per_val)
+    r0, r1 = val_table[v0, 1], val_table[v1, 1]
+    per_val = np.diff(val_table[v0 : v1 + 1, 1])
+    per_key = val_table[key_offs[lo + 1 : hi + 1], 1] - val_table[key_offs[lo:hi], 1]
+    rows = updates[r0:r1]
+    return np.repeat(keys[lo:hi], per_key), np.repeat(val_table[v0:v1, 0], per_val), rows[:, :-1], rows[:, -1]
 
 
 def lookup_reference(query: np.ndarray, batches: list[tuple[np.ndarray, ...]]):

@@ -12,7 +12,7 @@ A merge runs in steps: each step is given *fuel* and processes whole keys until 
 of a trace. The frontier may move forward between steps: each key is advanced by the frontier of the
 step that processes it.
 
-A merge in progress is one int64 buffer (made by :func:`begin`): a header of ``HEADER`` values
+A merge in progress is one int64 buffer (set up by :func:`begin`): a header of ``HEADER`` values
 (inputs, cursors, status) followed by the output trie laid out with room for every input update. When
 the last key is processed the output is packed to the exact trie layout in place, starting right
 after the header. :func:`work` steps any number of merges in one call, given the addresses of their
@@ -27,7 +27,7 @@ import numpy as np
 
 from . import kernel
 from .address import column
-from .trie import regions
+from .trie import regions, tables, write_radix
 
 # header fields of a merge buffer
 OLDER = 0  # 0..3: address, nk, nv, n of the older trie
@@ -47,26 +47,15 @@ _inline = numba.njit(cache=True, nogil=True, inline="always")
 
 
 @kernel
-def begin(a_address, a_nk, a_nv, a_n, b_address, b_nk, b_nv, b_n, depth):
-    """``(buffer, address)``: a new merge of the older trie ``a`` into the newer ``b`` (by address and
-    sizes), nothing processed yet. The output has room for every key, val and update of both."""
-    ck, cv, cn = a_nk + b_nk, a_nv + b_nv, a_n + b_n
-    ko, va, vo, di, ti, end = regions(ck, cv, cn, depth)
-    buf = np.empty(HEADER + end, np.int64)
-    buf[:HEADER] = 0
-    buf[OLDER], buf[OLDER + 1], buf[OLDER + 2], buf[OLDER + 3] = a_address, a_nk, a_nv, a_n
-    buf[NEWER], buf[NEWER + 1], buf[NEWER + 2], buf[NEWER + 3] = b_address, b_nk, b_nv, b_n
-    buf[DEPTH] = depth
-    buf[HEADER + ko] = 0
-    buf[HEADER + vo] = 0
-    return buf, buf.ctypes.data
-
-
-@_jit
-def _views(buf, nk, nv, n, d):
-    """``(keys, key_offs, vals, val_offs, diffs, times)`` of a trie laid out for these sizes."""
-    ko, va, vo, di, ti, end = regions(nk, nv, n, d)
-    return buf[:nk], buf[ko:va], buf[va:vo], buf[vo:di], buf[di:ti], buf[ti:end].reshape((n, d))
+def begin(buffer, a_address, a_nk, a_nv, a_n, b_address, b_nk, b_nv, b_n, depth):
+    """Start a merge of the older trie ``a`` into the newer ``b`` (by address and sizes) in ``buffer``
+    (int64, at least ``HEADER + size(a_nk + b_nk, a_nv + b_nv, a_n + b_n, depth)`` long: room for
+    every key, val and update of both): writes the header, returns the buffer's address."""
+    buffer[:HEADER] = 0
+    buffer[OLDER], buffer[OLDER + 1], buffer[OLDER + 2], buffer[OLDER + 3] = a_address, a_nk, a_nv, a_n
+    buffer[NEWER], buffer[NEWER + 1], buffer[NEWER + 2], buffer[NEWER + 3] = b_address, b_nk, b_nv, b_n
+    buffer[DEPTH] = depth
+    return buffer.ctypes.data
 
 
 @_inline
@@ -79,20 +68,20 @@ def _add(total, carry, x):
 
 
 @_inline
-def _compare(times, i, j):
-    """-1, 0 or 1 as row ``i`` of ``times`` is lexicographically below, equal to or above row ``j``."""
-    for c in range(times.shape[1]):
-        if times[i, c] != times[j, c]:
-            return -1 if times[i, c] < times[j, c] else 1
+def _compare(rows, i, j, d):
+    """-1, 0 or 1 as the time of update row ``i`` is lexicographically below, equal to or above row ``j``'s."""
+    for c in range(d):
+        if rows[i, c] != rows[j, c]:
+            return -1 if rows[i, c] < rows[j, c] else 1
     return 0
 
 
 @_inline
-def _sort_rows(times, diffs, lo, hi):
-    """Sort rows ``lo .. hi`` of ``times`` (with their diffs) lexicographically: a natural merge sort,
-    linear when the rows are a few sorted runs (the histories of two batches)."""
+def _sort_rows(rows, lo, hi, d):
+    """Sort update rows ``lo .. hi`` by time: a natural merge sort, nothing to do when they are sorted
+    and linear when they are a few sorted runs (the histories of two batches)."""
     first = lo + 1
-    while first < hi and _compare(times, first - 1, first) <= 0:
+    while first < hi and _compare(rows, first - 1, first, d) <= 0:
         first += 1
     if first >= hi:  # already sorted: the common case
         return
@@ -101,7 +90,7 @@ def _sort_rows(times, diffs, lo, hi):
     runs[1] = first
     count = 1
     for r in range(first + 1, hi):
-        if _compare(times, r - 1, r) > 0:
+        if _compare(rows, r - 1, r, d) > 0:
             count += 1
             runs[count] = r
     count += 1
@@ -115,7 +104,7 @@ def _sort_rows(times, diffs, lo, hi):
             e = runs[p + 2] if p + 2 <= count else m
             i, j, w = s, m, s
             while i < m and j < e:
-                if _compare(times, src[i - lo], src[j - lo]) <= 0:
+                if _compare(rows, src[i - lo], src[j - lo], d) <= 0:
                     dst[w - lo] = src[i - lo]
                     i += 1
                 else:
@@ -135,64 +124,62 @@ def _sort_rows(times, diffs, lo, hi):
         runs[merged] = hi
         count = merged
         src, dst = dst, src
-    t = times[lo:hi].copy()
-    x = diffs[lo:hi].copy()
+    copy = rows[lo:hi].copy()
     for r in range(hi - lo):
-        for c in range(times.shape[1]):
-            times[lo + r, c] = t[src[r] - lo, c]
-        diffs[lo + r] = x[src[r] - lo]
+        for c in range(d + 1):
+            rows[lo + r, c] = copy[src[r] - lo, c]
 
 
 @_inline
-def _consolidate_rows(times, diffs, lo, hi):
-    """Sum the diffs of equal rows among the sorted rows ``lo .. hi`` and drop zero sums, packing the
-    rest from ``lo``; the new end, or ``-1`` when a sum leaves int64."""
+def _consolidate_rows(rows, lo, hi, d):
+    """Sum the diffs of update rows with equal times among the sorted rows ``lo .. hi`` and drop zero
+    sums, packing the rest from ``lo``; the new end, or ``-1`` when a sum leaves int64."""
     w = lo
     r = lo
     while r < hi:
-        total, carry = diffs[r], 0
+        total, carry = rows[r, d], 0
         e = r + 1
-        while e < hi and _compare(times, e, r) == 0:
-            total, carry = _add(total, carry, diffs[e])
+        while e < hi and _compare(rows, e, r, d) == 0:
+            total, carry = _add(total, carry, rows[e, d])
             e += 1
         if carry != 0:
             return -1
         if total != 0:
             if w != r:
-                for c in range(times.shape[1]):
-                    times[w, c] = times[r, c]
-            diffs[w] = total
+                for c in range(d):
+                    rows[w, c] = rows[r, c]
+            rows[w, d] = total
             w += 1
         r = e
     return w
 
 
 @_inline
-def _advance_into(times, diffs, r0, r1, out_times, out_diffs, w, frontier):
-    """Copy updates ``r0 .. r1`` to ``w ..`` of the output with times advanced by ``frontier``."""
+def _advance_into(rows, r0, r1, out, w, frontier, d):
+    """Copy update rows ``r0 .. r1`` to ``w ..`` of ``out`` with times advanced by ``frontier``."""
     m = frontier.shape[0]
-    d = times.shape[1]
     for r in range(r0, r1):
-        out_diffs[w] = diffs[r]
         for c in range(d):
-            t = times[r, c]
+            t = rows[r, c]
             if m > 0:
                 best = max(t, frontier[0, c])
                 for f in range(1, m):
                     best = min(best, max(t, frontier[f, c]))
                 t = best
-            out_times[w, c] = t
+            out[w, c] = t
+        out[w, d] = rows[r, d]
         w += 1
     return w
 
 
 @_jit
-def _step(h, a, b, out, frontier, fuel):
+def _step(h, a, b, out, frontier, fuel, d):
     """Process whole keys of the merge with header ``h`` until ``fuel`` input updates are read or the
-    inputs end; the updates read, or ``-1`` on overflow (header then at the offending key)."""
-    ak, ako, av, avo, ad, at = a
-    bk, bko, bv, bvo, bd, bt = b
-    ok, oko, ov, ovo, od, ot = out
+    inputs end; the updates read, or ``-1`` on overflow (header then at the offending key). ``a``,
+    ``b``, ``out``: the ``(keys, key_offs, vals, updates)`` of the inputs and of the output."""
+    ak, ako, av, au = a
+    bk, bko, bv, bu = b
+    ok, oko, ov, ou = out
     pa, pb = h[POS_OLDER], h[POS_NEWER]
     nk, nv, n = h[OUT_KEYS], h[OUT_VALS], h[OUT_UPDATES]
     na, nb = len(ak), len(bk)
@@ -205,31 +192,32 @@ def _step(h, a, b, out, frontier, fuel):
         j, je = (bko[pb], bko[pb + 1]) if use_b else (0, 0)
         first_val = nv
         while i < ie or j < je:
-            take_a = i < ie and (j >= je or av[i] <= bv[j])
-            take_b = j < je and (i >= ie or bv[j] <= av[i])
-            val = av[i] if take_a else bv[j]
+            take_a = i < ie and (j >= je or av[i, 0] <= bv[j, 0])
+            take_b = j < je and (i >= ie or bv[j, 0] <= av[i, 0])
+            val = av[i, 0] if take_a else bv[j, 0]
             start = n
             if take_a:
-                n = _advance_into(at, ad, avo[i], avo[i + 1], ot, od, n, frontier)
+                n = _advance_into(au, av[i, 1], av[i + 1, 1], ou, n, frontier, d)
                 i += 1
             if take_b:
-                n = _advance_into(bt, bd, bvo[j], bvo[j + 1], ot, od, n, frontier)
+                n = _advance_into(bu, bv[j, 1], bv[j + 1, 1], ou, n, frontier, d)
                 j += 1
             read += n - start
-            _sort_rows(ot, od, start, n)
-            n = _consolidate_rows(ot, od, start, n)
+            if n - start > 1:
+                _sort_rows(ou, start, n, d)
+                n = _consolidate_rows(ou, start, n, d)
             if n < 0:
                 h[BAD_KEY], h[BAD_VAL] = key, val
                 h[POS_OLDER], h[POS_NEWER] = pa, pb
                 return -1
             if n > start:
-                ov[nv] = val
+                ov[nv, 0] = val
+                ov[nv, 1] = start
                 nv += 1
-                ovo[nv] = n
         if nv > first_val:
             ok[nk] = key
+            oko[nk] = first_val
             nk += 1
-            oko[nk] = nv
         pa += 1 if use_a else 0
         pb += 1 if use_b else 0
     h[POS_OLDER], h[POS_NEWER] = pa, pb
@@ -240,15 +228,19 @@ def _step(h, a, b, out, frontier, fuel):
 
 @_jit
 def _pack(body, ck, cv, cn, nk, nv, n, d):
-    """Move the output regions laid out for capacities ``(ck, cv, cn)`` to the exact layout."""
+    """Close the output tables (laid out for capacities ``(ck, cv, cn)``) with their last rows, move
+    them to the exact layout and write the radix index."""
     src = regions(ck, cv, cn, d)
     dst = regions(nk, nv, n, d)
-    lengths = (nk + 1, nv, nv + 1, n, n * d)
-    for region in range(5):
+    body[src[0] + nk] = nv
+    body[src[1] + 2 * nv], body[src[1] + 2 * nv + 1] = 0, n
+    lengths = (nk + 1, 2 * (nv + 1), n * (d + 1))
+    for region in range(3):
         s, t = src[region], dst[region]
         if s != t:
             for x in range(lengths[region]):
                 body[t + x] = body[s + x]
+    write_radix(body, nk, dst[3])
 
 
 @kernel
@@ -267,11 +259,11 @@ def work(merges, frontier, fuel):
         d = h[DEPTH]
         a_nk, a_nv, a_n = h[OLDER + 1], h[OLDER + 2], h[OLDER + 3]
         b_nk, b_nv, b_n = h[NEWER + 1], h[NEWER + 2], h[NEWER + 3]
-        a = _views(column(h[OLDER], regions(a_nk, a_nv, a_n, d)[5]), a_nk, a_nv, a_n, d)
-        b = _views(column(h[NEWER], regions(b_nk, b_nv, b_n, d)[5]), b_nk, b_nv, b_n, d)
+        a = tables(column(h[OLDER], regions(a_nk, a_nv, a_n, d)[4]), a_nk, a_nv, a_n, d)
+        b = tables(column(h[NEWER], regions(b_nk, b_nv, b_n, d)[4]), b_nk, b_nv, b_n, d)
         ck, cv, cn = a_nk + b_nk, a_nv + b_nv, a_n + b_n
-        body = column(address + 8 * HEADER, regions(ck, cv, cn, d)[5])
-        if _step(h, a, b, _views(body, ck, cv, cn, d), frontier, fuel) < 0:
+        body = column(address + 8 * HEADER, regions(ck, cv, cn, d)[4])
+        if _step(h, a, b, tables(body, ck, cv, cn, d), frontier, fuel, d) < 0:
             h[STATUS] = OVERFLOW
             changed += 1
         elif h[POS_OLDER] >= a_nk and h[POS_NEWER] >= b_nk:

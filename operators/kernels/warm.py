@@ -59,9 +59,25 @@ def workload() -> None:
             session.advance_to(t + 1)
         df.run()
     assert all(p.at(39) is not None for p in probes)
-    for node in df._all_nodes():  # the traces' readers outside the operators (cursors, contents)
-        for _, trace in node.arrangements():
-            trace.contents()
+    traces()
+
+
+def traces() -> None:
+    """Trace work the small dataflow above does not reach: batches large enough for numpy-allocated
+    buffers, and reading a whole trace."""
+    import numpy as np
+
+    from ..frontier import Antichain
+    from ..traces.batch import Updates
+    from ..traces.spine import Spine
+
+    trace = Spine(1)
+    for t, n in enumerate((1 << 16, 10)):
+        keys = np.arange(n, dtype=np.int64)
+        trace.insert(Updates((keys, keys), np.full((n, 1), t, dtype=np.int64), np.ones(n, dtype=np.int64)),
+                     Antichain([t + 1]))
+    trace.lookup(np.arange(5, dtype=np.int64))
+    trace.contents()
 
 
 def edge_cases() -> None:

@@ -33,7 +33,10 @@ class Merge:
 
     def __init__(self, older: TrieBatch, newer: TrieBatch, frontier: Antichain) -> None:
         self.older, self.newer, self.frontier = older, newer, frontier  # may advance while merging
-        self.buffer, self.address = kernel.begin(*older.row, *newer.row, older.depth)
+        d = older.depth
+        room = layout.size(older.nk + newer.nk, older.nv + newer.nv, older.n + newer.n, d)
+        self.buffer = np.empty(kernel.HEADER + room, dtype=np.int64)
+        self.address = kernel.begin(self.buffer, *older.row, *newer.row, d)
 
     def __len__(self) -> int:
         return len(self.older) + len(self.newer)

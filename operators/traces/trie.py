@@ -21,6 +21,9 @@ from ..kernels import trie as layout
 from .batch import Updates
 
 
+_LARGE = 1 << 16  # updates from which a batch's buffer is allocated by numpy
+
+
 @dataclass(frozen=True, slots=True)
 class Description:
     """The time interval ``[lower, upper)`` of a batch's updates, and the frontier ``since`` they are advanced to."""
@@ -41,7 +44,7 @@ class TrieBatch:
     """Consolidated keyed updates in a keys -> vals -> (time, diff) trie, in one int64 buffer.
 
     ``nk``, ``nv``, ``n``: distinct keys, distinct (key, val) pairs, updates; ``depth``: time
-    coordinates. The column properties are views of the buffer (never write into them).
+    coordinates. The column properties are (strided) views of the buffer: never write into them.
     """
 
     __slots__ = ("buffer", "nk", "nv", "n", "depth", "desc", "_address")
@@ -56,13 +59,18 @@ class TrieBatch:
         """Build from keyed updates ``data == (keys, vals)`` that are consolidated (sorted, no zeros)."""
         if len(u) == 0:
             return TrieBatch.empty(u.depth, desc)
-        k, v = u.data
-        buffer, address, nk, nv = layout.build(int64(k), int64(v), int64(u.times), int64(u.diffs))
+        k, v, times, diffs = int64(u.data[0]), int64(u.data[1]), int64(u.times), int64(u.diffs)
+        if len(u) < _LARGE:
+            buffer, address, nk, nv = layout.build(k, v, times, diffs)
+        else:  # numpy's allocation: large buffers get huge pages (fewer TLB misses when searched)
+            nk, nv = layout.count(k, v)
+            buffer = np.empty(layout.size(nk, nv, len(u), u.depth), dtype=np.int64)
+            address = layout.build_into(buffer, k, v, times, diffs, nk, nv)
         return TrieBatch(buffer, nk, nv, len(u), u.depth, desc, address)
 
     @staticmethod
     def empty(depth: int, desc: Description) -> TrieBatch:
-        return TrieBatch(np.zeros(2, dtype=np.int64), 0, 0, 0, depth, desc)
+        return TrieBatch(np.zeros(layout.size(0, 0, 0, depth), dtype=np.int64), 0, 0, 0, depth, desc)
 
     # -- layout ------------------------------------------------------------------------------------
     @property
@@ -77,33 +85,40 @@ class TrieBatch:
         """``(address, nk, nv, n)``: this batch as a row of a kernel table."""
         return self.address, self.nk, self.nv, self.n
 
-    def _region(self, i: int, length: int) -> np.ndarray:
-        start = layout.layout(self.nk, self.nv, self.n, self.depth)[i - 1] if i else 0
-        return self.buffer[start : start + length]
+    def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        ko, va, up, ri, _ = layout.layout(self.nk, self.nv, self.n, self.depth)
+        b = self.buffer
+        return b[:ko], b[ko:va], b[va:up].reshape(-1, 2), b[up:ri].reshape(self.n, self.depth + 1)
 
     @property
     def keys(self) -> np.ndarray:
-        return self._region(0, self.nk)
+        """The distinct keys, ascending."""
+        return self._tables()[0]
 
     @property
     def key_offs(self) -> np.ndarray:
-        return self._region(1, self.nk + 1)
+        """``key_offs[i] .. key_offs[i + 1]``: the vals of key ``i`` (``nk + 1`` entries)."""
+        return self._tables()[1]
 
     @property
     def vals(self) -> np.ndarray:
-        return self._region(2, self.nv)
+        """The vals of every key, ascending within a key."""
+        return self._tables()[2][:-1, 0]
 
     @property
     def val_offs(self) -> np.ndarray:
-        return self._region(3, self.nv + 1)
-
-    @property
-    def diffs(self) -> np.ndarray:
-        return self._region(4, self.n)
+        """``val_offs[j] .. val_offs[j + 1]``: the updates of val ``j`` (``nv + 1`` entries)."""
+        return self._tables()[2][:, 1]
 
     @property
     def times(self) -> np.ndarray:
-        return self._region(5, self.n * self.depth).reshape(self.n, self.depth)
+        """``(n, depth)``: the time of every update."""
+        return self._tables()[3][:, :-1]
+
+    @property
+    def diffs(self) -> np.ndarray:
+        """The diff of every update."""
+        return self._tables()[3][:, -1]
 
     def __len__(self) -> int:
         return self.n
@@ -113,17 +128,12 @@ class TrieBatch:
 
     # -- reading -----------------------------------------------------------------------------------
     def flat(self, lo: int = 0, hi: int | None = None) -> Updates:
-        """The updates of keys with index in ``[lo, hi)`` as flat columns ``(key, val)`` (times and
-        diffs are views of the batch)."""
+        """The updates of keys with index in ``[lo, hi)`` as flat columns ``(key, val)`` (new arrays)."""
         hi = self.nk if hi is None else hi
         if self.n == 0 or lo >= hi:
             return Updates.empty(2, self.depth)
-        keys, vals = lookups.expand(self.buffer, self.nk, self.nv, self.n, self.depth, lo, hi)
-        ko, _, vo, di, ti, _ = layout.layout(self.nk, self.nv, self.n, self.depth)
-        h0 = int(self.buffer[vo + self.buffer[ko + lo]])
-        h1 = h0 + len(keys)
-        times = self.buffer[ti + h0 * self.depth : ti + h1 * self.depth].reshape(h1 - h0, self.depth)
-        return Updates((keys, vals), times, self.buffer[di + h0 : di + h1])
+        keys, vals, times, diffs = lookups.expand(self.buffer, self.nk, self.nv, self.n, self.depth, lo, hi)
+        return Updates((keys, vals), times, diffs)
 
     def key_weights(self) -> np.ndarray:
         """Number of (time, diff) entries under each key."""

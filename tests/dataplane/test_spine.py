@@ -312,15 +312,16 @@ def test_stats_figures():
     trace.insert(b, Antichain([(2, 0)]))
     s = trace.stats()
     assert s["records"] == 5 and s["batches"] == 2 and s["merge_work"] == 0
-    # keys, key_offs, vals, val_offs, times (n x 2), diffs: 8 bytes each
-    want_bytes = 8 * ((2 + 3 + 3 + 4 + 3 * 2 + 3) + (2 + 3 + 2 + 3 + 2 * 2 + 2))
+    # per batch: keys, key_offs (one more), (val, first update) rows closed by one more, (time, diff)
+    # rows; 8 bytes each
+    want_bytes = 8 * ((2 + 3 + 2 * 4 + 3 * 3) + (2 + 3 + 2 * 3 + 2 * 3))
     assert s["bytes"] == want_bytes
     h.set_logical_compaction(Antichain([(2, 0)]))
     h.set_physical_compaction(Antichain([(2, 0)]))
     settle(trace)
     s = trace.stats()
     # merged and advanced to (2, 0): (1,1) cancels, (1,2), (2,1), (3,1) remain
-    assert s == {"records": 3, "batches": 1, "bytes": 8 * (3 + 4 + 3 + 4 + 3 * 2 + 3), "merge_work": 5}
+    assert s == {"records": 3, "batches": 1, "bytes": 8 * (3 + 4 + 2 * 4 + 3 * 3), "merge_work": 5}
     assert rows(trace.contents()) == [((1, 2), (2, 0), 1), ((2, 1), (2, 0), 1), ((3, 1), (2, 0), 1)]
 
 

@@ -54,11 +54,11 @@ def test_flatten_and_expand_equal_the_references(data):
     assert as_rows(got) == [r for t in tries for r in as_rows(t.cols)]
     for t in tries:
         lo, hi = sorted(data.draw(st.tuples(st.integers(0, t.nk), st.integers(0, t.nk))))
-        ko, va, vo, di, ti, end = trie.layout(t.nk, t.nv, t.n, d)
+        ko, va, up, ri, end = trie.layout(t.nk, t.nv, t.n, d)
         b = t.buffer
-        want = lookup.expand_reference(b[: t.nk], b[ko:va], b[va:vo], b[vo:di], lo, hi)
-        got_k, got_v = lookup.expand(b, t.nk, t.nv, t.n, d, lo, hi)
-        assert got_k.tolist() == want[0].tolist() and got_v.tolist() == want[1].tolist()
+        want = lookup.expand_reference(b[:ko], b[ko:va], b[va:up].reshape(-1, 2), b[up:ri].reshape(t.n, d + 1), lo, hi)
+        got = lookup.expand(b, t.nk, t.nv, t.n, d, lo, hi)
+        assert as_rows(got) == as_rows(want) == [r for r in as_rows(t.cols) if r[0] in set(b[lo:hi].tolist())]
 
 
 def test_lookup_at_scale_equals_isin():
@@ -72,3 +72,38 @@ def test_lookup_at_scale_equals_isin():
     keys, vals, times, diffs = lookup.lookup(query, table(tries), 1)
     expected = sorted((int(k), t) for t, tr in enumerate(tries) for k in tr.cols[0][np.isin(tr.cols[0], query)])
     assert list(zip(keys.tolist(), times[:, 0].tolist(), strict=True)) == expected
+
+
+@kernels
+@given(st.data())
+def test_indexed_tries_build_and_search_like_the_references(data):
+    """Tries of at least ``trie.INDEXED`` keys carry a radix index; searches of few keys go through it."""
+    d = data.draw(depths)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    nk = trie.INDEXED + data.draw(st.integers(0, 3 * trie.BUCKET))
+    spread = data.draw(st.sampled_from(["even", "skewed", "extremes"]))
+    if spread == "even":
+        keys = np.sort(rng.choice(20 * nk, nk, replace=False)).astype(np.int64)
+    else:  # most keys in a few buckets: searches fall back to bisecting large buckets
+        keys = np.unique(np.concatenate([rng.choice(2 * nk, nk - 20, replace=False), rng.integers(0, 2**40, 20)]))
+        if spread == "extremes":
+            keys = np.unique(np.concatenate([keys[2:-2], [-(2**63), -(2**63) + 1, 2**63 - 2, 2**63 - 1]]))
+    keys = keys.astype(np.int64)
+    t = Trie([(int(k), int(k) % 3, (int(k) % 5,) * d, 1) for k in keys], d)
+    assert t.buffer.tolist() == trie.build_reference(*t.cols).tolist()
+    assert len(t.buffer) == trie.size(t.nk, t.nv, t.n, d) > 2 * t.nk + 2 * t.nv + 2 + t.n * (d + 1)
+    query = np.concatenate([rng.choice(keys, data.draw(st.integers(0, 20))), keys[:3] - 1, keys[-3:] + 1,
+                            np.asarray(data.draw(st.lists(ints, max_size=5)), dtype=np.int64)])
+    got = lookup.lookup(query, table([t]), d)
+    assert as_rows(got) == as_rows(lookup.lookup_reference(query, [t.cols]))
+
+
+@kernels
+@given(st.data())
+def test_build_into_a_given_buffer_equals_build(data):
+    d = data.draw(depths)
+    cols = columns(data.draw(rows(d)), d)
+    nk, nv = trie.count(cols[0], cols[1])
+    buf = np.full(trie.size(nk, nv, len(cols[0]), d), -5, dtype=np.int64)
+    assert trie.build_into(buf, *cols, nk, nv) == buf.ctypes.data
+    assert buf.tolist() == trie.build(*cols)[0].tolist()

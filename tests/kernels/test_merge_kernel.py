@@ -17,7 +17,9 @@ def frontier(draw, depth: int) -> np.ndarray:
 
 
 def start(a: Trie, b: Trie) -> tuple[np.ndarray, int]:
-    return merge.begin(*a.row, *b.row, a.depth)
+    room = trie.size(a.nk + b.nk, a.nv + b.nv, a.n + b.n, a.depth)
+    buf = np.full(merge.HEADER + room, -7, dtype=np.int64)  # garbage where nothing is written yet
+    return buf, merge.begin(buf, *a.row, *b.row, a.depth)
 
 
 def output(buf: np.ndarray, depth: int) -> list:
@@ -25,17 +27,19 @@ def output(buf: np.ndarray, depth: int) -> list:
     assert buf[merge.STATUS] == merge.DONE
     nk, nv, n = (int(x) for x in buf[[merge.OUT_KEYS, merge.OUT_VALS, merge.OUT_UPDATES]])
     body = buf[merge.HEADER : merge.HEADER + trie.size(nk, nv, n, depth)]
-    ko, va, vo, di, ti, end = trie.layout(nk, nv, n, depth)
-    keys, key_offs, vals, val_offs = body[:nk], body[ko:va], body[va:vo], body[vo:di]
+    ko, va, up, ri, end = trie.layout(nk, nv, n, depth)
+    keys, key_offs = body[:ko], body[ko:va]
+    vals, updates = body[va:up].reshape(-1, 2), body[up:ri].reshape(n, depth + 1)
+    assert key_offs[nk] == nv and vals[nv].tolist() == [0, n], "closing rows"
     out = []
     for i in range(nk):
         assert key_offs[i] < key_offs[i + 1], "no key without vals"
         for v in range(key_offs[i], key_offs[i + 1]):
-            assert val_offs[v] < val_offs[v + 1], "no val without updates"
-            for r in range(val_offs[v], val_offs[v + 1]):
-                out.append((int(keys[i]), int(vals[v]), tuple(body[ti + r * depth : ti + (r + 1) * depth].tolist()),
-                            int(body[di + r])))
+            assert vals[v, 1] < vals[v + 1, 1], "no val without updates"
+            for r in range(vals[v, 1], vals[v + 1, 1]):
+                out.append((int(keys[i]), int(vals[v, 0]), tuple(updates[r, :-1].tolist()), int(updates[r, -1])))
     assert len(out) == n
+    assert body[ri:end].tolist() == trie.radix_reference(keys).tolist()
     return out
 
 
@@ -157,3 +161,17 @@ def test_large_histories_sort_by_time(depth):
     buf, address = start(a, b)
     merge.work(np.asarray([address]), f, 10**9)
     assert output(buf, depth) == as_rows(merge.merge_reference(a.cols, b.cols, f))
+
+
+def test_a_large_result_is_packed_with_its_radix_index():
+    n = trie.INDEXED
+    a = Trie([(2 * k, 0, (0,), 1) for k in range(n)], 1)
+    b = Trie(sorted([(2 * k + 1, 0, (1,), 1) for k in range(n)] + [(0, 0, (1,), -1)]), 1)
+    buf, address = start(a, b)
+    merge.work(np.asarray([address]), np.asarray([[1]], dtype=np.int64), 10**9)
+    rows_ = output(buf, 1)
+    want = as_rows(merge.merge_reference(a.cols, b.cols, np.asarray([[1]], dtype=np.int64)))
+    assert rows_ == want and len(want) == 2 * n - 1
+    body = buf[merge.HEADER : merge.HEADER + trie.size(2 * n - 1, 2 * n - 1, 2 * n - 1, 1)]
+    cols = tuple(np.asarray(c) for c in merge.merge_reference(a.cols, b.cols, np.asarray([[1]], dtype=np.int64)))
+    assert body.tolist() == trie.build_reference(*cols).tolist()
