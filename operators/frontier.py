@@ -12,7 +12,6 @@ times with positive count.
 from __future__ import annotations
 
 import operator
-from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
@@ -30,16 +29,21 @@ def _le(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 class Antichain:
     """A set of mutually incomparable times (tuples); inserting keeps only the minimal ones."""
 
-    __slots__ = ("_elements",)
+    __slots__ = ("_elements", "_array")
 
     def __init__(self, elements: Iterable[Time] = ()) -> None:
         self._elements: list[tuple[int, ...]] = []
+        self._array: np.ndarray | None = None  # array() of the elements, kept until they change
         for e in elements:
             self.insert(e)
 
     def insert(self, time: Time) -> bool:
         """Insert ``time`` unless some element is ``<=`` it; drop elements it dominates."""
         t = time if type(time) is tuple else as_tuple(time)
+        self._array = None
+        if not self._elements:  # the common frontier of one time
+            self._elements.append(t)
+            return True
         if any(_le(e, t) for e in self._elements):
             return False
         self._elements = [e for e in self._elements if not _le(t, e)]
@@ -58,7 +62,11 @@ class Antichain:
 
     def dominates(self, other: Antichain) -> bool:
         """True when every element of ``other`` is beyond ``self`` (``self <= other`` as frontiers)."""
-        return all(self.less_equal(e) for e in other._elements)
+        mine, theirs = self._elements, other._elements
+        if len(mine) == 1 and len(theirs) == 1:  # one time each: compare them
+            a, b = mine[0], theirs[0]
+            return a <= b if len(a) == 1 else _le(a, b)
+        return all(self.less_equal(e) for e in theirs)
 
     def meet(self, other: Antichain) -> Antichain:
         """The lower envelope of the union: the frontier that holds back what either holds back."""
@@ -82,8 +90,12 @@ class Antichain:
         return mask
 
     def array(self, depth: int) -> np.ndarray:
-        """The times as an ``(n, depth)`` int64 array."""
-        return lattice.to_array(self._elements, depth)
+        """The times as an ``(n, depth)`` int64 array (read-only; the same array while the elements stay)."""
+        a = self._array
+        if a is None or a.shape[1] != depth:
+            a = self._array = lattice.to_array(self._elements, depth)
+            a.flags.writeable = False
+        return a
 
     def is_empty(self) -> bool:
         """True when the antichain holds no time (nothing may change any more)."""
@@ -98,7 +110,12 @@ class Antichain:
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True
-        return isinstance(other, Antichain) and set(self._elements) == set(other._elements)
+        if not isinstance(other, Antichain):
+            return False
+        a, b = self._elements, other._elements
+        if len(a) != len(b):
+            return False
+        return a[0] == b[0] if len(a) == 1 else set(a) == set(b)
 
     def __hash__(self) -> int:
         return hash(frozenset(self._elements))
@@ -128,25 +145,30 @@ class MutableAntichain:
     """Counted times; ``frontier()`` is the antichain of minimal times with positive count."""
 
     def __init__(self) -> None:
-        self._counts: Counter[tuple[int, ...]] = Counter()
+        self._counts: dict[tuple[int, ...], int] = {}
         self._frontier: Antichain | None = None
 
     def update(self, time: Time, delta: int) -> None:
         """Add ``delta`` to the count of ``time`` (counts never go negative)."""
         self._frontier = None
         t = time if type(time) is tuple else as_tuple(time)
-        self._counts[t] += delta
-        if self._counts[t] == 0:
-            del self._counts[t]
-        elif self._counts[t] < 0:
+        counts = self._counts
+        c = counts.get(t, 0) + delta
+        if c > 0:
+            counts[t] = c
+        elif c == 0:
+            counts.pop(t, None)
+        else:
             raise CompactionError(f"MutableAntichain count for {t} went negative")
 
     def update_frontier(self, old: Antichain | None, new: Antichain | None) -> None:
         """Replace one holder's frontier ``old`` by ``new`` (either may be ``None``)."""
-        for t in new or ():
-            self.update(t, +1)
-        for t in old or ():
-            self.update(t, -1)
+        if new is not None:
+            for t in new._elements:
+                self.update(t, +1)
+        if old is not None:
+            for t in old._elements:
+                self.update(t, -1)
 
     def frontier(self) -> Antichain:
         """The minimal times with a positive count."""

@@ -46,15 +46,20 @@ _jit = numba.njit(cache=True, nogil=True)
 _inline = numba.njit(cache=True, nogil=True, inline="always")
 
 
+@_inline
+def _start(buffer, a_address, a_nk, a_nv, a_n, b_address, b_nk, b_nv, b_n, depth):
+    buffer[:HEADER] = 0
+    buffer[OLDER], buffer[OLDER + 1], buffer[OLDER + 2], buffer[OLDER + 3] = a_address, a_nk, a_nv, a_n
+    buffer[NEWER], buffer[NEWER + 1], buffer[NEWER + 2], buffer[NEWER + 3] = b_address, b_nk, b_nv, b_n
+    buffer[DEPTH] = depth
+
+
 @kernel
 def begin(buffer, a_address, a_nk, a_nv, a_n, b_address, b_nk, b_nv, b_n, depth):
     """Start a merge of the older trie ``a`` into the newer ``b`` (by address and sizes) in ``buffer``
     (int64, at least ``HEADER + size(a_nk + b_nk, a_nv + b_nv, a_n + b_n, depth)`` long: room for
     every key, val and update of both): writes the header, returns the buffer's address."""
-    buffer[:HEADER] = 0
-    buffer[OLDER], buffer[OLDER + 1], buffer[OLDER + 2], buffer[OLDER + 3] = a_address, a_nk, a_nv, a_n
-    buffer[NEWER], buffer[NEWER + 1], buffer[NEWER + 2], buffer[NEWER + 3] = b_address, b_nk, b_nv, b_n
-    buffer[DEPTH] = depth
+    _start(buffer, a_address, a_nk, a_nv, a_n, b_address, b_nk, b_nv, b_n, depth)
     return buffer.ctypes.data
 
 
@@ -271,6 +276,48 @@ def work(merges, frontier, fuel):
             h[STATUS] = DONE
             changed += 1
     return changed
+
+
+@kernel
+def cascade(table, lo, hi, frontier, fuel):
+    """Merge the newest of the tries ``table[lo:hi]`` into one, as a spine's geometric invariant asks.
+
+    ``table`` rows are ``(address, nk, nv, n)`` of tries of time depth ``frontier.shape[1]``, oldest
+    first, adjacent in time, none an input of a merge in progress. Starting from the newest, the next
+    older trie is merged in (times advanced by ``frontier``, consolidated) while it holds at most twice
+    the updates merged so far and the updates read in all stay within ``fuel``. Returns
+    ``(count, buffer, address, nk, nv, n, read)``: the ``count`` newest tries (``count >= 2``) became
+    the trie in ``buffer`` (new, exact size) after reading ``read`` updates; ``count < 2`` when nothing
+    was merged (``buffer`` empty); ``-1`` when a sum left int64 (``nk``, ``nv`` then the key and val;
+    nothing replaced).
+    """
+    d = frontier.shape[1]
+    kept = np.empty(0, np.int64)  # the buffer of the last merge, alive while it is an input
+    address, nk, nv, n = table[hi - 1, 0], table[hi - 1, 1], table[hi - 1, 2], table[hi - 1, 3]
+    count, read = 1, 0
+    for i in range(hi - 2, lo - 1, -1):
+        o_address, o_nk, o_nv, o_n = table[i, 0], table[i, 1], table[i, 2], table[i, 3]
+        if o_n > 2 * n or read + o_n + n > fuel:
+            break
+        ck, cv, cn = o_nk + nk, o_nv + nv, o_n + n
+        buf = np.empty(HEADER + regions(ck, cv, cn, d)[4], np.int64)
+        _start(buf, o_address, o_nk, o_nv, o_n, address, nk, nv, n, d)
+        a = tables(column(o_address, regions(o_nk, o_nv, o_n, d)[4]), o_nk, o_nv, o_n, d)
+        b = tables(column(address, regions(nk, nv, n, d)[4]), nk, nv, n, d)
+        body = buf[HEADER:]
+        done = _step(buf, a, b, tables(body, ck, cv, cn, d), frontier, cn + 1, d)
+        if done < 0:
+            return -1, kept[:0], 0, buf[BAD_KEY], buf[BAD_VAL], 0, read
+        nk, nv, n = buf[OUT_KEYS], buf[OUT_VALS], buf[OUT_UPDATES]
+        _pack(body, ck, cv, cn, nk, nv, n, d)
+        read += done
+        kept = buf
+        address = buf.ctypes.data + 8 * HEADER
+        count += 1
+    if count < 2:
+        return count, kept[:0], 0, 0, 0, 0, 0
+    result = kept[HEADER : HEADER + regions(nk, nv, n, d)[4]].copy()
+    return count, result, result.ctypes.data, nk, nv, n, read
 
 
 def advance_reference(time: tuple[int, ...], frontier: np.ndarray) -> tuple[int, ...]:

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import DiffError
-from ..frontier import Antichain
+from ..frontier import Antichain, advance_by
 from ..kernels import merge as kernel
 from ..kernels import trie as layout
+from .batch import sum_error
 from .trie import Description, TrieBatch
 
 _TRIM = 0.75  # a result using less of its merge buffer than this is copied out (the rest freed)
@@ -66,8 +67,7 @@ class Merge:
         """Raise :class:`DiffError` when the merge stopped on a sum of diffs outside int64."""
         if self.buffer[kernel.STATUS] == kernel.OVERFLOW:
             key, val = int(self.buffer[kernel.BAD_KEY]), int(self.buffer[kernel.BAD_VAL])
-            raise DiffError(f"diffs of key id {key}, val id {val} sum beyond int64 in a merge of the trace; "
-                            "multiplicities that large cannot be represented")
+            raise merge_error([self.older, self.newer], key, val, self.frontier)
 
     def result(self, since: Antichain | None = None) -> TrieBatch:
         """The merged batch (only once :attr:`done`). ``since``: the frontier of the merge's last step
@@ -81,6 +81,21 @@ class Merge:
         if end < _TRIM * len(b):
             return TrieBatch(b[kernel.HEADER : end].copy(), nk, nv, n, d, desc)
         return TrieBatch(b[kernel.HEADER : end], nk, nv, n, d, desc, self.address + 8 * kernel.HEADER)
+
+
+def merge_error(batches: Sequence[TrieBatch], key: int, val: int, frontier: Antichain) -> DiffError:
+    """The error for the diffs of ``(key, val)`` that sum outside int64 when ``batches`` merge with times
+    advanced by ``frontier``, naming the time (found again with Python's exact integers)."""
+    sums: dict[tuple[int, ...], int] = {}
+    for b in batches:
+        u = b.lookup(np.asarray([key], dtype=np.int64))
+        times = advance_by(np.ascontiguousarray(u.times), frontier).tolist()
+        for v, t, x in zip(u.data[1].tolist(), times, u.diffs.tolist(), strict=True):
+            if v == val:
+                sums[tuple(t)] = sums.get(tuple(t), 0) + x
+    outside = [t for t, x in sorted(sums.items()) if not -(2**63) <= x < 2**63]
+    time = outside[0] if outside else max(sums, key=lambda t: abs(sums[t]), default=())
+    return sum_error((key, val), time)
 
 
 def work(merges: Sequence[Merge], frontier: np.ndarray, fuel: int, table: np.ndarray | None = None) -> int:

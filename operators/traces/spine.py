@@ -25,7 +25,8 @@ from ..lattice import T_MIN
 from .batch import Updates, consolidate
 from .cursor import TraceCursor
 from .handle import TraceHandle
-from .merge import Merge, frontier_array
+from ..kernels.merge import cascade as merge_cascade
+from .merge import Merge, frontier_array, merge_error
 from .merge import work as merge_work
 from .trie import Description, TrieBatch, int64
 
@@ -48,6 +49,9 @@ class Spine:
         self._batch_table: np.ndarray | None = None  # kernel tables of the items, rebuilt after changes
         self._merges: tuple[list[Merge], np.ndarray] | None = None
         self._frontier: tuple[Antichain | None, np.ndarray] = (None, np.empty((0, depth), dtype=np.int64))
+        self._one = np.empty((1, depth), dtype=np.int64)  # _frontier_array() of a frontier of one time
+        self._scan = 0  # items from here on changed since the last check of the geometric invariant
+        self._unsealed = 0  # items from here on were not sealed at that check
 
     # -- readers ---------------------------------------------------------------------------------
     def handle(self) -> TraceHandle:
@@ -75,13 +79,15 @@ class Spine:
     def insert(self, updates: Updates, upper: Antichain) -> TrieBatch:
         """Append the consolidated keyed ``updates`` holding all times in ``[self.upper, upper)``."""
         u = consolidate(updates)
-        batch = TrieBatch.from_updates(u, Description(self.upper, upper, self._since))
+        desc = Description(self.upper, upper, self._since)
+        batch = TrieBatch.from_updates(u, desc) if len(u) else TrieBatch.empty(self.depth, desc)
         self.upper = upper
-        self._inserted += len(batch)
-        if len(batch):
+        self._inserted += batch.n
+        if batch.n:
             self.items.append(batch)
             self._changed()
-        self._maintain(max(self.min_fuel, self.fuel_per_update * len(batch)))
+            self._mark(len(self.items) - 1)
+        self._maintain(max(self.min_fuel, self.fuel_per_update * batch.n))
         return batch
 
     def advance_upper(self, upper: Antichain) -> None:
@@ -93,10 +99,17 @@ class Spine:
         self._merges = None
 
     def _frontier_array(self) -> np.ndarray:
-        """The logical frontier as the ``(m, depth)`` array kernels take (kept while it does not move)."""
+        """The logical frontier as the ``(m, depth)`` array kernels take (kept while it does not move;
+        a frontier of one time is written into one reused array)."""
         frontier = self.logical_frontier()
         if frontier is not self._frontier[0]:
-            self._frontier = (frontier, frontier_array(frontier, self.depth))
+            elements = frontier._elements
+            if len(elements) == 1:
+                one = self._one
+                one[0] = elements[0]
+                self._frontier = (frontier, one)
+            else:
+                self._frontier = (frontier, frontier_array(frontier, self.depth))
         return self._frontier[1]
 
     def _running(self) -> tuple[list[Merge], np.ndarray]:
@@ -107,17 +120,35 @@ class Spine:
         return self._merges
 
     def _maintain(self, fuel: int) -> None:
-        """Give every merge in progress ``fuel`` (one kernel call), replace finished ones by their
-        results and start the merges the geometric invariant asks for; merges started on the way get
-        ``fuel`` too, until a round finishes nothing."""
-        self._start_merges()
+        """An insert's merge work: merges in progress get ``fuel`` (one kernel call) and finished ones
+        are replaced by their results; the newest batches that may merge do so at once, as far as
+        the geometric invariant asks and ``fuel`` allows (one kernel call); any other adjacent pair
+        breaking the invariant starts a merge, which gets ``fuel`` at once (and again if it finished
+        and another starts)."""
         merges, table = self._running()
-        while merges:
-            if not merge_work(merges, self._frontier_array(), fuel, table):
-                return
+        if merges and merge_work(merges, self._frontier_array(), fuel, table):
             self._finish()
-            merges = self._start_merges()
-            table = None
+        self._cascade(fuel, self._sealed())
+        started = self._start_merges(self._sealed())
+        while started and merge_work(started, self._frontier_array(), fuel):
+            self._finish()
+            started = self._start_merges(self._sealed())
+
+    def _sealed(self) -> int:
+        """How many items, from the oldest, hold no time the physical frontier has not passed: batches
+        that may merge (newer ones stay apart so readers can still see their boundaries)."""
+        items = self.items
+        i = len(items)
+        if i:
+            physical = self.physical_frontier()
+            while i and type(items[i - 1]) is TrieBatch and not items[i - 1].desc.upper.dominates(physical):
+                i -= 1
+        return i
+
+    def _mark(self, index: int) -> None:
+        """Item ``index`` changed: the pairs around it must be checked against the invariant again."""
+        if index < self._scan:
+            self._scan = index
 
     def _finish(self) -> None:
         """Replace finished merges by their results, dropping empty ones."""
@@ -126,31 +157,63 @@ class Spine:
             if type(item) is Merge and item.done:
                 self.merge_work += item.work_done
                 item = item.result(self._frontier[0])
-            if len(item):
-                items.append(item)
+                self._mark(len(items))
+                if not item.n:
+                    continue
+            items.append(item)
         self.items = items
         self._changed()
 
-    def _start_merges(self) -> list[Merge]:
-        """Start a merge of each adjacent pair of idle batches violating the geometric invariant."""
+    def _cascade(self, fuel: int, sealed: int) -> None:
+        """Merge the newest idle sealed batches, from the newest backwards while each older one is at
+        most twice what is merged so far and the fuel lasts (one kernel call)."""
+        items = self.items
+        hi = sealed
+        if hi < 2:
+            return
+        newest = items[hi - 1]
+        if type(newest) is not TrieBatch:
+            return
+        lo, total = hi - 1, newest.n
+        while lo > 0:  # candidates: idle batches within the fuel, none more than twice the rest
+            older = items[lo - 1]
+            if type(older) is not TrieBatch or older.n > 2 * total or total + older.n > fuel:
+                break
+            lo -= 1
+            total += older.n
+        if lo == hi - 1:
+            return
+        rows = np.asarray([x for b in items[lo:hi] for x in b.row], dtype=np.int64).reshape(hi - lo, 4)
+        count, buffer, address, nk, nv, n, read = merge_cascade(rows, 0, hi - lo, self._frontier_array(), fuel)
+        if count < 0:
+            raise merge_error(items[lo:hi], nk, nv, self._frontier[0])
+        if count < 2:
+            return
+        first = hi - count
+        self.merge_work += read
+        desc = Description(items[first].desc.lower, newest.desc.upper, self._frontier[0])
+        items[first:hi] = [TrieBatch(buffer, nk, nv, n, self.depth, desc, address)] if n else []
+        self._changed()
+        self._mark(first)
+
+    def _start_merges(self, sealed: int) -> list[Merge]:
+        """Start a merge of each adjacent pair of idle sealed batches violating the geometric invariant,
+        among the pairs around items that changed (or were sealed) since the last check."""
         items = self.items
         started: list[Merge] = []
-        j = len(items) - 1
-        if j < 1:
-            return started
-        physical = None
-        while j >= 1:
+        j = sealed - 1
+        stop = max(min(self._scan, self._unsealed), 1)
+        while j >= stop:
             older, newer = items[j - 1], items[j]
             if type(older) is TrieBatch and type(newer) is TrieBatch and older.n <= 2 * newer.n:
-                if physical is None:
-                    physical = self.physical_frontier()
-                if newer.desc.upper.dominates(physical) and older.desc.upper.dominates(physical):
-                    merge = Merge(older, newer, self.logical_frontier())
-                    items[j - 1 : j + 1] = [merge]
-                    started.append(merge)
-                    j -= 2
-                    continue
-            j -= 1
+                merge = Merge(older, newer, self.logical_frontier())
+                items[j - 1 : j + 1] = [merge]
+                started.append(merge)
+                j -= 2
+            else:
+                j -= 1
+        self._scan = len(items)
+        self._unsealed = sealed - len(started)
         if started:
             self._changed()
         return started
@@ -181,6 +244,7 @@ class Spine:
             if not len(self.items[-1]):
                 self.items.pop()
             self._changed()
+            self._mark(len(self.items) - 1)
             budget -= size
 
     # -- reading ---------------------------------------------------------------------------------

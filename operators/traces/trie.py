@@ -10,7 +10,7 @@ those with ``lower <= time`` and not ``upper <= time``, with times advanced to `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,10 +22,10 @@ from .batch import Updates
 
 
 _LARGE = 1 << 16  # updates from which a batch's buffer is allocated by numpy
+_INT64 = np.dtype(np.int64)
 
 
-@dataclass(frozen=True, slots=True)
-class Description:
+class Description(NamedTuple):
     """The time interval ``[lower, upper)`` of a batch's updates, and the frontier ``since`` they are advanced to."""
 
     lower: Antichain
@@ -47,26 +47,30 @@ class TrieBatch:
     coordinates. The column properties are (strided) views of the buffer: never write into them.
     """
 
-    __slots__ = ("buffer", "nk", "nv", "n", "depth", "desc", "_address")
+    __slots__ = ("buffer", "nk", "nv", "n", "depth", "desc", "_row")
 
     def __init__(self, buffer: np.ndarray, nk: int, nv: int, n: int, depth: int, desc: Description,
                  address: int | None = None) -> None:
         self.buffer, self.nk, self.nv, self.n, self.depth, self.desc = buffer, nk, nv, n, depth, desc
-        self._address = address
+        self._row = None if address is None else (address, nk, nv, n)
 
     @staticmethod
     def from_updates(u: Updates, desc: Description) -> TrieBatch:
         """Build from keyed updates ``data == (keys, vals)`` that are consolidated (sorted, no zeros)."""
-        if len(u) == 0:
+        n = len(u.diffs)
+        if n == 0:
             return TrieBatch.empty(u.depth, desc)
-        k, v, times, diffs = int64(u.data[0]), int64(u.data[1]), int64(u.times), int64(u.diffs)
-        if len(u) < _LARGE:
+        k, v, times, diffs = u.data[0], u.data[1], u.times, u.diffs
+        if not (k.dtype == v.dtype == times.dtype == diffs.dtype == _INT64 and k.flags.c_contiguous
+                and v.flags.c_contiguous and times.flags.c_contiguous and diffs.flags.c_contiguous):
+            k, v, times, diffs = int64(k), int64(v), int64(times), int64(diffs)
+        if n < _LARGE:
             buffer, address, nk, nv = layout.build(k, v, times, diffs)
         else:  # numpy's allocation: large buffers get huge pages (fewer TLB misses when searched)
             nk, nv = layout.count(k, v)
-            buffer = np.empty(layout.size(nk, nv, len(u), u.depth), dtype=np.int64)
+            buffer = np.empty(layout.size(nk, nv, n, u.depth), dtype=np.int64)
             address = layout.build_into(buffer, k, v, times, diffs, nk, nv)
-        return TrieBatch(buffer, nk, nv, len(u), u.depth, desc, address)
+        return TrieBatch(buffer, nk, nv, n, u.depth, desc, address)
 
     @staticmethod
     def empty(depth: int, desc: Description) -> TrieBatch:
@@ -76,14 +80,14 @@ class TrieBatch:
     @property
     def address(self) -> int:
         """The data address of the buffer (for kernel tables)."""
-        if self._address is None:
-            self._address = addresses.address(self.buffer)
-        return self._address
+        return self.row[0]
 
     @property
     def row(self) -> tuple[int, int, int, int]:
         """``(address, nk, nv, n)``: this batch as a row of a kernel table."""
-        return self.address, self.nk, self.nv, self.n
+        if self._row is None:
+            self._row = (addresses.address(self.buffer), self.nk, self.nv, self.n)
+        return self._row
 
     def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         ko, va, up, ri, _ = layout.layout(self.nk, self.nv, self.n, self.depth)

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.operators.config import EngineConfig
-from ddflow.operators.errors import CompactionError
+from ddflow.operators.errors import CompactionError, DiffError
 from ddflow.operators.frontier import Antichain
 from ddflow.operators.lattice import T_MIN
 from ddflow.operators.traces.batch import Updates, concat
@@ -369,3 +369,20 @@ def test_a_new_reader_after_the_last_drop_sees_merges_advanced_while_in_progress
     h.drop()
     reader = trace.handle()
     check(trace, [reader], [first, second], 1)
+
+
+def test_a_merge_whose_sum_leaves_int64_raises_and_keeps_the_batches():
+    """Merging must never wrap a sum of diffs: the trace raises DiffError naming the key, val and time,
+    and keeps both batches (nothing is lost)."""
+    big = 2**63 - 1
+    trace = Spine(1)
+    reader = trace.handle()
+    reader.set_logical_compaction(Antichain([10]))
+    trace.insert(keyed([(7, 3, 0, big)]), Antichain([1]))
+    reader.set_physical_compaction(Antichain([2]))
+    with pytest.raises(DiffError, match="outside int64") as info:
+        trace.insert(keyed([(7, 3, 1, big)]), Antichain([2]))
+        settle(trace)
+    assert info.value.record_ids == (7, 3) and info.value.time == (10,)
+    assert sorted(rows(trace.contents())) == [((7, 3), (0,), big), ((7, 3), (1,), big)]
+    assert len(trace) == 2

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trie_strategies import Trie, as_rows, depths, kernels, rows, time
 
-from ddflow.operators.kernels import merge, trie
+from ddflow.operators.kernels import lookup, merge, trie
 
 
 def frontier(draw, depth: int) -> np.ndarray:
@@ -175,3 +175,44 @@ def test_a_large_result_is_packed_with_its_radix_index():
     body = buf[merge.HEADER : merge.HEADER + trie.size(2 * n - 1, 2 * n - 1, 2 * n - 1, 1)]
     cols = tuple(np.asarray(c) for c in merge.merge_reference(a.cols, b.cols, np.asarray([[1]], dtype=np.int64)))
     assert body.tolist() == trie.build_reference(*cols).tolist()
+
+
+def cascade_reference(tries: list[Trie], frontier: np.ndarray, fuel: int):
+    """:func:`merge.cascade` by merging with the reference: ``(count, rows, read)``."""
+    merged, count, read = tries[-1].cols, 1, 0
+    for older in reversed(tries[:-1]):
+        n = len(merged[0])
+        if older.n > 2 * n or read + older.n + n > fuel:
+            break
+        read += older.n + n
+        merged = merge.merge_reference(older.cols, merged, frontier)
+        count += 1
+    return count, as_rows(merged), read
+
+
+@kernels
+@given(st.data())
+def test_cascade_equals_merging_with_the_reference(data):
+    d = data.draw(depths)
+    huge = data.draw(st.booleans())
+    tries = [Trie(data.draw(rows(d, max_size=8, huge=huge)), d) for _ in range(data.draw(st.integers(1, 5)))]
+    f = frontier(data.draw, d)
+    fuel = data.draw(st.integers(0, 40))
+    table_ = np.asarray([t.row for t in tries], dtype=np.int64).reshape(len(tries), 4)
+    try:
+        want = cascade_reference(tries, f, fuel)
+    except OverflowError:
+        want = None
+    count, buffer, address, nk, nv, n, read = merge.cascade(table_, 0, len(tries), f, fuel)
+    if want is None:  # a merge the cascade makes has a sum outside int64
+        assert count == -1
+        return
+    assert count == want[0]
+    if count >= 2:
+        got = as_rows(lookup_all(buffer, nk, nv, n, d))
+        assert (got, read) == (want[1], want[2])
+        assert address == buffer.ctypes.data and len(buffer) == trie.size(nk, nv, n, d)
+
+
+def lookup_all(buffer, nk, nv, n, d):
+    return lookup.expand(buffer, nk, nv, n, d, 0, nk)
