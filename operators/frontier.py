@@ -29,11 +29,12 @@ def _le(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 class Antichain:
     """A set of mutually incomparable times (tuples); inserting keeps only the minimal ones."""
 
-    __slots__ = ("_elements", "_array")
+    __slots__ = ("_elements", "_array", "_one")
 
     def __init__(self, elements: Iterable[Time] = ()) -> None:
         self._elements: list[tuple[int, ...]] = []
         self._array: np.ndarray | None = None  # array() of the elements, kept until they change
+        self._one: int | None = None  # the coordinate of a frontier of one 1-dimensional time, else None
         for e in elements:
             self.insert(e)
 
@@ -43,11 +44,13 @@ class Antichain:
         self._array = None
         if not self._elements:  # the common frontier of one time
             self._elements.append(t)
+            self._one = t[0] if len(t) == 1 else None
             return True
         if any(_le(e, t) for e in self._elements):
             return False
         self._elements = [e for e in self._elements if not _le(t, e)]
         self._elements.append(t)
+        self._one = t[0] if len(t) == 1 and len(self._elements) == 1 else None
         return True
 
     @property
@@ -62,6 +65,11 @@ class Antichain:
 
     def dominates(self, other: Antichain) -> bool:
         """True when every element of ``other`` is beyond ``self`` (``self <= other`` as frontiers)."""
+        a = self._one
+        if a is not None:  # one 1-dimensional time each: compare them as ints
+            b = other._one
+            if b is not None:
+                return a <= b
         mine, theirs = self._elements, other._elements
         if len(mine) == 1 and len(theirs) == 1:  # one time each: compare them
             a, b = mine[0], theirs[0]
@@ -112,6 +120,8 @@ class Antichain:
             return True
         if not isinstance(other, Antichain):
             return False
+        if self._one is not None and other._one is not None:
+            return self._one == other._one
         a, b = self._elements, other._elements
         if len(a) != len(b):
             return False
@@ -163,6 +173,21 @@ class MutableAntichain:
 
     def update_frontier(self, old: Antichain | None, new: Antichain | None) -> None:
         """Replace one holder's frontier ``old`` by ``new`` (either may be ``None``)."""
+        if old is not None and new is not None and len(old._elements) == 1 == len(new._elements):
+            counts = self._counts  # one time for another (a reader moving on): two dict updates
+            t, u = new._elements[0], old._elements[0]
+            if t == u:
+                return
+            c = counts.get(u, 0)
+            if c < 1:
+                raise CompactionError(f"MutableAntichain count for {u} went negative")
+            self._frontier = None
+            counts[t] = counts.get(t, 0) + 1
+            if c == 1:
+                del counts[u]
+            else:
+                counts[u] = c - 1
+            return
         if new is not None:
             for t in new._elements:
                 self.update(t, +1)
@@ -173,7 +198,14 @@ class MutableAntichain:
     def frontier(self) -> Antichain:
         """The minimal times with a positive count."""
         if self._frontier is None:
-            self._frontier = Antichain(self._counts)
+            counts = self._counts
+            if len(counts) == 1:  # one time held: it is the frontier
+                (t,) = counts
+                f = Antichain.__new__(Antichain)
+                f._elements, f._array, f._one = [t], None, t[0] if len(t) == 1 else None
+                self._frontier = f
+            else:
+                self._frontier = Antichain(counts)
         return self._frontier
 
     def is_empty(self) -> bool:

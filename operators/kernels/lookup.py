@@ -4,11 +4,13 @@ A trace's batches are handed over as a *table*: an ``(b, 4)`` int64 array with o
 ``(address, nk, nv, n)`` per trie buffer (see :mod:`.trie` and :mod:`.address`), all of time depth
 ``d``. :func:`lookup` finds the updates of any number of keys in all of them in one call. Per batch,
 all query keys are located together: by one merge pass over the batch's keys when the query is
-dense; else through the batch's radix index (one entry, then a branch-free search of the 16 keys
-from the start of the key's bucket); or, for small batches, by a binary search that advances every
+dense; else through the batch's radix index (one entry and its bucket's filter, which rules out
+most keys the batch does not hold without reading its keys; then a branch-free search of the 16
+keys from the start of the key's bucket); or, for small batches, by a binary search that advances every
 query one halving at a time. Then the matching vals and updates are gathered, each step for all hits
-at once. Each step is a loop whose iterations do not depend on each other, so the processor overlaps
-their memory accesses instead of waiting for each in turn.
+at once, the first update row of every hit brought in before the output is written. Each step is a
+loop whose iterations do not depend on each other, so the processor overlaps their memory accesses
+instead of waiting for each in turn.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import numpy as np
 
 from . import kernel
 from .address import column
-from .trie import INDEXED, bucket, radix_length, radix_shift, regions, tables
+from .trie import INDEXED, LAYOUT, bucket, filter_bits, radix_length, radix_shift, regions, tables
+
+if LAYOUT != 2:  # the trie layout these kernels were compiled for (see kernels.trie.LAYOUT)
+    raise ImportError(f"{__name__} inlines trie layout 2, kernels.trie has {LAYOUT}: update both")
 
 _jit = numba.njit(cache=True, nogil=True)
 WINDOW = 16  # keys a branch-free search covers (four halvings)
@@ -57,39 +62,48 @@ def _bisect(keys, query, pos):
 
 
 @_jit
-def _lower_bounds(buf, nk, ri, query, pos, size):
-    """``pos[j]``: the first index of the trie's keys (``buf[:nk]``, radix index at ``buf[ri:]``) whose
-    key is ``>= query[j]`` (sorted query). ``size``: scratch, one longer than the query."""
+def _find(buf, nk, ri, query, pos, size):
+    """``pos[j]``: the index of ``query[j]`` among the trie's keys (``buf[:nk]``, radix index at
+    ``buf[ri:]``), or -1 when it is not there (sorted query). ``size``: scratch, one longer than the
+    query."""
     nq = len(query)
     keys = buf[:nk]
     if nk == 0 or nq == 0:
-        pos[:] = 0
-    elif nk <= 4 * nq:  # dense: one merge pass
+        pos[:] = -1
+        return
+    if nk <= 4 * nq:  # dense: one merge pass
         i = 0
         for j in range(nq):
             while i < nk and keys[i] < query[j]:
                 i += 1
             pos[j] = i
     elif nk >= INDEXED:
-        # each query's bucket (one index entry), then a branch-free search of the 16 keys from the
-        # bucket's start (buckets hold 8 keys on average) or, for a larger bucket, a bisection of it
-        nr = radix_length(nk)
+        # each query's bucket and its filter (one index entry): a query the filter rules out is not
+        # searched; the others search the 16 keys from their bucket's start branch-free (buckets hold
+        # 8 keys on average) or, in a larger bucket, bisect it
+        buckets = radix_length(nk) // 2 - 1
         low, high = keys[0], keys[nk - 1]
-        shift = radix_shift(low, high, nr - 1)
+        shift = radix_shift(low, high, buckets)
         for j in range(nq):
-            b = bucket(min(max(query[j], low), high), low, shift)
-            pos[j] = buf[ri + b]
-            size[j] = buf[ri + b + 1] - pos[j]
+            q = query[j]
+            at = ri + 2 * bucket(min(max(q, low), high), low, shift)
+            bits = filter_bits(q)
+            if q < low or q > high or buf[at + 1] & bits != bits:
+                pos[j] = -1
+            else:
+                pos[j] = buf[at]
+                size[j] = buf[at + 2] - buf[at]
         touched = 0
-        for j in range(nq):  # bring each bucket's keys in, all queries' loads at once
+        for j in range(nq):  # bring each candidate bucket's keys in, all queries' loads at once
             p = pos[j]
-            touched ^= keys[p] ^ keys[min(p + 8, nk - 1)]
+            if p >= 0:
+                touched ^= keys[p] ^ keys[min(p + 8, nk - 1)]
         size[nq] = touched  # a store the compiler must keep, so the loads above happen
         for j in range(nq):
             p, q, n = pos[j], query[j], size[j]
-            if q > high:
-                p = nk
-            elif n < WINDOW and p + WINDOW <= nk:
+            if p < 0:
+                continue
+            if n < WINDOW and p + WINDOW <= nk:
                 p = p + 8 if keys[p + 7] < q else p
                 p = p + 4 if keys[p + 3] < q else p
                 p = p + 2 if keys[p + 1] < q else p
@@ -105,6 +119,10 @@ def _lower_bounds(buf, nk, ri, query, pos, size):
             pos[j] = p
     else:
         _bisect(keys, query, pos)
+    for j in range(nq):
+        p = pos[j]
+        if p >= 0 and (p >= nk or keys[p] != query[j]):
+            pos[j] = -1
 
 
 @kernel
@@ -128,14 +146,10 @@ def lookup(query, table, depth):
         ko, va, up, ri, end = regions(nk, nv, n, depth)
         starts[b, 0], starts[b, 1], starts[b, 2], starts[b, 3] = ko, va, up, end
         buf = column(table[b, 0], end)
-        _lower_bounds(buf, nk, ri, query, pos, size)
+        _find(buf, nk, ri, query, pos, size)
         for j in range(nq):
-            i = pos[j]
-            if i < nk and buf[i] == query[j]:
-                found[b, j] = i
-                hits += 1
-            else:
-                found[b, j] = -1
+            found[b, j] = pos[j]
+            hits += pos[j] >= 0
     # the hits in output order (by key, then batch), then their val ranges, then their update ranges,
     # each a pass over all hits (flat indexing: no per-hit views)
     hit_batch = np.empty(hits, np.int64)
@@ -161,6 +175,13 @@ def lookup(query, table, depth):
         va = starts[b, 1]
         out_at[h + 1] = out_at[h] + buf[va + 2 * v1[h] + 1] - buf[va + 2 * v0[h] + 1]
     total = out_at[hits]
+    touched = 0
+    for h in range(hits):  # bring every hit's first update row in, all loads at once
+        b = hit_batch[h]
+        buf = column(table[b, 0], starts[b, 3])
+        va = starts[b, 1]
+        touched ^= buf[starts[b, 2] + buf[va + 2 * v0[h] + 1] * (depth + 1)]
+    size[0] = touched  # a store the compiler must keep, so the loads above happen
     out_keys = np.empty(total, np.int64)
     out_vals = np.empty(total, np.int64)
     out_times = np.empty((total, depth), np.int64)

@@ -27,7 +27,10 @@ import numpy as np
 
 from . import kernel
 from .address import column
-from .trie import regions, tables, write_radix
+from .trie import LAYOUT, regions, tables, write_radix
+
+if LAYOUT != 2:  # the trie layout these kernels were compiled for (see kernels.trie.LAYOUT)
+    raise ImportError(f"{__name__} inlines trie layout 2, kernels.trie has {LAYOUT}: update both")
 
 # header fields of a merge buffer
 OLDER = 0  # 0..3: address, nk, nv, n of the older trie
@@ -279,17 +282,18 @@ def work(merges, frontier, fuel):
 
 
 @kernel
-def cascade(table, lo, hi, frontier, fuel):
+def cascade(table, lo, hi, frontier, fuel, out):
     """Merge the newest of the tries ``table[lo:hi]`` into one, as a spine's geometric invariant asks.
 
     ``table`` rows are ``(address, nk, nv, n)`` of tries of time depth ``frontier.shape[1]``, oldest
     first, adjacent in time, none an input of a merge in progress. Starting from the newest, the next
     older trie is merged in (times advanced by ``frontier``, consolidated) while it holds at most twice
-    the updates merged so far and the updates read in all stay within ``fuel``. Returns
-    ``(count, buffer, address, nk, nv, n, read)``: the ``count`` newest tries (``count >= 2``) became
-    the trie in ``buffer`` (new, exact size) after reading ``read`` updates; ``count < 2`` when nothing
-    was merged (``buffer`` empty); ``-1`` when a sum left int64 (``nk``, ``nv`` then the key and val;
-    nothing replaced).
+    the updates merged so far and the updates read in all stay within ``fuel``. ``out`` (int64, at
+    least ``size`` of the summed sizes of ``table[lo:hi]`` long) receives the result, so that no array
+    is returned (returning one costs microseconds). Returns ``(count, address, nk, nv, n, end, read)``:
+    the ``count`` newest tries (``count >= 2``) became the trie in ``out[:end]`` (``address`` its data
+    address) after reading ``read`` updates; ``count < 2`` when nothing was merged; ``-1`` when a sum
+    left int64 (``nk``, ``nv`` then the key and val; nothing replaced).
     """
     d = frontier.shape[1]
     kept = np.empty(0, np.int64)  # the buffer of the last merge, alive while it is an input
@@ -303,21 +307,26 @@ def cascade(table, lo, hi, frontier, fuel):
         buf = np.empty(HEADER + regions(ck, cv, cn, d)[4], np.int64)
         _start(buf, o_address, o_nk, o_nv, o_n, address, nk, nv, n, d)
         a = tables(column(o_address, regions(o_nk, o_nv, o_n, d)[4]), o_nk, o_nv, o_n, d)
-        b = tables(column(address, regions(nk, nv, n, d)[4]), nk, nv, n, d)
+        # the newer input: the table's trie at first, then the last merge's result read through a view
+        # of its buffer (the view holds the buffer: compiled code frees an array after its variable's
+        # last use, so an address alone would not keep it alive)
+        size = regions(nk, nv, n, d)[4]
+        newer = column(address, size) if count == 1 else kept[HEADER : HEADER + size]
+        b = tables(newer, nk, nv, n, d)
         body = buf[HEADER:]
         done = _step(buf, a, b, tables(body, ck, cv, cn, d), frontier, cn + 1, d)
         if done < 0:
-            return -1, kept[:0], 0, buf[BAD_KEY], buf[BAD_VAL], 0, read
+            return -1, np.int64(0), buf[BAD_KEY], buf[BAD_VAL], 0, 0, read
         nk, nv, n = buf[OUT_KEYS], buf[OUT_VALS], buf[OUT_UPDATES]
         _pack(body, ck, cv, cn, nk, nv, n, d)
         read += done
         kept = buf
-        address = buf.ctypes.data + 8 * HEADER
         count += 1
     if count < 2:
-        return count, kept[:0], 0, 0, 0, 0, 0
-    result = kept[HEADER : HEADER + regions(nk, nv, n, d)[4]].copy()
-    return count, result, result.ctypes.data, nk, nv, n, read
+        return count, np.int64(0), 0, 0, 0, 0, 0
+    end = regions(nk, nv, n, d)[4]
+    out[:end] = kept[HEADER : HEADER + end]
+    return count, np.int64(out.ctypes.data), nk, nv, n, end, read
 
 
 def advance_reference(time: tuple[int, ...], frontier: np.ndarray) -> tuple[int, ...]:

@@ -16,12 +16,16 @@ that finding a key and gathering its updates touches few cache lines:
   distinct) and its non-zero diff.
 * ``radix`` indexes the keys of large tries (at least ``INDEXED`` keys; smaller ones have none,
   ``nr == 0``): the key range ``keys[0] .. keys[nk - 1]`` is cut into ``B`` equal buckets
-  (``B`` the power of two at least ``nk / BUCKET``, ``nr == B + 1``; key ``k`` falls in bucket
+  (``B`` the power of two at least ``nk / BUCKET``, ``nr == 2 (B + 1)``; key ``k`` falls in bucket
   ``(k - low) >> shift`` with ``low`` the least key and ``shift`` the least that maps the range onto
-  ``B`` buckets) and ``radix[b]`` is the index of the first key in bucket ``b`` or later. A search
-  reads one entry and then the few keys of one bucket, instead of ``log2 nk`` keys spread over the
-  whole batch (keys that spread evenly, as ids do, fill buckets evenly; skewed keys cost a bisection
-  of a larger bucket, never more than one step more than bisecting everything).
+  ``B`` buckets). ``radix[2 b]`` is the index of the first key in bucket ``b`` or later, and beside
+  it ``radix[2 b + 1]`` the bucket's *filter*: the OR of :func:`filter_bits` of its keys (two bits of
+  64 per key; the last entry's filter is 0). A search reads one entry and its filter (one cache
+  line): a key whose bits are not all in the filter is not in the trie (a key that is not there
+  passes with a chance of about 5% when a bucket holds 8 keys), else it reads the few keys of one
+  bucket, instead of ``log2 nk`` keys spread over the whole batch (keys that spread evenly, as ids
+  do, fill buckets evenly; skewed keys cost a bisection of a larger bucket, never more than one step
+  more than bisecting everything).
 
 A kernel needs only the buffer's address and ``(nk, nv, n, d)`` to walk it (see :mod:`.address`), so
 one call can walk any number of batches. ``size(nk, nv, n, d)`` is the buffer's length and
@@ -34,7 +38,13 @@ import numba
 import numpy as np
 
 from . import kernel
+from .consolidate import add
 
+# numba's on-disk cache keys a compiled kernel by the text of its own module only, not by the text of
+# the helpers it inlines from here (regions, tables, write_radix, ...): a kernel module that inlines
+# them repeats this number (``LAYOUT``) and checks it at import, so that a change of the layout, which
+# must bump it, also changes the text of every such module and so recompiles their kernels.
+LAYOUT = 2  # 2: radix entries interleaved with bucket filters
 BUCKET = 8  # keys per radix bucket, on average
 INDEXED = 4096  # tries with at least this many keys have a radix index
 
@@ -47,7 +57,7 @@ def _radix_length(nk):
     buckets = 1
     while buckets * BUCKET < nk:
         buckets *= 2
-    return buckets + 1
+    return 2 * (buckets + 1)
 
 
 radix_length = _inline(_radix_length)
@@ -102,22 +112,38 @@ def bucket(key, low, shift):
     return np.int64((np.uint64(key) - np.uint64(low)) >> np.uint64(shift))
 
 
+_GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: a multiplicative hash
+
+
+@_inline
+def filter_bits(key):
+    """Two of 64 bits chosen by a multiplicative hash of ``key`` (as an int64 word)."""
+    h = np.uint64(key) * np.uint64(_GOLDEN)
+    one = np.uint64(1)
+    return np.int64((one << (h >> np.uint64(58))) | (one << ((h >> np.uint64(52)) & np.uint64(63))))
+
+
 @_inline
 def write_radix(buf, nk, ri):
-    """Write the radix index of the trie's ``nk`` keys (at the start of ``buf``) to ``buf[ri:]``."""
+    """Write the radix index and bucket filters of the trie's ``nk`` keys (at the start of ``buf``) to
+    ``buf[ri:]``."""
     nr = radix_length(nk)
     if nr == 0:
         return
+    buckets = nr // 2 - 1
     low = buf[0]
-    shift = radix_shift(low, buf[nk - 1], nr - 1)
+    shift = radix_shift(low, buf[nk - 1], buckets)
     b = 0
     for i in range(nk):
         k = bucket(buf[i], low, shift)
         while b <= k:
-            buf[ri + b] = i
+            buf[ri + 2 * b] = i
+            buf[ri + 2 * b + 1] = 0
             b += 1
-    while b < nr:
-        buf[ri + b] = nk
+        buf[ri + 2 * k + 1] |= filter_bits(buf[i])
+    while b <= buckets:
+        buf[ri + 2 * b] = nk
+        buf[ri + 2 * b + 1] = 0
         b += 1
 
 
@@ -188,6 +214,91 @@ def build_into(buffer, keys, vals, times, diffs, nk, nv):
     return buffer.ctypes.data
 
 
+SMALL = 64  # updates up to which :func:`build_small` consolidates by insertion sort
+
+
+@_inline
+def _row_less(keys, vals, times, a, b):
+    """True when row ``a`` sorts before row ``b`` by (key, val, time coordinates)."""
+    if keys[a] != keys[b]:
+        return keys[a] < keys[b]
+    if vals[a] != vals[b]:
+        return vals[a] < vals[b]
+    for c in range(times.shape[1]):
+        if times[a, c] != times[b, c]:
+            return times[a, c] < times[b, c]
+    return False
+
+
+@kernel
+def build_small(keys, vals, times, diffs, out):
+    """``(address, nk, nv, n, end, bad)``: the trie of keyed updates in any order, consolidated on the
+    way, written into ``out``: for batches of at most ``SMALL`` updates, one call instead of a
+    consolidation and a build, and no array returned (returning one costs microseconds).
+
+    ``keys``, ``vals``, ``diffs`` (length ``m``) and ``times`` (``(m, d)``) are C-contiguous int64 in any
+    order, with repeats and zero diffs allowed; ``out`` is int64, at least ``size(m, m, m, d)`` long. The
+    trie holds each distinct (key, val, time) once with the sum of its diffs, zero sums dropped (``n``
+    updates), in ``out[:end]``; ``address`` is ``out``'s data address. ``bad`` is ``-1``, or the index
+    of an input row whose (key, val, time) diffs sum outside int64: then nothing is built (``n == 0``)
+    and the caller raises. Sorting is by insertion (quadratic: keep ``m`` small)."""
+    m = len(keys)
+    d = times.shape[1]
+    order = np.empty(m, np.int64)
+    for i in range(m):  # stable insertion sort of the row indices
+        j = i
+        while j > 0 and _row_less(keys, vals, times, i, order[j - 1]):
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
+    sums = np.empty(m, np.int64)
+    n = 0
+    nk = 0
+    nv = 0
+    i = 0
+    while i < m:  # sum each run of equal rows into the first's place, dropping zeros; count keys, vals
+        first = order[i]
+        total, carry = diffs[first], 0
+        j = i + 1
+        while j < m and not _row_less(keys, vals, times, first, order[j]):
+            total, carry = add(total, carry, diffs[order[j]])
+            j += 1
+        if carry != 0:
+            return out.ctypes.data, 0, 0, 0, 0, first
+        if total != 0:
+            if n == 0 or keys[first] != keys[order[n - 1]]:
+                nk += 1
+                nv += 1
+            elif vals[first] != vals[order[n - 1]]:
+                nv += 1
+            order[n] = first
+            sums[n] = total
+            n += 1
+        i = j
+    key_table, key_offs, val_table, updates = tables(out, nk, nv, n, d)
+    k = -1
+    v = -1
+    for r in range(n):
+        o = order[r]
+        new_key = r == 0 or keys[o] != keys[order[r - 1]]
+        if new_key or vals[o] != vals[order[r - 1]]:
+            v += 1
+            val_table[v, 0] = vals[o]
+            val_table[v, 1] = r
+            if new_key:
+                k += 1
+                key_table[k] = keys[o]
+                key_offs[k] = v
+        for c in range(d):
+            updates[r, c] = times[o, c]
+        updates[r, d] = sums[r]
+    key_offs[nk] = nv
+    val_table[nv, 0], val_table[nv, 1] = 0, n
+    end = regions(nk, nv, n, d)[4]
+    write_radix(out, nk, regions(nk, nv, n, d)[3])
+    return out.ctypes.data, nk, nv, n, end, -1
+
+
 def build_reference(keys: np.ndarray, vals: np.ndarray, times: np.ndarray, diffs: np.ndarray) -> np.ndarray:
     """The buffer :func:`build` makes, by numpy: distinct keys and (key, val) pairs and their offsets."""
     n = len(keys)
@@ -204,14 +315,27 @@ def build_reference(keys: np.ndarray, vals: np.ndarray, times: np.ndarray, diffs
                            radix_reference(distinct_keys)]).astype(np.int64)
 
 
+def filter_bits_reference(key: int) -> int:
+    """:func:`filter_bits` by Python integers (as a signed 64-bit value)."""
+    h = (key * _GOLDEN) % 2**64
+    bits = (1 << (h >> 58)) | (1 << ((h >> 52) & 63))
+    return bits - 2**64 if bits >= 2**63 else bits
+
+
 def radix_reference(keys: np.ndarray) -> np.ndarray:
-    """The radix index of the sorted distinct ``keys`` by Python integers and ``searchsorted``."""
+    """The radix index and bucket filters of the sorted distinct ``keys`` by Python integers and
+    ``searchsorted``."""
     nr = _radix_length(len(keys))
     if nr == 0:
         return np.empty(0, dtype=np.int64)
+    count = nr // 2 - 1
     low, high = int(keys[0]), int(keys[-1])
     shift = 0
-    while (high - low) >> shift >= nr - 1:
+    while (high - low) >> shift >= count:
         shift += 1
     buckets = np.asarray([(int(k) - low) >> shift for k in keys.tolist()], dtype=np.int64)
-    return np.searchsorted(buckets, np.arange(nr), "left").astype(np.int64)
+    filters = [0] * (count + 1)
+    for k, b in zip(keys.tolist(), buckets.tolist(), strict=True):
+        filters[b] |= filter_bits_reference(k)
+    starts = np.searchsorted(buckets, np.arange(count + 1), "left").astype(np.int64)
+    return np.column_stack([starts, np.asarray(filters, dtype=np.int64)]).reshape(-1)

@@ -64,7 +64,8 @@ def workload() -> None:
 
 def traces() -> None:
     """Trace work the small dataflow above does not reach: batches large enough for numpy-allocated
-    buffers, and reading a whole trace."""
+    buffers, batches built after a separate consolidation (more than ``trie.SMALL`` updates) and by
+    :func:`~ddflow.operators.kernels.trie.build_small`, and reading a whole trace."""
     import numpy as np
 
     from ..frontier import Antichain
@@ -72,7 +73,7 @@ def traces() -> None:
     from ..traces.spine import Spine
 
     trace = Spine(1)
-    for t, n in enumerate((1 << 16, 10)):
+    for t, n in enumerate((1 << 16, 100, 10)):
         keys = np.arange(n, dtype=np.int64)
         trace.insert(Updates((keys, keys), np.full((n, 1), t, dtype=np.int64), np.ones(n, dtype=np.int64)),
                      Antichain([t + 1]))

@@ -26,9 +26,13 @@ from .batch import Updates, consolidate
 from .cursor import TraceCursor
 from .handle import TraceHandle
 from ..kernels.merge import cascade as merge_cascade
+from ..kernels.trie import size as trie_size
 from .merge import Merge, frontier_array, merge_error
 from .merge import work as merge_work
 from .trie import Description, TrieBatch, int64
+
+
+_NONE = np.empty(0, dtype=np.int64)  # the address table of no merges (never written)
 
 
 class Spine:
@@ -77,17 +81,18 @@ class Spine:
 
     # -- writing ---------------------------------------------------------------------------------
     def insert(self, updates: Updates, upper: Antichain) -> TrieBatch:
-        """Append the consolidated keyed ``updates`` holding all times in ``[self.upper, upper)``."""
-        u = consolidate(updates)
-        desc = Description(self.upper, upper, self._since)
-        batch = TrieBatch.from_updates(u, desc) if len(u) else TrieBatch.empty(self.depth, desc)
+        """Append the keyed ``updates`` (consolidated here) holding all times in ``[self.upper, upper)``."""
+        batch = TrieBatch.consolidating(updates, Description(self.upper, upper, self._since))
         self.upper = upper
-        self._inserted += batch.n
-        if batch.n:
-            self.items.append(batch)
-            self._changed()
-            self._mark(len(self.items) - 1)
-        self._maintain(max(self.min_fuel, self.fuel_per_update * batch.n))
+        n = batch.n
+        self._inserted += n
+        if n:
+            items = self.items
+            if len(items) < self._scan:
+                self._scan = len(items)
+            items.append(batch)
+            self._batch_table = None  # no merge added: the merge table stays
+        self._maintain(max(self.min_fuel, self.fuel_per_update * n))
         return batch
 
     def advance_upper(self, upper: Antichain) -> None:
@@ -116,7 +121,7 @@ class Spine:
         """The merges in progress and the table of their addresses."""
         if self._merges is None:
             merges = [m for m in self.items if type(m) is Merge]
-            self._merges = (merges, np.asarray([m.address for m in merges], dtype=np.int64))
+            self._merges = (merges, np.asarray([m.address for m in merges], dtype=np.int64) if merges else _NONE)
         return self._merges
 
     def _maintain(self, fuel: int) -> None:
@@ -128,8 +133,7 @@ class Spine:
         merges, table = self._running()
         if merges and merge_work(merges, self._frontier_array(), fuel, table):
             self._finish()
-        self._cascade(fuel, self._sealed())
-        started = self._start_merges(self._sealed())
+        started = self._start_merges(self._cascade(fuel, self._sealed()))
         while started and merge_work(started, self._frontier_array(), fuel):
             self._finish()
             started = self._start_merges(self._sealed())
@@ -141,6 +145,20 @@ class Spine:
         i = len(items)
         if i:
             physical = self.physical_frontier()
+            p = physical._one
+            if p is not None:  # a frontier of one 1-dimensional time: compare ints
+                while i:
+                    item = items[i - 1]
+                    if type(item) is not TrieBatch:
+                        break
+                    u = item.desc.upper._one
+                    if u is None:
+                        if item.desc.upper.dominates(physical):
+                            break
+                    elif u <= p:
+                        break
+                    i -= 1
+                return i
             while i and type(items[i - 1]) is TrieBatch and not items[i - 1].desc.upper.dominates(physical):
                 i -= 1
         return i
@@ -164,37 +182,51 @@ class Spine:
         self.items = items
         self._changed()
 
-    def _cascade(self, fuel: int, sealed: int) -> None:
+    def _cascade(self, fuel: int, sealed: int) -> int:
         """Merge the newest idle sealed batches, from the newest backwards while each older one is at
-        most twice what is merged so far and the fuel lasts (one kernel call)."""
+        most twice what is merged so far and the fuel lasts (one kernel call). Returns how many items
+        are sealed afterwards."""
         items = self.items
         hi = sealed
         if hi < 2:
-            return
+            return sealed
         newest = items[hi - 1]
         if type(newest) is not TrieBatch:
-            return
-        lo, total = hi - 1, newest.n
+            return sealed
+        lo, total, keys, vals = hi - 1, newest.n, newest.nk, newest.nv
         while lo > 0:  # candidates: idle batches within the fuel, none more than twice the rest
             older = items[lo - 1]
             if type(older) is not TrieBatch or older.n > 2 * total or total + older.n > fuel:
                 break
             lo -= 1
             total += older.n
+            keys += older.nk
+            vals += older.nv
         if lo == hi - 1:
-            return
-        rows = np.asarray([x for b in items[lo:hi] for x in b.row], dtype=np.int64).reshape(hi - lo, 4)
-        count, buffer, address, nk, nv, n, read = merge_cascade(rows, 0, hi - lo, self._frontier_array(), fuel)
+            return sealed
+        rows = np.array([b.row for b in items[lo:hi]], dtype=np.int64)
+        out = np.empty(trie_size(keys, vals, total, self.depth), dtype=np.int64)
+        count, address, nk, nv, n, end, read = merge_cascade(rows, 0, hi - lo, self._frontier_array(), fuel, out)
         if count < 0:
             raise merge_error(items[lo:hi], nk, nv, self._frontier[0])
         if count < 2:
-            return
+            return sealed
         first = hi - count
         self.merge_work += read
-        desc = Description(items[first].desc.lower, newest.desc.upper, self._frontier[0])
-        items[first:hi] = [TrieBatch(buffer, nk, nv, n, self.depth, desc, address)] if n else []
-        self._changed()
-        self._mark(first)
+        if n:
+            if 4 * end < 3 * len(out):  # much cancelled: keep only what is used
+                buffer = out[:end].copy()
+                address = None
+            else:
+                buffer = out[:end]
+            desc = Description(items[first].desc.lower, newest.desc.upper, self._frontier[0])
+            items[first:hi] = [TrieBatch(buffer, nk, nv, n, self.depth, desc, address)]
+        else:
+            del items[first:hi]
+        self._batch_table = None  # only batches merged: the merge table stays
+        if first < self._scan:
+            self._scan = first
+        return sealed - count + (1 if n else 0)
 
     def _start_merges(self, sealed: int) -> list[Merge]:
         """Start a merge of each adjacent pair of idle sealed batches violating the geometric invariant,

@@ -18,7 +18,7 @@ from ..frontier import Antichain
 from ..kernels import address as addresses
 from ..kernels import lookup as lookups
 from ..kernels import trie as layout
-from .batch import Updates
+from .batch import Updates, consolidate, sum_error
 
 
 _LARGE = 1 << 16  # updates from which a batch's buffer is allocated by numpy
@@ -71,6 +71,29 @@ class TrieBatch:
             buffer = np.empty(layout.size(nk, nv, n, u.depth), dtype=np.int64)
             address = layout.build_into(buffer, k, v, times, diffs, nk, nv)
         return TrieBatch(buffer, nk, nv, n, u.depth, desc, address)
+
+    @staticmethod
+    def consolidating(u: Updates, desc: Description) -> TrieBatch:
+        """Build from keyed updates ``data == (keys, vals)`` in any order, with repeats and zero diffs,
+        consolidated on the way; a small batch in one kernel call (:func:`~ddflow.operators.kernels.trie.
+        build_small`). Raises :class:`~ddflow.operators.errors.DiffError` when the diffs of a (key, val,
+        time) sum outside int64."""
+        n = len(u.diffs)
+        if n == 0 or n > layout.SMALL:
+            c = consolidate(u)
+            return TrieBatch.from_updates(c, desc) if len(c.diffs) else TrieBatch.empty(u.depth, desc)
+        k, v, times, diffs = u.data[0], u.data[1], u.times, u.diffs
+        if not (k.dtype == v.dtype == times.dtype == diffs.dtype == _INT64 and k.flags.c_contiguous
+                and v.flags.c_contiguous and times.flags.c_contiguous and diffs.flags.c_contiguous):
+            k, v, times, diffs = int64(k), int64(v), int64(times), int64(diffs)
+        d = times.shape[1]
+        out = np.empty(n * (d + 5) + 3, dtype=np.int64)  # layout.size(n, n, n, d): room for any result
+        address, nk, nv, n, end, bad = layout.build_small(k, v, times, diffs, out)
+        if bad >= 0:
+            raise sum_error((int(k[bad]), int(v[bad])), tuple(times[bad].tolist()))
+        if n == 0:
+            return TrieBatch.empty(d, desc)
+        return TrieBatch(out[:end], nk, nv, n, d, desc, address)
 
     @staticmethod
     def empty(depth: int, desc: Description) -> TrieBatch:

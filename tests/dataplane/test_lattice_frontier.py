@@ -148,6 +148,34 @@ def test_mutable_antichain_counts_holders():
     assert m.is_empty() and m.frontier().is_empty()
 
 
+@dataplane
+@given(st.data())
+def test_mutable_antichain_holders_moving_on_keep_the_frontier_of_what_they_hold(data):
+    """Holders replace their frontiers (one time for another is the readers' common case); the
+    frontier is always the minimal held times, and releasing a time nobody holds changes nothing."""
+    d = data.draw(depths)
+    m = MutableAntichain()
+    held = [data.draw(antichains(d)) for _ in range(data.draw(st.integers(1, 3)))]
+    for f in held:
+        m.update_frontier(None, f)
+    for _ in range(data.draw(st.integers(0, 8))):
+        i = data.draw(st.integers(0, len(held) - 1))
+        new = data.draw(st.one_of(antichains(d), st.builds(lambda t: Antichain([t]), times(d))))
+        m.update_frontier(held[i], new)
+        held[i] = new
+        want = minimal([t for f in held for t in f.elements])
+        got = m.frontier()
+        assert set(got.elements) == want and got == Antichain(want)
+        for s in grid(d):  # the frontier's one-time shortcut agrees with the definition
+            one = Antichain([s])
+            assert got.dominates(one) == any(le(e, s) for e in want)
+    stranger = Antichain([(R + 1,) * d])  # a time no holder holds
+    before = set(m.frontier().elements)
+    with pytest.raises(ValueError, match="negative"):
+        m.update_frontier(stranger, Antichain([(0,) * d]))
+    assert set(m.frontier().elements) == before
+
+
 # -- advance_by ----------------------------------------------------------------------------------
 
 

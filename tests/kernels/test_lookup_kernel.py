@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
-from trie_strategies import Trie, as_rows, columns, depths, ints, kernels, rows, table
+from trie_strategies import Trie, as_rows, columns, depths, huge_diffs, ints, kernels, rows, table, time
 
 from ddflow.operators.kernels import lookup, trie
+from ddflow.operators.kernels.consolidate import SumOverflow, consolidate_reference
 
 
 @kernels
@@ -107,3 +108,33 @@ def test_build_into_a_given_buffer_equals_build(data):
     buf = np.full(trie.size(nk, nv, len(cols[0]), d), -5, dtype=np.int64)
     assert trie.build_into(buf, *cols, nk, nv) == buf.ctypes.data
     assert buf.tolist() == trie.build(*cols)[0].tolist()
+
+
+@kernels
+@given(st.data())
+def test_build_small_consolidates_and_builds_like_the_references(data):
+    """Unsorted keyed updates with repeats, zero diffs and sums outside int64, up to ``trie.SMALL``."""
+    d = data.draw(depths)
+    huge = data.draw(st.booleans())
+    diffs = st.one_of(st.integers(-3, 3), huge_diffs) if huge else st.integers(-3, 3)
+    m = data.draw(st.sampled_from([0, 1, 2, 5, 20, trie.SMALL]))
+    drawn = data.draw(st.lists(st.tuples(ints, ints, time(d), diffs), min_size=m, max_size=m))
+    if drawn and data.draw(st.booleans()):  # many repeats of a few rows
+        drawn = [drawn[i % 3] if i % 3 < len(drawn) else drawn[0] for i in range(len(drawn))]
+    keys, vals, dif = (np.asarray([r[j] for r in drawn], dtype=np.int64) for j in (0, 1, 3))
+    times = np.asarray([r[2] for r in drawn], dtype=np.int64).reshape(m, d)
+    room = trie.size(m, m, m, d)
+    assert room == m * (d + 5) + 3  # the room TrieBatch.consolidating allocates
+    out = np.full(room + 1, -7, dtype=np.int64)
+    address, nk, nv, n, end, bad = trie.build_small(keys, vals, times, dif, out[:room])
+    try:
+        (k, v), t, x = consolidate_reference((keys, vals), times, dif)
+    except SumOverflow:
+        assert bad >= 0 and n == 0
+        row = (int(keys[bad]), int(vals[bad]), tuple(times[bad].tolist()))
+        total = sum(r[3] for r in drawn if (r[0], r[1], r[2]) == row)
+        assert not -(2**63) <= total < 2**63
+        return
+    assert bad == -1 and address == out.ctypes.data and (n, end) == (len(x), trie.size(nk, nv, n, d))
+    assert out[:end].tolist() == trie.build_reference(k, v, t, x).tolist()
+    assert out[room] == -7  # nothing written past the room given

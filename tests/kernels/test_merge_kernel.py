@@ -203,16 +203,43 @@ def test_cascade_equals_merging_with_the_reference(data):
         want = cascade_reference(tries, f, fuel)
     except OverflowError:
         want = None
-    count, buffer, address, nk, nv, n, read = merge.cascade(table_, 0, len(tries), f, fuel)
+    room = trie.size(*(int(x) for x in table_[:, 1:].sum(axis=0)), d)
+    out = np.full(room + 1, 7, dtype=np.int64)
+    count, address, nk, nv, n, end, read = merge.cascade(table_, 0, len(tries), f, fuel, out[:room])
     if want is None:  # a merge the cascade makes has a sum outside int64
         assert count == -1
         return
     assert count == want[0]
     if count >= 2:
+        buffer = out[:end]
         got = as_rows(lookup_all(buffer, nk, nv, n, d))
         assert (got, read) == (want[1], want[2])
-        assert address == buffer.ctypes.data and len(buffer) == trie.size(nk, nv, n, d)
+        assert address == buffer.ctypes.data and end == trie.size(nk, nv, n, d)
+        assert buffer.tolist() == trie.build_reference(*(np.asarray(c) for c in lookup_all(buffer, nk, nv, n, d))).tolist()
+    assert out[room] == 7  # nothing written past the room given
 
 
 def lookup_all(buffer, nk, nv, n, d):
     return lookup.expand(buffer, nk, nv, n, d, 0, nk)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cascade_of_several_hundred_updates_equals_the_reference(seed):
+    """Cascades of three and more tries of a few hundred updates: each merge reads the previous one's
+    result, whose buffer must stay alive while it is read (a freed one is reused by the next merge's
+    buffer of about the same size, which then overwrites its own input)."""
+    rng = np.random.default_rng(seed)
+    tries = []
+    for step, n in enumerate((400, 200, 90, 210)):
+        keys = rng.integers(0, 2_000, n)
+        rows_ = sorted({(int(k), int(rng.integers(0, 5)), (step,), 1) for k in keys})
+        tries.append(Trie(rows_, 1))
+    f = np.asarray([[len(tries)]], dtype=np.int64)
+    table_ = np.asarray([t.row for t in tries], dtype=np.int64)
+    room = trie.size(*(int(x) for x in table_[:, 1:].sum(axis=0)), 1)
+    want = cascade_reference(tries, f, 10**6)
+    for _ in range(3):
+        out = np.empty(room, dtype=np.int64)
+        count, address, nk, nv, n, end, read = merge.cascade(table_, 0, len(tries), f, 10**6, out)
+        assert count == want[0] >= 3
+        assert (as_rows(lookup_all(out[:end], nk, nv, n, 1)), read) == (want[1], want[2])
