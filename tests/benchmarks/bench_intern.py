@@ -6,8 +6,9 @@ ddflow runs ``ddflow.operators.library.intern`` (the diff-based collision rounds
 ``update_many``, or one ``insert`` call per record with ``--feed insert``), and the clock stops when
 ``run()`` has completed the output. Two baselines run in the same process afterwards: ``numpy.unique``
 of the same column (the floor: one sort, the cost of finding the distinct records at all), and the
-same ids computed in numpy (Python's tuple hash of ``(round, record)``, vectorized and bit-exact,
-masked to 63 bits, with collision rounds resolved by sorting). Every ddflow id is checked against the
+same ids computed in numpy (the engine's stable hash of ``(round, record)``,
+``ddflow.operators.partition.key_hash``: Python's hash of the 1-tuple of the pair's tuple hash, masked
+to 63 bits, vectorized and bit-exact, with collision rounds resolved by sorting). Every ddflow id is checked against the
 second baseline's; a mismatch fails the benchmark.
 
     .venv/bin/python tests/benchmarks/bench_intern.py [--records 1000000]
@@ -25,7 +26,8 @@ import time
 import numpy as np
 
 from ddflow.operators import Dataflow
-from ddflow.operators.library import ID_MASK, intern
+from ddflow.operators.library import intern
+from ddflow.operators.partition import finish
 
 _P1 = np.uint64(11400714785074694791)
 _P2 = np.uint64(14029467366897019727)
@@ -46,10 +48,15 @@ def tuple_hash(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(h == -1, 1546275796, h)
 
 
+def pair_id(rounds: np.ndarray, records: np.ndarray) -> np.ndarray:
+    """``key_hash((round, record))`` (the library's id of a pair): the stable hash of the pair's tuple hash."""
+    return finish(tuple_hash(rounds, records))
+
+
 def numpy_intern(records: np.ndarray) -> np.ndarray:
     """Ids of distinct non-negative ``records`` by collision rounds: least ``(round, record)`` keeps its id."""
     rounds = np.zeros(len(records), dtype=np.int64)
-    ids = tuple_hash(rounds, records) & ID_MASK
+    ids = pair_id(rounds, records)
     while True:
         order = np.argsort(ids, kind="stable")
         clash = np.flatnonzero(ids[order][1:] == ids[order][:-1])
@@ -59,7 +66,7 @@ def numpy_intern(records: np.ndarray) -> np.ndarray:
         members = members[np.lexsort((records[members], rounds[members], ids[members]))]
         losers = members[1:][ids[members][1:] == ids[members][:-1]]
         rounds[losers] += 1
-        ids[losers] = tuple_hash(rounds[losers], records[losers]) & ID_MASK
+        ids[losers] = pair_id(rounds[losers], records[losers])
 
 
 def rss_mb() -> float:
