@@ -460,9 +460,10 @@ class OutputProgress:
 
 
 def record_partition(record: Any, partitions: int) -> int:
-    """The topic partition of a record: the stable key hash of its key (first field) modulo
-    ``partitions`` (`ddflow.operators.partition.partition_of`), the same in every process."""
-    return partition_of(to_record(record), partitions)
+    """The topic partition of a record (a tuple, or a list as a producer gives it): the stable key
+    hash of its key (first field) modulo ``partitions`` (`ddflow.operators.partition.partition_of`),
+    the same in every process."""
+    return partition_of(to_record(record) if type(record) is list else record, partitions)
 
 
 def encode_output_batch(lower: int, upper: int | None, incarnation: str, packed_updates: Sequence[bytes]) -> bytes:
