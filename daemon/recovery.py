@@ -77,6 +77,10 @@ class SnapshotLoader:
     def done(self) -> bool:
         return not self._thread.is_alive()
 
+    def wait(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds for the load to finish."""
+        self._thread.join(timeout)
+
     def result(self, timeout: float | None = None) -> Loaded:
         self._thread.join(timeout)
         if self._thread.is_alive():

@@ -248,10 +248,12 @@ class Worker:
         if self.max_epoch_updates is not None:
             room = self.max_epoch_updates - self.open_updates
             if room <= 0:  # the epoch is full: close it if the frontier allows, else read only what holds it
-                if self._loading is None:
-                    report = self._maybe_close(force=False, full=True)
-                    if report is not None:
-                        return report
+                if self._loading is not None:  # nothing closes before the snapshot is loaded: read nothing
+                    self._loading.wait(self.poll_timeout)
+                    return self._finish_loading() if self._loading.done() else None
+                report = self._maybe_close(force=False, full=True)
+                if report is not None:
+                    return report
                 frontier = self.source.frontier()
                 self.source.pause_ahead(frontier)
                 # the partitions holding the frontier, each up to its next marker (without a

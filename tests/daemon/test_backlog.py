@@ -124,14 +124,17 @@ def test_the_bound_is_checked(kafka_options):
 # -- the same over the in-memory doubles --------------------------------------------------------
 
 
-def memory_worker(limit, *, partitions, max_poll_messages=10_000):
+def memory_worker(limit, *, partitions, max_poll_messages=10_000, source=None, checkpoints=None):
+    from ddflow.daemon.recovery import Recovery
     from ddflow.daemon.testing import ListSink, ReplaySource
 
     sink = ListSink(["counts"])
-    source = ReplaySource([Input("a", "a", fields=["key", "val"])], partitions=partitions,
-                          dead_letters=sink.dead_letters, stats=sink.stats)
+    spec = Input("a", "a", fields=["key", "val"])
+    source = source or ReplaySource([spec], partitions=partitions, dead_letters=sink.dead_letters, stats=sink.stats)
+    recovery = None if checkpoints is None else Recovery([spec], {"bootstrap.servers": "127.0.0.1:9"},
+                                                         directory=str(checkpoints), interval=0.001)
     worker = Worker(counts, source, sink, epochs=Epochs(resolution_ns=1), max_epoch_updates=limit,
-                    max_poll_messages=max_poll_messages, poll_timeout=0)
+                    max_poll_messages=max_poll_messages, poll_timeout=0, recovery=recovery)
     fed = []
     worker.stats.on_epoch(lambda report: fed.append(sum(report.updates_in.values())))
     return worker, source, sink, fed
@@ -199,4 +202,54 @@ def test_in_memory_partitions_ahead_are_paused_until_the_frontier_moves():
         worker.run(until=1000, timeout=60)
         assert not source.paused and worker.frontier == 1000
     assert sum(fed) == len(sent) and max(fed) <= 500 + 2 * PER_MESSAGE
+    assert sink.view("counts") == expected_counts(sent)
+
+
+def test_in_memory_nothing_more_is_read_once_full_while_a_checkpoint_loads(tmp_path, monkeypatch):
+    """A restart with a checkpoint over a backlog: while the checkpoint loads no epoch can close,
+    so once the bound is reached the worker reads nothing (before, the partitions holding the
+    frontier were read one marker at a time, step after step, the whole backlog in the end)."""
+    import threading
+
+    from ddflow.daemon.snapshot import Snapshot
+
+    first, source, _, _ = memory_worker(300, partitions=2, checkpoints=tmp_path)
+    sent = []
+
+    def send(messages, start):
+        for m in range(start, start + messages):
+            ups = [((i % KEYS, m), m * 10 + i % 10, 1) for i in range(PER_MESSAGE)]
+            source.send_updates("a", ups, partition=0)
+            source.advance_to("a", m * 10 + 10)
+            sent.extend(ups)
+
+    send(5, 0)
+    with first:
+        first.run(until=50, timeout=60)
+        first.stop()  # a checkpoint at 50 on the way out
+        first.run(timeout=60)
+    assert first.recovery.written and first.recovery.written[-1].frontier == 50
+    send(100, 5)  # the backlog, arrived while it was down
+
+    loaded = threading.Event()
+    read_input = Snapshot.read_input
+
+    def slow_read_input(self, *args, **kwargs):
+        assert loaded.wait(60), "the test never let the checkpoint load"
+        return read_input(self, *args, **kwargs)
+
+    monkeypatch.setattr(Snapshot, "read_input", slow_read_input)
+    monkeypatch.setattr("ddflow.daemon.recovery.check_offsets", lambda *_: None)  # the logs are in memory
+    worker, _, sink, fed = memory_worker(300, partitions=2, source=source, checkpoints=tmp_path)
+    before = source.stats.input("a").updates  # read by the first incarnation
+    with worker:
+        assert worker.loading
+        for _ in range(200):
+            worker.step()
+        assert worker.loading and 300 <= worker.open_updates <= 300 + PER_MESSAGE
+        assert source.stats.input("a").updates - before == worker.open_updates
+        loaded.set()
+        worker.run(until=1050, timeout=60)
+    assert worker.frontier == 1050 and worker.peak_open_updates <= 300 + 2 * PER_MESSAGE
+    assert max(fed) <= 300 + 2 * PER_MESSAGE
     assert sink.view("counts") == expected_counts(sent)

@@ -43,15 +43,8 @@ def twice(df, inputs):
     return {"out": inputs["a"].concat(inputs["a"])}
 
 
-class PositionsSink(ListSink):
-    """A `ListSink` a `Recovery` can checkpoint with (no result topic positions to record)."""
-
-    def positions(self):
-        return {"finals": {}, "starts": {}}
-
-
 def memory(flow, tmp_path=None):
-    sink = PositionsSink(["out"])
+    sink = ListSink(["out"])
     spec = InputSpec("a", "a", fields=["key", "val"])
     source = ReplaySource([spec], dead_letters=sink.dead_letters, stats=sink.stats)
     recovery = None if tmp_path is None else Recovery([spec], {"bootstrap.servers": "127.0.0.1:9"},
