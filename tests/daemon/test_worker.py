@@ -181,7 +181,7 @@ def test_monotonic_policy_with_idle_partitions(kafka_options, topics):
     stream = random_stream(4, steps=10, per_step=40)
     produce(kafka_options, topics, stream, markers=False)
     last = max(t for _, _, t, _ in stream)
-    worker = make_worker(kafka_options, topics, policy="monotonic", idle_timeout=0.3, max_poll_messages=7)
+    worker = make_worker(kafka_options, topics, policy="monotonic", idle_timeout=0.3, max_poll_messages=1)
     # once every partition is idle, what was seen (up to `last`) is complete; fixed epochs of 100 ns
     # close up to the last multiple of 100 below that
     until = (last + 1) - (last + 1) % 100
