@@ -116,6 +116,54 @@ def test_partitions_ahead_wait_while_a_full_epoch_cannot_close(kafka_options, ma
 
 
 @pytest.mark.kafka
+def test_a_restart_over_a_backlog_reads_nothing_more_once_full_while_its_checkpoint_loads(
+        kafka_options, make_topic, tmp_path, monkeypatch):
+    """The probe's case with checkpoints: the daemon stopped with a checkpoint, a backlog arrived,
+    and the restart loads the checkpoint (held back here) while the backlog waits on the broker."""
+    import threading
+
+    from ddflow.daemon.snapshot import Snapshot
+
+    topics = {"a": make_topic("a"), "counts": make_topic("counts")}
+    checkpoints = {"checkpoint_dir": str(tmp_path), "checkpoint_interval": 0.01}
+    sent = backlog(kafka_options, topics["a"], 0, 5)
+    first = make_worker(kafka_options, topics, 5_000, **checkpoints)
+    with first:
+        first.run(until=50, timeout=60)
+        first.stop()  # a checkpoint at 50 on the way out
+        first.run(timeout=60)
+    assert first.recovery.written[-1].frontier == 50
+    sent += backlog(kafka_options, topics["a"], 0, 300, start=5)  # 30,000 updates arrived while it was down
+
+    loaded = threading.Event()
+    read_input = Snapshot.read_input
+
+    def slow_read_input(self, *args, **kwargs):
+        assert loaded.wait(120), "the test never let the checkpoint load"
+        return read_input(self, *args, **kwargs)
+
+    monkeypatch.setattr(Snapshot, "read_input", slow_read_input)
+    worker = make_worker(kafka_options, topics, 5_000, **checkpoints)
+    fed = []
+    worker.stats.on_epoch(lambda report: fed.append(sum(report.updates_in.values())))
+    with worker:
+        assert worker.loading
+        deadline = time.monotonic() + 60
+        while worker.open_updates < 5_000:
+            assert time.monotonic() < deadline, f"only {worker.open_updates} updates read"
+            worker.step()
+        for _ in range(40):
+            worker.step()
+        assert worker.loading and worker.open_updates <= 5_000 + PER_MESSAGE  # before: the whole backlog
+        assert worker.source.stats.input("a").updates == worker.open_updates
+        loaded.set()
+        worker.run(until=3050, timeout=120)
+    assert worker.frontier == 3050 and worker.peak_open_updates <= 5_000 + 2 * PER_MESSAGE
+    assert max(fed) <= 5_000 + 2 * PER_MESSAGE, fed
+    assert view_at(kafka_options, topics["counts"], 3050) == expected_counts(sent)
+
+
+@pytest.mark.kafka
 def test_the_bound_is_checked(kafka_options):
     with pytest.raises(OptionsError, match="max_epoch_updates"):
         make_worker(kafka_options, {"a": "a", "counts": "c"}, 0)
