@@ -57,3 +57,10 @@ def test_bad_option_is_refused(name, capsys):
     with pytest.raises(SystemExit):
         load(name).arguments().parse_args(["--no-such-option"])
     assert "--no-such-option" in capsys.readouterr().err
+
+
+def test_intern_benchmark_checks_the_library_ids_on_a_small_run(capsys):
+    """The interning benchmark's numpy baseline computes the library's ids (the stable key hash of
+    ``(round, record)``), so a small run passes its own check."""
+    assert load("bench_intern").main(["--records", "3000"]) == 0
+    assert "checked: 3,000 unique ids, equal to the baseline's" in capsys.readouterr().out
