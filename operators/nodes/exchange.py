@@ -4,10 +4,11 @@ With ``W`` workers, worker ``i`` owns the keys whose stable hash
 (:func:`ddflow.operators.partition.key_hash`) is ``i`` modulo ``W``: a by-key arrangement routes
 ``(key, val)`` by ``key``, a by-self one routes a record by the record itself, so a join's or a
 reduction's inputs meet on one worker whatever worker read them. Each step of an exchange is a
-step of every worker's copy at once (:mod:`ddflow.operators.transport`): the node sends what it
-holds, at whatever time, and passes on its own share plus what the others sent it, every update
-with its own time. It is stepped in every pass of its scope on every worker, work or not, so the
-workers' steps pair up; it never holds updates between steps.
+step of every worker's copy at once (:mod:`ddflow.operators.transport`): the node sends the updates
+it holds at complete times (not beyond the step's frontier, so a batch's times lie inside the epoch
+it names; later ones wait for their step) and passes on its own share plus what the others sent it,
+every update with its own time. It is stepped in every pass of its scope on every worker, work or
+not, so the workers' steps pair up.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Exchange(Node):
         return True  # stepped in every pass: the other workers' copies wait for this one
 
     def step(self, frontier: Antichain) -> None:
-        u = self.take_all(0)
+        u = self.take_complete(frontier)
         worker, transport = self.worker, self.worker.transport
         seq = self.seq
         self.seq += 1

@@ -174,3 +174,25 @@ def test_update_many_deals_columns_to_the_workers():
     for x in [100, *range(1000), *range(1000, 1010)]:
         want[x % 7] = want.get(x % 7, 0) + 1
     assert workers.capture(lambda c: c).at(4999) == {(k, n): 1 for k, n in want.items()}
+
+
+def test_exchanges_send_only_complete_updates_so_batches_lie_in_their_epoch():
+    transport = RecordingTransport(2)
+
+    def build(df):
+        return df.new_input("data").collection.count().capture()
+
+    workers = Workers(2, build, transport=transport)
+    data = workers.input("data")
+    for i in range(40):
+        data.insert(i, 10 + i)  # times 10..49
+    data.advance_to(30)  # 30..49 are not complete yet
+    workers.run()
+    assert transport.sent and all((b.times < 30).all() for b in transport.sent)
+    assert workers.capture(lambda c: c).at(29) == {(i, 1): 1 for i in range(20)}
+    before = len(transport.sent)
+    data.advance_to(100)
+    workers.run()
+    later = transport.sent[before:]
+    assert later and all(((b.times >= 30) & (b.times < 100)).all() and (b.lower, b.upper) == (30, 100) for b in later)
+    assert workers.capture(lambda c: c).at(99) == {(i, 1): 1 for i in range(40)}
