@@ -13,6 +13,9 @@ together, and a round ends a loop only when no worker has work left. Every updat
 time. The workers meet through a :class:`~ddflow.operators.transport.Transport`; ``Workers.run()``
 runs them as threads of this process over a :class:`~ddflow.operators.transport.LocalTransport`.
 
+One worker of several processes is ``worker_dataflow(index, count, transport)``, a Dataflow the
+caller builds, feeds and runs like any other (a daemon worker does this, over Kafka topics).
+
 Feeding: a worker's own input sessions take updates like a single dataflow's (a daemon worker reads
 its share of the input partitions); ``Workers.input(name)`` gives one session that spreads updates
 over the workers and advances every worker's session together. The output is the union of the
@@ -36,7 +39,7 @@ from .frontier import Antichain
 from .input import InputSession
 from .transport import LocalTransport, Transport, TransportAborted
 
-__all__ = ["MergedCapture", "SpreadInput", "Worker", "Workers"]
+__all__ = ["MergedCapture", "SpreadInput", "Worker", "Workers", "worker_dataflow"]
 
 T = TypeVar("T")
 
@@ -80,6 +83,20 @@ class Worker:
         return any(self._gather(bool(flag)))
 
 
+def worker_dataflow(index: int, count: int, transport: Transport, *, config: EngineConfig | None = None) -> Dataflow:
+    """A Dataflow that is worker ``index`` of ``count`` (the others in other processes or threads,
+    reached through ``transport``): build the same graph on it as every other worker does, feed it
+    its share of the inputs and call ``run()`` as often as the others do, each call being one step of
+    the common clock."""
+    if type(count) is not int or count < 1 or type(index) is not int or not 0 <= index < count:
+        raise GraphError(f"worker {index!r} of {count!r}: expected an index below a positive count")
+    if transport.workers != count:
+        raise GraphError(f"the transport connects {transport.workers} workers, not {count}")
+    df = Dataflow(config=config)
+    df.worker = Worker(index, count, transport)
+    return df
+
+
 class Workers(Generic[T]):
     """``count`` workers, each a Dataflow built by ``build``, run together in this process.
 
@@ -100,8 +117,7 @@ class Workers(Generic[T]):
         self.dataflows: list[Dataflow] = []
         self.outputs: list[T] = []
         for i in range(count):
-            df = Dataflow(config=config)
-            df.worker = Worker(i, count, ends[i])
+            df = worker_dataflow(i, count, ends[i], config=config)
             self.dataflows.append(df)
             self.outputs.append(build(df))
 

@@ -64,3 +64,37 @@ def test_a_missing_worker_is_named_after_the_timeout(kafka_options):
             end.gather(0, 0, True)
     finally:
         end.close()
+
+
+def test_workers_in_separate_processes_equal_one_dataflow(kafka_broker):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import run_exchange_worker as script
+
+    single = Dataflow()
+    roots, edges, want = script.build(single)
+    roots.insert(0, 0)
+    graph = script.stream()
+    for start, end in ((0, 40), (40, 80)):
+        for k in range(start, end):
+            edges.insert(graph[k], 10 * k)
+        roots.advance_to(10 * end)
+        edges.advance_to(10 * end)
+        single.run()
+    prefix, run = f"ex-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    procs = [subprocess.Popen([sys.executable, script.__file__, kafka_broker.bootstrap, prefix, run, str(i), "2"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert all(r["frontier"] == [800] for r in results)
+    union: dict = {}
+    for r in results:
+        for record, t, d in r["updates"]:
+            union[(tuple(record), t)] = union.get((tuple(record), t), 0) + d
+    assert {k: d for k, d in union.items() if d} == {(r, t): d for r, t, d in want.updates}
+    assert all(r["updates"] for r in results)  # both processes own part of the output
