@@ -162,6 +162,9 @@ def _kafka(t: _Table, base: Path) -> KafkaConfig:
     transaction_timeout = t.duration("transaction_timeout", 60_000_000_000)
     if transaction_timeout < 10**9:
         t.problems.append(Problem(t.key("transaction_timeout"), "must be at least 1s"))
+    commit_interval = t.duration("commit_interval", 50_000_000)
+    if transaction_timeout >= 10**9 and commit_interval >= transaction_timeout:
+        t.problems.append(Problem(t.key("commit_interval"), "must be shorter than kafka.transaction_timeout"))
     options_table = t.table("options")
     options: dict[str, Any] = {}
     for name in options_table.keys():
@@ -193,7 +196,7 @@ def _kafka(t: _Table, base: Path) -> KafkaConfig:
         ref.finish()
     secrets_table.finish()
     t.finish()
-    return KafkaConfig(bootstrap, group_id or "ddflow", options, secrets, transaction_timeout)
+    return KafkaConfig(bootstrap, group_id or "ddflow", options, secrets, transaction_timeout, commit_interval)
 
 
 def _input(t: _Table) -> InputConfig:

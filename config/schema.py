@@ -68,18 +68,21 @@ class DataflowConfig:
 
 @dataclass(frozen=True)
 class KafkaConfig:
-    """Kafka connection: bootstrap, pass-through client options, secret references, and how long
-    the output producer's blocking calls (a transaction's commit among them) may take: a broker
-    that stalls for less is ridden out, a longer stall fails the epoch."""
+    """Kafka connection: bootstrap, pass-through client options, secret references, how long
+    the output producer's blocking calls (a transaction's commit among them) may take (a broker
+    that stalls for less is ridden out, a longer stall fails the epoch), and the commit interval:
+    the epochs closed within it are committed in one transaction (0: one per epoch)."""
 
     bootstrap: str | None = None
     group_id: str = "ddflow"
     options: Mapping[str, Any] = field(default_factory=dict)
     secrets: Mapping[str, SecretRef] = field(default_factory=dict)
     transaction_timeout_ns: int = 60_000_000_000
+    commit_interval_ns: int = 50_000_000
 
     def with_bootstrap(self, bootstrap: str) -> KafkaConfig:
-        return KafkaConfig(bootstrap, self.group_id, self.options, self.secrets, self.transaction_timeout_ns)
+        return KafkaConfig(bootstrap, self.group_id, self.options, self.secrets, self.transaction_timeout_ns,
+                           self.commit_interval_ns)
 
     def client_options(self, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         """librdkafka options with secrets resolved (plain values: hand to a client, never log).
@@ -101,6 +104,7 @@ class KafkaConfig:
             "bootstrap": self.bootstrap,
             "group_id": self.group_id,
             "transaction_timeout_ns": self.transaction_timeout_ns,
+            "commit_interval_ns": self.commit_interval_ns,
             "options": mask(dict(self.options)),
             "secrets": {name: ref.describe() for name, ref in self.secrets.items()},
         }

@@ -48,13 +48,15 @@ def kafka_worker(
     consumer_options: Mapping[str, Any] | None = None,
     producer_options: Mapping[str, Any] | None = None,
     transaction_timeout: float = 60.0,
+    commit_interval: float = 0.0,
     watch_interval: float | None = 5.0,
 ) -> Worker:
     """A `Worker` reading ``inputs`` and publishing ``outputs`` on the Kafka cluster of
     ``kafka_options``. ``group_id`` names the consumer group the input offsets are committed for
     (and the default ``transactional_id``); ``checkpoint_*`` configure `Recovery` (checkpoints in
     ``checkpoint_dir``; with one, an input offset the broker no longer holds is an error, not a
-    skip); ``watch_interval`` None turns the topic watch off."""
+    skip); ``commit_interval``: seconds of epochs committed in one transaction (0: one per epoch,
+    `commits.CommitWindow`); ``watch_interval`` None turns the topic watch off."""
     stats = stats or Stats()
     sink = KafkaSink(
         outputs, kafka_options,
@@ -65,6 +67,7 @@ def kafka_worker(
         stats=stats,
         producer_options=producer_options,
         transaction_timeout=transaction_timeout,
+        commit_interval=commit_interval,
     )
     source = KafkaSource(
         inputs, kafka_options,
@@ -137,4 +140,5 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
         snapshot_from=snapshot_from,
         stats=stats,
         transaction_timeout=config.kafka.transaction_timeout_ns / 1e9,
+        commit_interval=config.kafka.commit_interval_ns / 1e9,
     )

@@ -11,9 +11,10 @@ so far. Its positions are ``(topic, partition) -> next offset to read``: everyth
 polled (`next_offsets`).
 
 Per epoch ``[lower, upper)``, the sink takes each output's final diffs and the source's positions
-and makes them durable together (`Sink.publish`): the sink owns the commit, so an epoch's outputs,
-the dead letters written meanwhile and the consumed input offsets become visible at once or not at
-all (Kafka: one transaction with ``send_offsets_to_transaction``).
+(`Sink.publish`) and makes them durable together with the other epochs of its commit window
+(`commits.CommitWindow`): the sink owns the commit, so the epochs' outputs, the dead letters written
+meanwhile and the consumed input offsets become visible at once or not at all (Kafka: one
+transaction with ``send_offsets_to_transaction``).
 """
 
 from __future__ import annotations
@@ -138,10 +139,30 @@ class Sink(Protocol):
         """Where a restart may resume reading back what this sink published (kept in checkpoints)."""
         ...
 
+    @property
+    def committed_upper(self) -> int | None:
+        """The upper of the last epoch committed (``MIN_TIME`` before the first, None: the outputs
+        are closed for good): every epoch below it is final."""
+        ...
+
     def publish(self, lower: int, upper: int | None, updates: Mapping[str, Sequence[Update]], *,
                 offsets: Offsets | None = None) -> dict[str, int]:
-        """Make epoch ``[lower, upper)`` (upper None: final forever) durable with the staged dead
-        letters and the input ``offsets``, all or nothing. Returns the updates written per output."""
+        """Add epoch ``[lower, upper)`` (upper None: final forever) to the commit window: it becomes
+        durable with the window's other epochs, the staged dead letters and the input ``offsets``,
+        all or nothing, when the window is committed (at once if its interval has passed; see
+        `commits.CommitWindow`). Returns the updates written per output."""
+        ...
+
+    def commit(self) -> bool:
+        """Commit the window and the staged dead letters now; whether there was anything."""
+        ...
+
+    def maybe_commit(self) -> bool:
+        """Commit the window if its interval has passed; whether it did."""
+        ...
+
+    def pending(self) -> int:
+        """Epochs published and not committed yet."""
         ...
 
     def staged_for(self) -> float:

@@ -279,20 +279,22 @@ class Recovery:
 
     def epoch_published(
         self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False,
-        extra: Callable[[], Mapping[str, Any]] | None = None,
+        extra: Callable[[], Mapping[str, Any]] | None = None, before_write: Callable[[], None] | None = None,
     ) -> None:
         """Fold the epoch into the checkpoint state; start writing a checkpoint at ``upper`` in the
         background if one is due and none is being written (``force``: write it now and wait).
-        ``extra()`` gives what else the checkpoint's manifest records (called only to write one)."""
+        ``before_write()`` runs first when one is written (the sink commits what it holds: a
+        checkpoint never gets ahead of the published outputs); ``extra()`` then gives what else the
+        checkpoint's manifest records."""
         if self.store is None:
             return
         for state in self.states.values():
             state.fold(upper)
         self.collect()
-        if force:
-            self.checkpoint(upper, next_offsets, extra=None if extra is None else extra())
-        elif self._writer is None and self._monotonic() - self._last >= self.interval:
-            self.checkpoint(upper, next_offsets, wait=False, extra=None if extra is None else extra())
+        if force or (self._writer is None and self._monotonic() - self._last >= self.interval):
+            if before_write is not None:
+                before_write()
+            self.checkpoint(upper, next_offsets, wait=force, extra=None if extra is None else extra())
 
     def checkpoint(self, frontier: int, next_offsets: Mapping[tuple[str, int], int], *,
                    wait: bool = True, extra: Mapping[str, Any] | None = None) -> Snapshot | None:

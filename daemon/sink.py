@@ -21,12 +21,14 @@ delivery reports of what it writes), so a restart reads what was published since
 not the topics' whole history.
 
 The sink owns the commit (it is an `io.Sink`): `publish` takes the epoch's output diffs and the
-input offsets consumed so far, and commits the offsets for the consumer group ``group_id``
-itself (through a consumer of its own that reads nothing). With a ``transactional_id``, dead
-letters, outputs, markers and the consumed input offsets of one epoch commit in one Kafka
-transaction (``send_offsets_to_transaction``); an abortable failure aborts and re-sends the epoch
-under a new incarnation. Without one, the producer is idempotent, the sink flushes at each epoch
-and the input offsets are committed afterwards.
+input offsets consumed so far into its commit window (`commits.CommitWindow`), and a commit makes
+the window's epochs durable together once ``commit_interval`` has passed since its first epoch
+(0: every epoch on its own), committing the offsets for the consumer group ``group_id`` itself
+(through a consumer of its own that reads nothing). With a ``transactional_id``, the dead letters,
+outputs, markers and consumed input offsets of the window's epochs commit in one Kafka transaction
+(``send_offsets_to_transaction``); an abortable failure aborts and re-sends the window under a new
+incarnation. Without one, the producer is idempotent, the sink flushes at each commit and the
+input offsets are committed afterwards. An epoch is final when its commit lands (``committed_upper``).
 
 Every blocking producer call is bounded by ``transaction_timeout`` (also the producer's
 ``transaction.timeout.ms``): a broker that stalls for less is ridden out, one that stalls longer
@@ -46,6 +48,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 
+from .commits import CommitWindow
 from .deadletter import DeadLetterWriter
 from .exceptions import BrokerTimeout, KafkaClientError, OptionsError
 from .formats import Encoder, Message, encoder
@@ -112,6 +115,7 @@ class KafkaSink:
         max_attempts: int = 3,
         timeout: float = 30.0,
         transaction_timeout: float = 60.0,
+        commit_interval: float = 0.0,
     ) -> None:
         if not outputs:
             raise OptionsError("KafkaSink: no outputs given")
@@ -149,7 +153,9 @@ class KafkaSink:
         self.final: dict[str, list[int]] = {}  # output topic -> per-partition final frontier
         self._last: dict[tuple[str, int], int] = {}  # the offset of the last message read or written, per partition
         self._delivered: dict[tuple[str, int], int] = {}  # ... written by the attempt being committed
-        self._marked: list[tuple[str, int]] = []  # the output partitions that attempt marks final
+        self._window = CommitWindow(commit_interval)  # epochs published, not committed yet
+        self._marked: set[tuple[str, int]] = set()  # the output partitions the window marks final
+        self.committed_upper: int | None = MIN_TIME  # the upper of the last epoch committed (None: closed for good)
         self.resume_stats = ProtocolStats()  # what open() read of the output topics
         self._staged: list[Staged] = []
         self._staged_since: float | None = None
@@ -257,39 +263,63 @@ class KafkaSink:
         *,
         offsets: Mapping[tuple[str, int], int] | None = None,
     ) -> dict[str, int]:
-        """Publish epoch ``[lower, upper)`` (upper None: final forever) and commit it together with
-        staged dead letters and the input ``offsets`` ((topic, partition) -> next offset to read,
-        committed for ``group_id``; ignored without one). Returns the updates written per output."""
-        messages, written = self._encode(lower, upper, updates)
-        positions = None
-        if offsets and self.group_id is not None:
-            positions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items()) if o >= 0]
-        self._commit(messages, positions, what=f"epoch [{lower}, {upper})")
-        final = CLOSED if upper is None else upper
-        for topic, partition in self._marked:
-            self.final[topic][partition] = final
-        self._marked = []
-        now = time.time()
-        for o in self.outputs:
-            ostats = self.stats.output(o.name)
-            ostats.frontier = upper
-            ostats.last_epoch_time = now
+        """Publish epoch ``[lower, upper)`` (upper None: final forever) in the commit window, to be
+        committed together with the window's other epochs, the staged dead letters and the input
+        ``offsets`` ((topic, partition) -> next offset to read, committed for ``group_id``; ignored
+        without one) once ``commit_interval`` has passed since the window's first epoch (at once
+        with an interval of 0). Returns the updates written per output."""
+        messages, written, marked = self._encode(lower, upper, updates)
+        self._window.add(lower, upper, messages, offsets)
+        self._marked.update(marked)
+        if self._window.due():
+            self.commit()
         return written
 
+    def maybe_commit(self) -> bool:
+        """Commit the window if its interval has passed; whether it did."""
+        return self._window.due() and self.commit()
+
+    def commit(self) -> bool:
+        """Commit the window's epochs and the staged dead letters now; whether there was anything."""
+        window = self._window
+        if not window.epochs and not self._staged:
+            return False
+        positions = None
+        if window.offsets and self.group_id is not None:
+            positions = [TopicPartition(t, p, o) for (t, p), o in sorted(window.offsets.items()) if o >= 0]
+        self._commit(window.items, positions, what=window.describe() if window.epochs else "dead letters")
+        if window.epochs:
+            final = CLOSED if window.upper is None else window.upper
+            for topic, partition in self._marked:
+                self.final[topic][partition] = max(self.final[topic][partition], final)
+            self.committed_upper = window.upper
+            now = time.time()
+            for o in self.outputs:
+                ostats = self.stats.output(o.name)
+                ostats.frontier = window.upper
+                ostats.last_epoch_time = now
+        window.clear()
+        self._marked = set()
+        return True
+
+    def pending(self) -> int:
+        """Epochs published and not committed yet."""
+        return self._window.epochs
+
     def commit_dead_letters(self) -> None:
-        """Commit staged dead letters on their own (when no epoch closed for a while)."""
+        """Commit staged dead letters (with the window's epochs, if any) when no commit came for a while."""
         if self._staged:
-            self._commit([], None, what="dead letters")
+            self.commit()
 
     def _encode(
         self, lower: int, upper: int | None, updates: Mapping[str, Sequence[tuple[Any, int, int]]]
-    ) -> tuple[list[Message], dict[str, int]]:
+    ) -> tuple[list[Message], dict[str, int], list[tuple[str, int]]]:
         unknown = set(updates) - {o.name for o in self.outputs}
         if unknown:
             raise OptionsError(f"publishing epoch [{lower}, {upper}): unknown outputs {sorted(unknown)}")
         messages: list[Message] = []
         written: dict[str, int] = {}
-        self._marked = []
+        marked: list[tuple[str, int]] = []
         for o in self.outputs:
             partitions = self._partitions[o.topic]
             final = self.final[o.topic]
@@ -314,14 +344,14 @@ class KafkaSink:
                 data, marker = o.encoder.epoch(lower, upper, self.incarnation, p, entries)
                 messages.extend(data)
                 messages.append(marker)
-                self._marked.append((o.topic, p))
+                marked.append((o.topic, p))
                 ostats.messages += len(data)
                 ostats.progress_markers += 1
                 count += len(entries)
             ostats.updates += count
             ostats.suppressed_updates += suppressed
             written[o.name] = count
-        return messages, written
+        return messages, written, marked
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:

@@ -33,6 +33,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 
+from .commits import CommitWindow
 from .deadletter import DeadLetter, DeadLetterWriter, decode_dead_letter
 from .exceptions import OptionsError
 from .io import Offsets, Update
@@ -40,7 +41,7 @@ from .progress import ReclockClock
 from .sink import OutputSpec
 from .source import InputSpec, KafkaSource
 from .stats import Stats
-from .wire import encode_progress, encode_updates
+from .wire import MIN_TIME, encode_progress, encode_updates
 
 __all__ = ["ReplaySource", "ListSink", "Epoch"]
 
@@ -240,10 +241,12 @@ class ListSink:
     ``outputs``: `OutputSpec`\\ s or output names; ``dead_letter_topic`` None: no dead letters
     (bad input is counted and dropped, as with a Kafka worker without a dead-letter topic).
     ``fail_next`` set to an exception makes the next commit raise it and commit nothing.
+    ``commit_interval``: as `sink.KafkaSink`'s (`commits.CommitWindow`): published epochs reach
+    ``epochs`` when their commit lands.
     """
 
     def __init__(self, outputs: Sequence[OutputSpec | str], *, dead_letter_topic: str | None = "dead-letters",
-                 stats: Stats | None = None) -> None:
+                 stats: Stats | None = None, commit_interval: float = 0.0) -> None:
         if not outputs:
             raise OptionsError("ListSink: no outputs given")
         self.outputs = [o if isinstance(o, OutputSpec) else OutputSpec(o, o) for o in outputs]
@@ -255,6 +258,8 @@ class ListSink:
         self.committed: dict[tuple[str, int], int] = {}
         self.dead: list[DeadLetter] = []
         self.fail_next: BaseException | None = None
+        self.commits = 0  # commits that landed (epochs, dead letters or both)
+        self._window = CommitWindow(commit_interval)
         self.opened = self.closed = 0
         self._staged: list[bytes] = []
         self._staged_since: float | None = None
@@ -280,15 +285,34 @@ class ListSink:
         return 0.0 if self._staged_since is None else time.monotonic() - self._staged_since
 
     def commit_dead_letters(self) -> None:
-        self._commit()
+        if self._staged:
+            self.commit()
 
-    def _commit(self) -> None:
+    def commit(self) -> bool:
+        if not self._window.epochs and not self._staged:
+            return False
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error
         self.dead.extend(decode_dead_letter(v) for v in self._staged)
         self._staged.clear()
         self._staged_since = None
+        for epoch in self._window.items:
+            self.epochs.append(epoch)
+            self.committed.update(epoch.offsets)
+            for name, ups in epoch.updates.items():
+                ostats = self.stats.output(name)
+                ostats.updates += len(ups)
+                ostats.frontier = epoch.upper
+        self._window.clear()
+        self.commits += 1
+        return True
+
+    def maybe_commit(self) -> bool:
+        return self._window.due() and self.commit()
+
+    def pending(self) -> int:
+        return self._window.epochs
 
     def publish(self, lower: int, upper: int | None, updates: Mapping[str, Sequence[Update]], *,
                 offsets: Offsets | None = None) -> dict[str, int]:
@@ -296,20 +320,21 @@ class ListSink:
         unknown = set(updates) - names
         if unknown:
             raise OptionsError(f"publishing epoch [{lower}, {upper}): unknown outputs {sorted(unknown)}")
-        self._commit()
         epoch = Epoch(lower, upper, {n: list(updates.get(n, ())) for n in names}, dict(offsets or {}))
-        self.epochs.append(epoch)
-        self.committed.update(epoch.offsets)
-        for name, ups in epoch.updates.items():
-            ostats = self.stats.output(name)
-            ostats.updates += len(ups)
-            ostats.frontier = upper
+        self._window.add(lower, upper, [epoch], offsets)
+        if self._window.due():
+            self.commit()
         return {name: len(ups) for name, ups in epoch.updates.items()}
 
     @property
     def frontier(self) -> int | None:
         """The upper of the last committed epoch (None before the first)."""
         return self.epochs[-1].upper if self.epochs else None
+
+    @property
+    def committed_upper(self) -> int | None:
+        """The upper of the last committed epoch (MIN_TIME before the first, None: closed for good)."""
+        return self.epochs[-1].upper if self.epochs else MIN_TIME
 
     def view(self, output: str, at: int | None = None) -> dict[Any, int]:
         """The output's collection: every committed update at a time before ``at`` (default: all),

@@ -45,6 +45,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -135,6 +136,8 @@ class Worker:
         self._epoch_opened = time.monotonic()
         self._epoch_in: dict[str, int] = {}
         self._waiting: deque[tuple[str, float, int, int]] = deque()  # latency bookkeeping per batch
+        self._unsettled: deque[EpochReport] = deque()  # closed epochs whose commit has not landed yet
+        self._closed_epochs = 0
         self._open_times: list[Any] = []  # times (numpy) of the updates fed at or beyond the frontier
         self.open_updates = 0  # updates fed and in no closed epoch yet (held by the engine)
         self.peak_open_updates = 0
@@ -285,7 +288,13 @@ class Worker:
         self.peak_open_updates = max(self.peak_open_updates, self.open_updates)
         self._waiting.extend(polled.batches)
         if self.sink.staged_for() > self.dead_letter_commit_s:
+            self._committing()
             self.sink.commit_dead_letters()
+            self._settle()
+        elif self._unsettled:
+            self._committing()
+            if self.sink.maybe_commit():
+                self._settle()
         if self.recovery is not None:
             self.recovery.collect()
         if self._loading is not None:  # the frontier is held at the snapshot's until it is loaded
@@ -376,26 +385,18 @@ class Worker:
         self.source.persist()  # reclock times and partition floors are durable before outputs depend on them
         written = self.sink.publish(lower, upper, outputs, offsets=self.source.next_offsets())
         self.frontier = upper
-        finished = time.time()
-        latencies: list[tuple[float, int]] = []
-        still: deque[tuple[str, float, int, int]] = deque()
-        for batch in self._waiting:
-            _, arrival, count, max_time = batch
-            if max_time < upper:
-                latencies.append((max(0.0, finished - arrival), count))
-            else:
-                still.append(batch)
-        self._waiting = still
+        self._closed_epochs += 1
         report = EpochReport(
-            number=self.stats.epochs + 1,
+            number=self._closed_epochs,
             lower=lower,
             upper=upper,
             seconds=time.perf_counter() - started,
             updates_in=dict(self._epoch_in),
             updates_out=written,
-            latencies=latencies,
+            latencies=[],
             incarnation=self.sink.incarnation,
         )
+        self._unsettled.append(report)
         self._epoch_records = 0
         self._epoch_in = {}
         self._epoch_opened = time.monotonic()
@@ -403,16 +404,52 @@ class Worker:
         self.open_updates = sum(len(t) for t in self._open_times)
         if self.max_epoch_updates is None or 2 * self.open_updates < self.max_epoch_updates:
             self.source.resume()  # room again: partitions paused while the epoch was full are read again
-        self.stats.epoch_published(report)
+        self._settle()
         if self.recovery is not None:
             self._doing(f"epoch [{lower}, {upper}): checkpointing")
             self._checkpoint(upper, force=False)
         return report
 
+    def _settle(self) -> None:
+        """Report the closed epochs whose commit landed (their outputs are final): their latencies
+        (arrival to final), the stats and the epoch listeners."""
+        committed = self.sink.committed_upper
+        if not self._unsettled:
+            return
+        finished = time.time()
+        while self._unsettled and (committed is None or self._unsettled[0].upper <= committed):
+            report = self._unsettled.popleft()
+            latencies: list[tuple[float, int]] = []
+            still: deque[tuple[str, float, int, int]] = deque()
+            for batch in self._waiting:
+                _, arrival, count, max_time = batch
+                if max_time < report.upper:
+                    latencies.append((max(0.0, finished - arrival), count))
+                else:
+                    still.append(batch)
+            self._waiting = still
+            self.stats.epoch_published(replace(report, latencies=latencies, incarnation=self.sink.incarnation))
+
+    def commit(self) -> None:
+        """Commit what the sink holds (every closed epoch becomes final) and report it."""
+        self._committing()
+        self.sink.commit()
+        self._settle()
+
+    def _committing(self) -> None:
+        """Name the commit that may run now as the loop's activity (a stall's report names it)."""
+        if self._unsettled:
+            first, last = self._unsettled[0], self._unsettled[-1]
+            self._doing(f"epoch [{first.lower}, {last.upper}): publishing (the commit of {len(self._unsettled)} "
+                        "epochs)")
+        else:
+            self._doing("publishing dead letters")
+
     def _checkpoint(self, upper: int, *, force: bool) -> None:
         assert self.recovery is not None
         try:
-            self.recovery.epoch_published(upper, self.source.next_offsets(), force=force, extra=self._checkpoint_extra)
+            self.recovery.epoch_published(upper, self.source.next_offsets(), force=force, extra=self._checkpoint_extra,
+                                          before_write=self.commit)
         except Exception as exc:
             raise WorkerError(f"epoch up to {upper}: writing a checkpoint: {type(exc).__name__}: {exc}") from exc
 
@@ -473,6 +510,7 @@ class Worker:
                 self._doing("stopping: publishing what is complete")
                 if self._maybe_close(force=True) is not None:
                     epochs += 1
+                self.commit()
                 recovery = self.recovery
                 if recovery is not None and recovery.enabled:
                     recovery.finish()
@@ -482,12 +520,15 @@ class Worker:
                 log.info("worker stopping at frontier %s after %d epochs", self.frontier, epochs)
                 break
             if deadline is not None and time.monotonic() >= deadline:
+                self.commit()
                 break
             if self.step() is not None:
                 epochs += 1
                 if count is not None and epochs >= count:
+                    self.commit()
                     break
             if until is not None and self.frontier >= until:
+                self.commit()
                 break
         return epochs
 

@@ -309,3 +309,17 @@ def test_supervision_and_transaction_timeouts(tmp_path: Path) -> None:
     assert set(err.keys) == {"kafka.transaction_timeout", 'kafka.options."transaction.timeout.ms"',
                              "worker.stall_timeout", "worker.stop_tmeout"}
     assert "set it with kafka.transaction_timeout" in str(err) and "did you mean 'stop_timeout'" in str(err)
+
+
+def test_commit_interval(tmp_path: Path) -> None:
+    """kafka.commit_interval: the epochs closed within it commit in one transaction (default 50 ms)."""
+    def with_kafka(line: str) -> str:
+        return VALID.replace('bootstrap = "127.0.0.1:9092"', f'bootstrap = "127.0.0.1:9092"\n{line}')
+
+    assert load_config(write(tmp_path, VALID)).kafka.commit_interval_ns == 50_000_000
+    assert load_config(write(tmp_path, with_kafka('commit_interval = "5ms"'))).kafka.commit_interval_ns == 5_000_000
+    assert load_config(write(tmp_path, with_kafka('commit_interval = "0s"'))).kafka.commit_interval_ns == 0
+    assert load_config(write(tmp_path, VALID)).redacted()["kafka"]["commit_interval_ns"] == 50_000_000
+    err = error_for(tmp_path, with_kafka('commit_interval = "90s"'))
+    assert set(err.keys) == {"kafka.commit_interval"} and "shorter than kafka.transaction_timeout" in str(err)
+    assert set(error_for(tmp_path, with_kafka('commit_interval = "soon"')).keys) == {"kafka.commit_interval"}

@@ -107,7 +107,7 @@ def test_aborted_and_re_sent_epochs_count_once_and_restarts_resume(kafka_options
     # new incarnation commits
     producer = sink.producer
     junk = sink._encode(10, 20, {"out": [(("junk", 0), 12, 1)]})[0][0]
-    messages, _ = sink._encode(10, 20, {"out": good[1][2]})
+    messages, _, _ = sink._encode(10, 20, {"out": good[1][2]})
     data = [m for m in messages if m[0] == topic]
     sink.incarnation = "aborted-complete"
     for attempt in (data[: len(data) // 2] + [junk], sink._reincarnate(messages)):
@@ -116,7 +116,7 @@ def test_aborted_and_re_sent_epochs_count_once_and_restarts_resume(kafka_options
             producer.produce(t, value, key=key, headers=headers, **({} if p is None else {"partition": p}))
         producer.flush()
         producer.abort_transaction(10)
-    messages, _ = sink._encode(10, 20, {"out": good[1][2]})
+    messages, _, _ = sink._encode(10, 20, {"out": good[1][2]})
     sink.incarnation = "second-attempt"
     retried = sink._reincarnate(messages)
     assert all(b"second-attempt" in (m[4][0][1] if m[4] else m[3]) for m in retried)

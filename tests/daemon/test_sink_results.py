@@ -117,7 +117,7 @@ def test_aborted_transaction_records_are_dropped(kafka_options, make_topic):
     producer.flush()
     producer.abort_transaction(10)
     # and a complete epoch written twice by the same logic: aborted once, then committed
-    messages, _ = sink._encode(10, 20, {"out": good[1][2]})
+    messages, _, _ = sink._encode(10, 20, {"out": good[1][2]})
     producer.begin_transaction()
     for t, p, _key, value, _headers in messages:
         producer.produce(t, value, partition=p)

@@ -55,10 +55,11 @@ def produce(kafka_options, topics, stream, *, markers=True, pause=0.0):
         producers = {"a": pa, "b": pb}
         step = 0
         for name, record, t, diff in stream:
-            while markers and t >= (step + 1) * STEP:
+            while t >= (step + 1) * STEP:
                 step += 1
-                pa.advance_to(step * STEP)
-                pb.advance_to(step * STEP)
+                if markers:
+                    pa.advance_to(step * STEP)
+                    pb.advance_to(step * STEP)
                 if pause:
                     pa.flush()
                     pb.flush()

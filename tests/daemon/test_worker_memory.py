@@ -21,8 +21,9 @@ from test_worker import STEP, by_input, random_stream
 UNTYPED, INTS = ["key", "val"], {"key": "int", "val": "int"}  # INTS: batches decoded straight into columns
 
 
-def make(*, partitions=3, policy="explicit", late="advance", epochs=None, dead_letters=True, fields=UNTYPED, **kwargs):
-    sink = ListSink(OUTPUTS, dead_letter_topic="dlq" if dead_letters else None)
+def make(*, partitions=3, policy="explicit", late="advance", epochs=None, dead_letters=True, fields=UNTYPED,
+         commit_interval=0.0, **kwargs):
+    sink = ListSink(OUTPUTS, dead_letter_topic="dlq" if dead_letters else None, commit_interval=commit_interval)
     source = ReplaySource([InputSpec(name, f"t-{name}", fields=fields, policy=policy, late=late)
                            for name in INPUTS], partitions=partitions, dead_letters=sink.dead_letters,
                           stats=sink.stats)
@@ -245,3 +246,49 @@ def test_typed_fields_keep_their_types_and_bad_updates_of_a_batch_their_position
     [dead] = sink.dead
     assert dead.reason == "field_type" and dead.offset == 1
     assert sum(worker.stats.input("a").dead_letters.values()) == 2  # the bool given as 1, the zero diff
+
+
+def test_the_epochs_of_a_commit_window_become_final_together():
+    """With a commit interval, closed epochs wait in the sink's window: nothing of them is visible,
+    reported or committed until the window commits, then all of them at once, in order."""
+    stream = random_stream(7, steps=12, per_step=40)
+    worker, source, sink = make(max_poll_messages=7, commit_interval=3600.0)  # commits only when told
+    end = send(source, stream)
+    reports = []
+    worker.stats.on_epoch(reports.append)
+    worker.open()
+    closed = []
+    while worker.frontier < end:
+        report = worker.step()
+        if report is not None:
+            closed.append(report)
+    assert len(closed) >= 5 and sink.pending() == len(closed)
+    assert not sink.epochs and not reports and not sink.committed and worker.stats.epochs == 0
+    worker.commit()
+    assert sink.commits == 1 and sink.pending() == 0
+    assert [e.upper for e in sink.epochs] == [r.upper for r in closed] == [r.upper for r in reports]
+    assert sum(count for r in reports for _, count in r.latencies) == len(stream)  # each update's latency, once
+    captures = oracle(join_count, by_input(stream), INPUTS)
+    assert all(sink.view(o, at=e.upper) == captures[o].at(e.upper - 1) for e in sink.epochs for o in OUTPUTS)
+    assert sink.committed == {(f"t-{n}", p): source.messages(n, p) for n in INPUTS for p in range(3)}
+    worker.close()
+
+
+def test_run_commits_the_window_before_it_returns():
+    stream = random_stream(8, steps=6, per_step=30)
+    worker, source, sink = make(max_poll_messages=7, commit_interval=3600.0)
+    end = send(source, stream)
+    worker.run(until=end, timeout=60)
+    assert sink.frontier == end and sink.pending() == 0 and sink.commits == 1 and worker.stats.epochs == len(sink.epochs)
+
+
+def test_a_failed_commit_of_a_window_commits_none_of_its_epochs():
+    worker, source, sink = make(partitions=1, commit_interval=3600.0, epochs=EpochPolicy(resolution_ns=10))
+    for t in (5, 15, 25):
+        source.send_updates("a", [((t, 1), t, 1)])
+        for name in INPUTS:
+            source.advance_to(name, t + 5)
+    sink.fail_next = RuntimeError("the broker went away")
+    with pytest.raises(RuntimeError, match="went away"):
+        worker.run(until=30, timeout=30)
+    assert not sink.epochs and not sink.committed and worker.stats.epochs == 0

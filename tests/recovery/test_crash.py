@@ -57,7 +57,8 @@ def published(kafka_options, topic, until):
     return {k: v for k, v in diffs.items() if v}, views
 
 
-def test_sigkill_at_random_points_with_checkpoints(kafka_options, make_topic, tmp_path):
+@pytest.mark.parametrize("commit_interval", [0.0, 0.05])  # a transaction per epoch, or per 50 ms of epochs
+def test_sigkill_at_random_points_with_checkpoints(kafka_options, make_topic, tmp_path, commit_interval):
     rng = random.Random(2024)
     steps = 36
     stream = random_stream(21, steps, per_step=40)
@@ -65,7 +66,7 @@ def test_sigkill_at_random_points_with_checkpoints(kafka_options, make_topic, tm
     topics = make_topics(make_topic)
     spec = worker_spec(kafka_options, topics, worker={
         "checkpoint_dir": str(tmp_path / "checkpoints"), "checkpoint_interval": 0.05, "checkpoint_keep": 2,
-        "checkpoint_shards": 3,
+        "checkpoint_shards": 3, "commit_interval": commit_interval,
     })
     # where each incarnation dies: inside a checkpoint write (after a shard file, or complete but
     # not renamed), inside an epoch's transaction, or killed from outside at a random moment
