@@ -1,0 +1,18 @@
+"""Settings for the whole test session."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels() -> None:
+    """Compile every kernel once, before the first test, into numba's on-disk cache (what
+    ``python -m ddflow.operators.kernels.warm`` does for an install): the daemons tests start as
+    subprocesses then load the kernels instead of compiling their own, which on a fresh clone and a
+    busy machine can outlast a test's readiness deadline."""
+    from ddflow.operators.kernels import warm
+
+    warm.import_all()
+    warm.workload()
+    warm.edge_cases()
