@@ -1,0 +1,242 @@
+"""Following a result topic's protocol, partition by partition, into a view of final times.
+
+Per partition a follower keeps ``final``, the frontier below which every time is final, and the
+updates read per (incarnation, lower, upper) that are not final yet. When a marker arrives for a
+range reaching past ``final``, the updates of the same incarnation and range must number exactly
+``count``; those at times ``>= final`` become final and ``final`` moves to ``upper``. So an epoch
+counts once however often it was written (re-sent epochs, broker retries, records of aborted
+transactions). `_Follower` reads msgpack result topics (batches and markers on the data topic);
+`_CompanionFollower` reads json/debezium outputs, whose markers are on a companion progress topic
+and wait until their data messages were read. `results.ResultClient` drives them from a consumer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .exceptions import ProtocolError, WireError
+from .formats.rows import read_epoch_header, read_marker
+from .wire import MIN_TIME, OutputBatch, decode_output
+
+__all__ = ["CLOSED", "Change", "ProtocolStats"]
+
+CLOSED = 2**63  # internal frontier of a partition whose writer closed it (upper nil)
+
+Update = tuple[Any, int, int]
+
+
+@dataclass(frozen=True)
+class Change:
+    """The topic's frontier moved to ``frontier`` (None: closed, everything is final);
+    ``updates`` are the ones that became final, sorted by time."""
+
+    frontier: int | None
+    updates: list[Update]
+
+
+@dataclass
+class ProtocolStats:
+    epochs: int = 0  # accepted (partition, range) markers
+    duplicate_epochs: int = 0  # markers for ranges already final
+    dropped_updates: int = 0  # updates of re-sent, duplicated or aborted epochs
+    incomplete_epochs: int = 0  # markers whose count does not match what was read (ignored)
+    messages: int = 0
+
+
+@dataclass
+class _Partition:
+    final: int = MIN_TIME
+    pending: dict[tuple[str, int, int | None], list[Update]] = field(default_factory=lambda: defaultdict(list))
+    mismatch: str = ""
+    counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # data messages (companion)
+    waiting: list[Any] = field(default_factory=list)  # markers waiting for their data (companion)
+
+
+class _View:
+    """The final frontier over partitions and the view accumulated below it (no I/O)."""
+
+    def __init__(self, topic: str, partitions: int, *, keep_view: bool, stats: ProtocolStats) -> None:
+        self.topic = topic
+        self.keep_view = keep_view
+        self.stats = stats
+        self.partitions = [_Partition() for _ in range(partitions)]
+        self.staged: list[Update] = []
+        self.view: dict[Any, int] = {}
+        self.frontier = MIN_TIME
+
+    def topics(self) -> dict[str, int]:
+        """The topics this follower reads, with their partition counts."""
+        return {self.topic: len(self.partitions)}
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        """Apply one message of one of `topics`; a Change when it moved the frontier."""
+        raise NotImplementedError
+
+    def _advance(self) -> Change | None:
+        frontier = min(p.final for p in self.partitions)
+        if frontier <= self.frontier:
+            return None
+        self.frontier = frontier
+        final = [u for u in self.staged if u[1] < frontier]
+        self.staged = [u for u in self.staged if u[1] >= frontier] if len(final) < len(self.staged) else []
+        final.sort(key=lambda u: u[1])
+        if self.keep_view:
+            view = self.view
+            for record, _, diff in final:
+                count = view.get(record, 0) + diff
+                if count:
+                    view[record] = count
+                else:
+                    del view[record]
+        return Change(None if frontier >= CLOSED else frontier, final)
+
+
+class _Follower(_View):
+    """The protocol state machine of one msgpack result topic (no I/O)."""
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        return self.apply(partition, offset, value)
+
+    def apply(self, partition: int, offset: int, value: bytes | None) -> Change | None:
+        """Apply one message; a Change when it moved the topic's frontier."""
+        self.stats.messages += 1
+        try:
+            msg = decode_output(value)
+        except Exception as exc:
+            raise ProtocolError(f"{self.topic}[{partition}] offset {offset}: {exc}") from exc
+        state = self.partitions[partition]
+        upper = CLOSED if msg.upper is None else msg.upper
+        key = (msg.incarnation, msg.lower, msg.upper)
+        if isinstance(msg, OutputBatch):
+            if upper <= state.final:
+                self.stats.dropped_updates += len(msg.updates)
+            else:
+                state.pending[key].extend(msg.updates)
+            return None
+        found = state.pending.pop(key, [])
+        where = f"{self.topic}[{partition}] offset {offset}: epoch [{msg.lower}, {msg.upper}) of incarnation {msg.incarnation}"
+        if upper <= state.final:
+            self.stats.duplicate_epochs += 1
+            self.stats.dropped_updates += len(found)
+            return None
+        if msg.lower > state.final:
+            raise ProtocolError(
+                f"{where} starts after the final frontier {state.final}: epochs are missing"
+                + (f" (the last one seen was not complete: {state.mismatch})" if state.mismatch else "")
+            )
+        if len(found) != msg.count:
+            # not this attempt's records alone (e.g. an aborted attempt of the same incarnation is
+            # visible): ignore it and wait for a re-sent epoch; a gap after it raises above
+            state.mismatch = f"{where}: the marker counts {msg.count} updates, the topic holds {len(found)}"
+            self.stats.incomplete_epochs += 1
+            self.stats.dropped_updates += len(found)
+            return None
+        fresh = []
+        for update in found:
+            t = update[1]
+            if not msg.lower <= t < upper:
+                raise ProtocolError(f"{where}: update {update!r:.120} has a time outside the epoch")
+            if t >= state.final:
+                fresh.append(update)
+            else:
+                self.stats.dropped_updates += 1
+        state.final = upper
+        state.mismatch = ""
+        self.stats.epochs += 1
+        self.staged.extend(fresh)
+        for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= upper]:
+            self.stats.dropped_updates += len(state.pending.pop(stale))
+        return self._advance()
+
+
+class _CompanionFollower(_View):
+    """The protocol of a json/debezium output: change events on the data topic, markers on a
+    companion progress topic (shared by several outputs, each marker naming its data topic).
+
+    A marker for ``[lower, upper)`` of an incarnation on data partition ``p`` is accepted once
+    ``lower`` is at or behind ``p``'s final frontier (earlier epochs first) and exactly ``count``
+    data messages of that incarnation and range have been read on ``p``; more than ``count``
+    makes it incomplete (dropped, as on a msgpack topic). Markers of ranges already final and
+    data of such ranges are dropped."""
+
+    def __init__(self, topic: str, partitions: int, progress_topic: str, progress_partitions: int, reader: Any,
+                 *, keep_view: bool, stats: ProtocolStats) -> None:
+        super().__init__(topic, partitions, keep_view=keep_view, stats=stats)
+        self.progress_topic = progress_topic
+        self.progress_partitions = progress_partitions
+        self.reader = reader
+
+    def topics(self) -> dict[str, int]:
+        return {self.topic: len(self.partitions), self.progress_topic: self.progress_partitions}
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        self.stats.messages += 1
+        where = f"{topic}[{partition}] offset {offset}"
+        try:
+            if topic == self.progress_topic:
+                marker = read_marker(value)
+                if marker.topic != self.topic:
+                    return None  # another output's marker on a shared progress topic
+                if not 0 <= marker.partition < len(self.partitions):
+                    raise WireError(f"partition {marker.partition} is not one of {self.topic}'s "
+                                    f"{len(self.partitions)} partitions")
+                self.partitions[marker.partition].waiting.append(marker)
+                return self._settle(marker.partition)
+            key = read_epoch_header(headers)
+            updates = self.reader.updates(value)
+        except WireError as exc:
+            raise ProtocolError(f"{where}: {exc}") from exc
+        state = self.partitions[partition]
+        if (CLOSED if key[2] is None else key[2]) <= state.final:
+            self.stats.dropped_updates += len(updates)
+            return None
+        state.pending[key].extend(updates)
+        state.counts[key] = state.counts.get(key, 0) + 1
+        return self._settle(partition)
+
+    def _settle(self, partition: int) -> Change | None:
+        state = self.partitions[partition]
+        moved = True
+        accepted = False
+        while moved:
+            moved = False
+            for marker in list(state.waiting):
+                upper = CLOSED if marker.upper is None else marker.upper
+                key = (marker.incarnation, marker.lower, marker.upper)
+                where = (f"{self.topic}[{partition}]: epoch [{marker.lower}, {marker.upper}) of incarnation "
+                         f"{marker.incarnation}")
+                if upper <= state.final:
+                    state.waiting.remove(marker)
+                    self.stats.duplicate_epochs += 1
+                    continue
+                seen = state.counts.get(key, 0)
+                if marker.lower > state.final or seen < marker.count:
+                    continue  # an earlier epoch is not final yet, or its data is still to be read
+                state.waiting.remove(marker)
+                found = state.pending.pop(key, [])
+                state.counts.pop(key, None)
+                if seen > marker.count:
+                    state.mismatch = f"{where}: the marker counts {marker.count} messages, the topic holds {seen}"
+                    self.stats.incomplete_epochs += 1
+                    self.stats.dropped_updates += len(found)
+                    continue
+                fresh = []
+                for update in found:
+                    if not marker.lower <= update[1] < upper:
+                        raise ProtocolError(f"{where}: update {update!r:.120} has a time outside the epoch")
+                    if update[1] >= state.final:
+                        fresh.append(update)
+                    else:
+                        self.stats.dropped_updates += 1
+                state.final = upper
+                state.mismatch = ""
+                self.stats.epochs += 1
+                self.staged.extend(fresh)
+                for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= upper]:
+                    self.stats.dropped_updates += len(state.pending.pop(stale))
+                    state.counts.pop(stale, None)
+                moved = accepted = True
+                break
+        return self._advance() if accepted else None
