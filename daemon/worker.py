@@ -365,7 +365,7 @@ class Worker:
                 step = f"draining output {name!r}"
                 outputs[name] = capture.drain()
         except DiffError as exc:  # nothing of the epoch is published nor its input offsets committed
-            raise WorkerError(f"epoch [{lower}, {upper}): {step}: {REFUSED}: {exc}") from exc
+            self._refuse(f"epoch [{lower}, {upper}): {step}: {REFUSED}: {exc}", exc)
         except Exception as exc:
             raise WorkerError(f"epoch [{lower}, {upper}): {step}: {type(exc).__name__}: {exc}") from exc
         for name, updates in outputs.items():
@@ -379,7 +379,7 @@ class Worker:
             try:
                 self.recovery.fold(upper)  # the checkpoint state, before anything depends on it
             except WorkerError as exc:
-                raise WorkerError(f"epoch [{lower}, {upper}): checkpoint state: {REFUSED}: {exc}") from exc
+                self._refuse(f"epoch [{lower}, {upper}): checkpoint state: {REFUSED}: {exc}", exc)
         self._doing(f"epoch [{lower}, {upper}): publishing")
         self.source.raise_to(upper)  # partitions behind the new frontier (idle ones) start there
         self.source.persist()  # reclock times and partition floors are durable before outputs depend on them
@@ -429,6 +429,15 @@ class Worker:
                     still.append(batch)
             self._waiting = still
             self.stats.epoch_published(replace(report, latencies=latencies, incarnation=self.sink.incarnation))
+
+    def _refuse(self, message: str, cause: BaseException) -> None:
+        """Stop on an epoch that cannot be published: the epochs closed before it are valid, so
+        they are committed first (a commit window may hold them), then `WorkerError` is raised."""
+        try:
+            self.commit()
+        except Exception as exc:  # the refusal is the error to report; the commit's is logged
+            log.error("committing the epochs closed before a refused one: %s: %s", type(exc).__name__, exc)
+        raise WorkerError(message) from cause
 
     def commit(self) -> None:
         """Commit what the sink holds (every closed epoch becomes final) and report it."""

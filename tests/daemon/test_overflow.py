@@ -71,6 +71,23 @@ def test_in_memory_a_count_outside_int64_stops_the_worker_before_publishing():
     assert sink.committed == committed  # the second epoch's offsets are not committed
 
 
+def test_in_memory_the_epochs_before_a_refused_one_are_committed():
+    """With a commit window (epochs committed together), the epochs closed before the refused one
+    are valid and final: they are committed before the worker stops; the refused one is not."""
+    sink = ListSink(["out"], commit_interval=3600)  # nothing commits on time during the test
+    source = ReplaySource([InputSpec("a", "a", fields=["key", "val"])], dead_letters=sink.dead_letters,
+                          stats=sink.stats)
+    worker = Worker(counts, source, sink, epochs=EpochPolicy(resolution_ns=10), poll_timeout=0, max_epoch_updates=1)
+    source.send_updates("a", [(("x", 1), 5, BIG)])
+    source.advance_to("a", 10)
+    source.send_updates("a", [(("x", 2), 15, BIG)])
+    source.advance_to("a", 20)
+    with pytest.raises(WorkerError, match=r"epoch \[10, 20\): running the dataflow: a multiplicity outside int64"):
+        worker.run(until=20, timeout=30)
+    assert [e.upper for e in sink.epochs] == [10] and sink.view("out") == {("x", BIG): 1}
+    assert sink.committed == {("a", 0): 2}  # the first update and its marker
+
+
 @pytest.mark.parametrize("flow,where", [(echo, "draining output 'out'"), (twice, "draining output 'out'")])
 def test_in_memory_an_output_diff_outside_int64_is_refused(flow, where):
     """Two updates of one record at one time (echo), or one update doubled by a concat: the
