@@ -12,7 +12,9 @@ Messages are msgpack maps tagged with the ``run`` they belong to (messages of ot
 topics are skipped):
 
     batch   {"run", "kind": "batch", "channel", "seq", "source", "dest", "lower", "upper", "rounds",
-             "updates": [[data, [time, ...], diff], ...]}          (at most ``max_batch`` updates)
+             "part", "records": [data, ...] or None, "columns": int64 bytes or None, "width",
+             "times": int64 bytes, "depth", "diffs": int64 bytes}    (at most ``max_batch`` updates;
+             records of ints or pairs of ints travel as one or two little-endian int64 columns)
     marker  {"run", "kind": "marker", "channel", "seq", "source", "dest", "lower", "upper", "rounds",
              "count"}                                                 (the updates sent in the step)
     vote    {"run", "kind": "vote", "seq", "source", "value"}
@@ -41,6 +43,11 @@ from .kafka import _admin, client_config, ensure_topics
 from .wire import to_record
 
 __all__ = ["ExchangeTimeout", "KafkaTransport"]
+
+
+def _bytes(column: np.ndarray) -> bytes:
+    """An int64 array as little-endian bytes (row-major)."""
+    return np.ascontiguousarray(column, dtype="<i8").tobytes()
 
 
 class ExchangeTimeout(DaemonError):
@@ -122,11 +129,16 @@ class KafkaTransport:
         topic = self._channel(batch.channel)
         head = {"kind": "batch", "channel": batch.channel, "seq": batch.seq, "source": batch.source,
                 "dest": batch.dest, "lower": batch.lower, "upper": batch.upper, "rounds": list(batch.rounds)}
-        times, diffs = batch.times.tolist(), batch.diffs.tolist()
-        for start in range(0, len(diffs), self.max_batch):
+        columnar = isinstance(batch.records, np.ndarray)
+        depth = batch.times.shape[1]
+        for start in range(0, len(batch.diffs), self.max_batch):
             end = start + self.max_batch
-            updates = [list(u) for u in zip(batch.records[start:end], times[start:end], diffs[start:end])]
-            self._produce(topic, batch.dest, {**head, "part": start, "updates": updates})
+            records = batch.records[start:end]
+            self._produce(topic, batch.dest, {
+                **head, "part": start, "depth": depth, "width": records.shape[1] if columnar and records.ndim == 2 else 1,
+                "records": None if columnar else list(records),
+                "columns": _bytes(records) if columnar else None,
+                "times": _bytes(batch.times[start:end]), "diffs": _bytes(batch.diffs[start:end])})
 
     def mark(self, marker: ExchangeMarker) -> None:
         self._produce(self._channel(marker.channel), marker.dest, {
@@ -141,18 +153,24 @@ class KafkaTransport:
         box = self._boxes.setdefault((channel, seq), ({}, {}))
         others = self.workers - 1
         self._wait(lambda: len(box[1]) >= others and all(
-            sum(len(m["updates"]) for m in box[0].get(s, {}).values()) == mk["count"] for s, mk in box[1].items()),
+            sum(m["n"] for m in box[0].get(s, {}).values()) == mk["count"] for s, mk in box[1].items()),
             f"exchange {channel} step {seq}", lambda: sorted(set(range(self.workers)) - {worker} - set(box[1])))
         del self._boxes[(channel, seq)]
         out = []
         for source, parts in sorted(box[0].items()):
             msgs = [parts[k] for k in sorted(parts)]
             head = msgs[0]
-            updates = [u for m in msgs for u in m["updates"]]
+            if head["records"] is None:
+                cols = [np.frombuffer(m["columns"], dtype="<i8") for m in msgs]
+                records: list | np.ndarray = np.concatenate(cols).astype(np.int64)
+                if head["width"] == 2:
+                    records = records.reshape(-1, 2)
+            else:
+                records = [to_record(r) for m in msgs for r in m["records"]]
+            times = np.concatenate([np.frombuffer(m["times"], dtype="<i8") for m in msgs]).astype(np.int64)
+            diffs = np.concatenate([np.frombuffer(m["diffs"], dtype="<i8") for m in msgs]).astype(np.int64)
             out.append(ExchangeBatch(channel, seq, source, worker, head["lower"], head["upper"], tuple(head["rounds"]),
-                                     [to_record(u[0]) for u in updates],
-                                     np.array([u[1] for u in updates], dtype=np.int64).reshape(len(updates), -1),
-                                     np.array([u[2] for u in updates], dtype=np.int64)))
+                                     records, times.reshape(len(diffs), head["depth"]), diffs))
         return out
 
     def gather(self, worker: int, seq: int, value: Any) -> list[Any]:
@@ -193,6 +211,7 @@ class KafkaTransport:
         elif kind in ("batch", "marker"):
             batches, markers = self._boxes.setdefault((m["channel"], m["seq"]), ({}, {}))
             if kind == "batch":
+                m["n"] = len(m["diffs"]) // 8
                 batches.setdefault(m["source"], {}).setdefault(m["part"], m)  # a resend is dropped
             else:
                 markers.setdefault(m["source"], m)

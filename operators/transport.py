@@ -37,7 +37,8 @@ __all__ = ["ExchangeBatch", "ExchangeMarker", "LocalTransport", "Transport", "Tr
 
 @dataclass(frozen=True)
 class ExchangeBatch:
-    """Updates of one exchange step from ``source`` to ``dest``: ``records`` (values), ``times``
+    """Updates of one exchange step from ``source`` to ``dest``: ``records`` (a list of values, or
+    int columns: an int64 array of ints or an ``(n, 2)`` array of pairs of ints), ``times``
     (``(n, depth)`` int64, each update's own time) and ``diffs``. ``lower``/``upper``: the epoch
     (the sender's previous and current frontier, ``None`` for an empty one); ``rounds``: the loop
     round of each enclosing loop (``-1``: the step that closes a loop's epoch)."""
@@ -49,7 +50,7 @@ class ExchangeBatch:
     lower: int | None
     upper: int | None
     rounds: tuple[int, ...]
-    records: list
+    records: list | np.ndarray
     times: np.ndarray
     diffs: np.ndarray
 

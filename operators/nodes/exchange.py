@@ -65,7 +65,7 @@ class Exchange(Node):
             sel = np.flatnonzero(owners == dest)
             if len(sel):
                 part = u.take(sel)
-                records = self.interner.value_list(part.data[0])
+                records = self._records(part.data[0])
                 transport.send(ExchangeBatch(self.channel, seq, me, dest, lower, upper, rounds, records,
                                              part.times, part.diffs))
                 self.sent += len(sel)
@@ -75,11 +75,19 @@ class Exchange(Node):
         batches = transport.receive(me, self.channel, seq)
         self.wait_seconds += time.perf_counter() - started
         for batch in batches:
-            parts.append(Updates((self.interner.ids(batch.records),), batch.times, batch.diffs))
+            records = batch.records
+            ids = self.interner.ids_of_columns(records) if isinstance(records, np.ndarray) else self.interner.ids(records)
+            parts.append(Updates((ids,), batch.times, batch.diffs))
             self.received += len(batch.diffs)
         out = concat(parts, 1, self.scope.depth)
         if len(out):
             self.emit(out)
+
+    def _records(self, ids: np.ndarray) -> list | np.ndarray:
+        """The records of ``ids`` as they travel: int columns when they are ints or pairs of ints
+        (no Python object per record), else a list of values."""
+        columns = self.interner.int_columns(ids)
+        return self.interner.value_list(ids) if columns is None else columns
 
     def _owners(self, ids: np.ndarray, count: int) -> np.ndarray:
         keys = ids if self.by_self else self.interner.split(ids, self.arrangement)[0]

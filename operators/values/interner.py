@@ -362,6 +362,26 @@ class Interner:
             out[objects] = [element_hash(table[i]) for i in ids[objects].tolist()]
         return out
 
+    def int_columns(self, ids: np.ndarray) -> np.ndarray | None:
+        """The values of ``ids`` as int columns when that loses nothing: an int64 column when every
+        one is a plain int, an ``(n, 2)`` array when every one is a plain pair of plain ints (ints of
+        magnitude below ``2**62``), else ``None``. ``ids_of_columns`` maps them back."""
+        ints = self.int_values(ids)
+        if ints is not None:
+            return ints
+        space = self._space
+        if len(ids) == 0 or not (space.kinds.take(ids) == PAIR).all():
+            return None
+        first, second = unpack(space.payload.take(ids))
+        a, b = self.int_values(first), self.int_values(second)
+        return None if a is None or b is None else np.stack([a, b], axis=1)
+
+    def ids_of_columns(self, columns: np.ndarray) -> np.ndarray:
+        """Ids of the records in int columns: ints (one column) or pairs of ints (two columns)."""
+        if columns.ndim == 1:
+            return self.int_ids(columns)
+        return self.pair(self.int_ids(np.ascontiguousarray(columns[:, 0])), self.int_ids(np.ascontiguousarray(columns[:, 1])))
+
     # -- keyed records ----------------------------------------------------------------------------
     def split(self, ids: np.ndarray, step: str) -> tuple[np.ndarray, np.ndarray]:
         """``(key ids, val ids)`` of records that must be ``(key, val)`` pairs."""

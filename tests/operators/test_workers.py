@@ -196,3 +196,30 @@ def test_exchanges_send_only_complete_updates_so_batches_lie_in_their_epoch():
     later = transport.sent[before:]
     assert later and all(((b.times >= 30) & (b.times < 100)).all() and (b.lower, b.upper) == (30, 100) for b in later)
     assert workers.capture(lambda c: c).at(99) == {(i, 1): 1 for i in range(40)}
+
+
+def test_ints_and_int_pairs_travel_as_columns_and_other_values_as_themselves():
+    import numpy as np
+
+    transport = RecordingTransport(2)
+    ints, pairs = [7, -3, 2**62 - 1, 0], [(1, 2), (-(2**61), 5), (1, 3)]
+    mixed = [None, 1.5, 2**70, "s", ((1, 2), 3), (1, "x"), 9]
+
+    def build(df):
+        a, b, c = (df.new_input(n).collection for n in ("ints", "pairs", "mixed"))
+        return a.count().capture(), b.min().capture(), c.count().capture()
+
+    workers = Workers(2, build, transport=transport)
+    for name, records in (("ints", ints), ("pairs", pairs), ("mixed", mixed)):
+        session = workers.input(name)
+        for i, r in enumerate(records * 3):
+            session.insert(r, i)
+        session.advance_to(1000)
+    workers.run()
+    assert workers.capture(lambda o: o[0]).at(999) == {(r, 3): 1 for r in ints}
+    assert workers.capture(lambda o: o[1]).at(999) == {(1, 2): 1, (-(2**61), 5): 1}
+    assert workers.capture(lambda o: o[2]).at(999) == {(r, 3): 1 for r in mixed}
+    got = {type(r[0]).__name__ for out in workers.outputs for r in out[2].at(999)}
+    assert got == {"NoneType", "float", "int", "str", "tuple"}  # values keep their types across workers
+    kinds = {(isinstance(b.records, np.ndarray), getattr(b.records, "ndim", 0)) for b in transport.sent}
+    assert kinds == {(True, 1), (True, 2), (False, 0)}  # int columns, pair columns, lists of values
