@@ -366,8 +366,8 @@ class Worker:
                 outputs[name] = capture.drain()
         except DiffError as exc:  # nothing of the epoch is published nor its input offsets committed
             self._refuse(f"epoch [{lower}, {upper}): {step}: {REFUSED}: {exc}", exc)
-        except Exception as exc:
-            raise WorkerError(f"epoch [{lower}, {upper}): {step}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # the dataflow failed (e.g. a user function raised): the same, named
+            self._refuse(f"epoch [{lower}, {upper}): {step}: {type(exc).__name__}: {exc}", exc)
         for name, updates in outputs.items():
             late = [u for u in updates if not lower <= u[1] < upper]
             if late:
@@ -431,8 +431,9 @@ class Worker:
             self.stats.epoch_published(replace(report, latencies=latencies, incarnation=self.sink.incarnation))
 
     def _refuse(self, message: str, cause: BaseException) -> None:
-        """Stop on an epoch that cannot be published: the epochs closed before it are valid, so
-        they are committed first (a commit window may hold them), then `WorkerError` is raised."""
+        """Stop on an epoch the dataflow cannot compute: the epochs closed before it are valid, so
+        they are committed first (a commit window may hold them; a restart would stop at the same
+        epoch again, and they would never be published), then `WorkerError` is raised."""
         try:
             self.commit()
         except Exception as exc:  # the refusal is the error to report; the commit's is logged

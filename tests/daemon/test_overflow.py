@@ -88,6 +88,27 @@ def test_in_memory_the_epochs_before_a_refused_one_are_committed():
     assert sink.committed == {("a", 0): 2}  # the first update and its marker
 
 
+def test_in_memory_a_failing_dataflow_also_commits_the_epochs_before():
+    """A user function that raises on one record stops the worker at that record's epoch every
+    time; the epochs before it are committed first, or a restart would never publish them."""
+
+    def fails_on_two(df, inputs):
+        return {"out": inputs["a"].map(lambda r: r if r[1] != 2 else 1 // 0)}
+
+    sink = ListSink(["out"], commit_interval=3600)
+    source = ReplaySource([InputSpec("a", "a", fields=["key", "val"])], dead_letters=sink.dead_letters,
+                          stats=sink.stats)
+    worker = Worker(fails_on_two, source, sink, epochs=EpochPolicy(resolution_ns=10), poll_timeout=0,
+                    max_epoch_updates=1)
+    source.send_updates("a", [(("x", 1), 5, 1)])
+    source.advance_to("a", 10)
+    source.send_updates("a", [(("x", 2), 15, 1)])
+    source.advance_to("a", 20)
+    with pytest.raises(WorkerError, match=r"epoch \[10, 20\): running the dataflow: ZeroDivisionError"):
+        worker.run(until=20, timeout=30)
+    assert [e.upper for e in sink.epochs] == [10] and sink.view("out") == {("x", 1): 1}
+
+
 @pytest.mark.parametrize("flow,where", [(echo, "draining output 'out'"), (twice, "draining output 'out'")])
 def test_in_memory_an_output_diff_outside_int64_is_refused(flow, where):
     """Two updates of one record at one time (echo), or one update doubled by a concat: the
