@@ -151,7 +151,9 @@ def lookup(query, table, depth):
             found[b, j] = pos[j]
             hits += pos[j] >= 0
     # the hits in output order (by key, then batch), then their val ranges, then their update ranges,
-    # each a pass over all hits (flat indexing: no per-hit views)
+    # each a pass over all hits (flat indexing: no per-hit views). A batch with one val per key
+    # (nk == nv) has key i's vals at row i, and one with one update per val (nv == n) val v's updates
+    # at row v: those reads are skipped, so such a hit's val and update rows are read at once.
     hit_batch = np.empty(hits, np.int64)
     hit_key = np.empty(hits, np.int64)
     v0 = np.empty(hits, np.int64)
@@ -164,23 +166,30 @@ def lookup(query, table, depth):
                 h += 1
     for h in range(hits):
         b = hit_batch[h]
-        buf = column(table[b, 0], starts[b, 3])
-        i = starts[b, 0] + v0[h]
-        v0[h], v1[h] = buf[i], buf[i + 1]
+        if table[b, 1] == table[b, 2]:
+            v1[h] = v0[h] + 1
+        else:
+            buf = column(table[b, 0], starts[b, 3])
+            i = starts[b, 0] + v0[h]
+            v0[h], v1[h] = buf[i], buf[i + 1]
     out_at = np.empty(hits + 1, np.int64)
     out_at[0] = 0
     for h in range(hits):
         b = hit_batch[h]
-        buf = column(table[b, 0], starts[b, 3])
-        va = starts[b, 1]
-        out_at[h + 1] = out_at[h] + buf[va + 2 * v1[h] + 1] - buf[va + 2 * v0[h] + 1]
+        if table[b, 2] == table[b, 3]:
+            out_at[h + 1] = out_at[h] + v1[h] - v0[h]
+        else:
+            buf = column(table[b, 0], starts[b, 3])
+            va = starts[b, 1]
+            out_at[h + 1] = out_at[h] + buf[va + 2 * v1[h] + 1] - buf[va + 2 * v0[h] + 1]
     total = out_at[hits]
     touched = 0
-    for h in range(hits):  # bring every hit's first update row in, all loads at once
+    for h in range(hits):  # bring every hit's first val and update rows in, all loads at once
         b = hit_batch[h]
         buf = column(table[b, 0], starts[b, 3])
         va = starts[b, 1]
-        touched ^= buf[starts[b, 2] + buf[va + 2 * v0[h] + 1] * (depth + 1)]
+        r = v0[h] if table[b, 2] == table[b, 3] else buf[va + 2 * v0[h] + 1]
+        touched ^= buf[va + 2 * v0[h]] ^ buf[starts[b, 2] + r * (depth + 1)]
     size[0] = touched  # a store the compiler must keep, so the loads above happen
     out_keys = np.empty(total, np.int64)
     out_vals = np.empty(total, np.int64)
@@ -193,8 +202,10 @@ def lookup(query, table, depth):
         va, up = starts[b, 1], starts[b, 2]
         w = out_at[h]
         key = query[hit_key[h]]
+        single = table[b, 2] == table[b, 3]  # one update per val: val v's update is row v
         for v in range(v0[h], v1[h]):
-            for r in range(buf[va + 2 * v + 1], buf[va + 2 * v + 3]):
+            first, last = (v, v + 1) if single else (buf[va + 2 * v + 1], buf[va + 2 * v + 3])
+            for r in range(first, last):
                 out_keys[w] = key
                 out_vals[w] = buf[va + 2 * v]
                 for c in range(depth):

@@ -6,8 +6,8 @@ advances its logical and physical compaction frontiers to the new upper, so merg
 cancel what left the window. Prints updates/s (by CPU time of the inserting process, robust on a
 shared machine, and by wall time), the peak trace size (records, batches, bytes), and, as
 a baseline measured in the same run, consolidating each batch alone (the least an insert must do).
-The trace's final contents are checked against the window; a failed check fails the benchmark. The kernels are loaded (or compiled) by a first
-run over the first 2,000 batches, which is not timed.
+The trace's final contents are checked against the window; a failed check fails the benchmark. The
+kernels are loaded (or compiled) by a first run over the first 2,000 batches, which is not timed.
 
     .venv/bin/python tests/benchmarks/bench_spine.py [--batches 100000 --size 10 --profile]
 

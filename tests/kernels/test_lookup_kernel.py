@@ -138,3 +138,30 @@ def test_build_small_consolidates_and_builds_like_the_references(data):
     assert bad == -1 and address == out.ctypes.data and (n, end) == (len(x), trie.size(nk, nv, n, d))
     assert out[:end].tolist() == trie.build_reference(k, v, t, x).tolist()
     assert out[room] == -7  # nothing written past the room given
+
+
+@kernels
+@given(st.data())
+def test_lookup_in_tries_of_one_val_per_key_or_one_update_per_val(data):
+    """Tries whose shape lets the gather skip reads (one val per key: ``nk == nv``; one update per val:
+    ``nv == n``; both), alone and beside general ones in one table, against the reference."""
+    d = data.draw(depths)
+    tries = []
+    for shape in data.draw(st.lists(st.sampled_from(["one val", "one update", "both", "any"]), max_size=4)):
+        drawn = data.draw(rows(d, max_size=10))
+        if shape in ("one val", "both"):  # keep the first val of each key
+            firsts = {}
+            for k, v, _t, _x in drawn:
+                firsts.setdefault(k, v)
+            drawn = [r for r in drawn if r[1] == firsts[r[0]]]
+        if shape in ("one update", "both"):  # keep the first time of each (key, val)
+            seen = set()
+            drawn = [r for r in drawn if (r[0], r[1]) not in seen and not seen.add((r[0], r[1]))]
+        t = Trie(drawn, d)
+        assert shape not in ("one val", "both") or t.nk == t.nv
+        assert shape not in ("one update", "both") or t.nv == t.n
+        tries.append(t)
+    keys = [r[0] for t in tries for r in as_rows(t.cols)]
+    query = np.asarray(keys + data.draw(st.lists(ints, max_size=6)), dtype=np.int64)
+    got = lookup.lookup(query, table(tries), d)
+    assert as_rows(got) == as_rows(lookup.lookup_reference(query, [t.cols for t in tries]))

@@ -215,7 +215,8 @@ def test_cascade_equals_merging_with_the_reference(data):
         got = as_rows(lookup_all(buffer, nk, nv, n, d))
         assert (got, read) == (want[1], want[2])
         assert address == buffer.ctypes.data and end == trie.size(nk, nv, n, d)
-        assert buffer.tolist() == trie.build_reference(*(np.asarray(c) for c in lookup_all(buffer, nk, nv, n, d))).tolist()
+        cols = (np.asarray(c) for c in lookup_all(buffer, nk, nv, n, d))
+        assert buffer.tolist() == trie.build_reference(*cols).tolist()
     assert out[room] == 7  # nothing written past the room given
 
 
