@@ -93,6 +93,26 @@ class _View:
         return Change(None if frontier >= CLOSED else frontier, final)
 
 
+    def _accept(self, state: _Partition, found: list[Update], lower: int, upper: int, where: str) -> None:
+        """A complete epoch ``[lower, upper)`` of ``found`` updates: stage those at times not final
+        yet, move the partition's final frontier to ``upper`` and drop what is pending below it."""
+        fresh = []
+        for update in found:
+            if not lower <= update[1] < upper:
+                raise ProtocolError(f"{where}: update {update!r:.120} has a time outside the epoch")
+            if update[1] >= state.final:
+                fresh.append(update)
+            else:
+                self.stats.dropped_updates += 1
+        state.final = upper
+        state.mismatch = ""
+        self.stats.epochs += 1
+        self.staged.extend(fresh)
+        for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= upper]:
+            self.stats.dropped_updates += len(state.pending.pop(stale))
+            state.counts.pop(stale, None)
+
+
 class _Follower(_View):
     """The protocol state machine of one msgpack result topic (no I/O)."""
 
@@ -133,21 +153,7 @@ class _Follower(_View):
             self.stats.incomplete_epochs += 1
             self.stats.dropped_updates += len(found)
             return None
-        fresh = []
-        for update in found:
-            t = update[1]
-            if not msg.lower <= t < upper:
-                raise ProtocolError(f"{where}: update {update!r:.120} has a time outside the epoch")
-            if t >= state.final:
-                fresh.append(update)
-            else:
-                self.stats.dropped_updates += 1
-        state.final = upper
-        state.mismatch = ""
-        self.stats.epochs += 1
-        self.staged.extend(fresh)
-        for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= upper]:
-            self.stats.dropped_updates += len(state.pending.pop(stale))
+        self._accept(state, found, msg.lower, upper, where)
         return self._advance()
 
 
@@ -222,21 +228,7 @@ class _CompanionFollower(_View):
                     self.stats.incomplete_epochs += 1
                     self.stats.dropped_updates += len(found)
                     continue
-                fresh = []
-                for update in found:
-                    if not marker.lower <= update[1] < upper:
-                        raise ProtocolError(f"{where}: update {update!r:.120} has a time outside the epoch")
-                    if update[1] >= state.final:
-                        fresh.append(update)
-                    else:
-                        self.stats.dropped_updates += 1
-                state.final = upper
-                state.mismatch = ""
-                self.stats.epochs += 1
-                self.staged.extend(fresh)
-                for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= upper]:
-                    self.stats.dropped_updates += len(state.pending.pop(stale))
-                    state.counts.pop(stale, None)
+                self._accept(state, found, marker.lower, upper, where)
                 moved = accepted = True
                 break
         return self._advance() if accepted else None
