@@ -55,7 +55,12 @@ class ExchangeTimeout(DaemonError):
 
 
 class KafkaTransport:
-    """Worker ``index``'s end of the exchange topics of ``workers`` workers (see the module)."""
+    """Worker ``index``'s end of the exchange topics of ``workers`` workers (see the module).
+
+    ``waited[j]``: seconds this worker has spent blocked in an exchange step or agreement while
+    worker ``j`` had not yet delivered its part (a slice of waiting counts for every worker it waited
+    for); ``waiting_on``: the workers it is blocked on right now (empty when not waiting). They say
+    which worker holds the others back."""
 
     def __init__(self, workers: int, index: int, kafka_options: Mapping[str, Any], *, prefix: str, run: str,
                  timeout: float = 60.0, max_batch: int = 5000) -> None:
@@ -78,6 +83,8 @@ class KafkaTransport:
         self.consumer.assign([TopicPartition(agree, 0, OFFSET_BEGINNING)])
         self._agree = agree
         self.sent_messages = 0
+        self.waited: dict[int, float] = {}  # seconds this worker spent blocked on each other worker
+        self.waiting_on: tuple[int, ...] = ()  # the workers it is blocked on right now
         self.received_messages = 0
 
     # -- topics ------------------------------------------------------------------------------------
@@ -186,19 +193,32 @@ class KafkaTransport:
 
     def _wait(self, done, what: str, missing) -> None:
         self.producer.flush(self.timeout)
-        deadline = time.monotonic() + self.timeout
-        while not done():
-            if self._error is not None:
-                raise TransportAborted(f"another worker failed: {self._error!r}")
-            if time.monotonic() > deadline:
-                raise ExchangeTimeout(f"{what}: worker {self.index} waited {self.timeout:g} s for workers "
-                                      f"{missing()} (run {self.run!r})")
-            first = self.consumer.poll(0.05)  # returns with the first message (consume waits out its timeout)
-            if first is None:
-                continue
-            for msg in [first, *self.consumer.consume(1000, timeout=0)]:
-                if msg.error() is None:
-                    self._file(msg.value())
+        now = time.monotonic()
+        deadline = now + self.timeout
+        try:
+            while not done():
+                blocked = tuple(p for p in missing() if p != self.index)  # not its own round trip
+                self.waiting_on = blocked
+                self._poll(deadline, what, blocked)
+                then, now = now, time.monotonic()
+                for peer in blocked:  # a slice of waiting is charged to every worker it waited for
+                    self.waited[peer] = self.waited.get(peer, 0.0) + (now - then)
+        finally:
+            self.waiting_on = ()
+
+    def _poll(self, deadline: float, what: str, missing: tuple[int, ...]) -> None:
+        """Read what the exchange topics hold for this worker (at most one poll's wait)."""
+        if self._error is not None:
+            raise TransportAborted(f"another worker failed: {self._error!r}")
+        if time.monotonic() > deadline:
+            raise ExchangeTimeout(f"{what}: worker {self.index} waited {self.timeout:g} s for workers "
+                                  f"{list(missing)} (run {self.run!r})")
+        first = self.consumer.poll(0.05)  # returns with the first message (consume waits out its timeout)
+        if first is None:
+            return
+        for msg in [first, *self.consumer.consume(1000, timeout=0)]:
+            if msg.error() is None:
+                self._file(msg.value())
 
     def _file(self, value: bytes) -> None:
         m = msgpack.unpackb(value, raw=False, use_list=True, strict_map_key=False)

@@ -62,6 +62,8 @@ def test_a_missing_worker_is_named_after_the_timeout(kafka_options):
     try:
         with pytest.raises(ExchangeTimeout, match=r"agreement 0: worker 0 waited 2 s for workers \[1\]"):
             end.gather(0, 0, True)
+        assert set(end.waited) == {1} and end.waited[1] >= 1.9  # the whole wait is charged to worker 1
+        assert end.waiting_on == ()  # no longer waiting once the step gave up
     finally:
         end.close()
 
