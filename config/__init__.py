@@ -24,6 +24,7 @@ from .schema import (
     MetricsConfig,
     OutputConfig,
     WorkerConfig,
+    WorkersConfig,
 )
 from .secrets import Secret, SecretRef
 
@@ -43,6 +44,7 @@ __all__ = [
     "Secret",
     "SecretRef",
     "WorkerConfig",
+    "WorkersConfig",
     "build_dataflow",
     "example_paths",
     "load_config",

@@ -49,6 +49,7 @@ from .schema import (
     MetricsConfig,
     OutputConfig,
     WorkerConfig,
+    WorkersConfig,
 )
 from .secrets import SecretRef, is_inline_refused
 
@@ -109,6 +110,7 @@ def parse_config(text: str, source: str | Path = "<string>") -> Config:
     checkpoint = _checkpoint(root.table("checkpoint"), base)
     metrics = _metrics(root.table("metrics"))
     worker = _worker(root.table("worker"))
+    workers = _workers(root.table("workers"))
     root.finish()
     _unique(problems, "inputs", [i.name for i in inputs], "name")
     _unique(problems, "inputs", [i.topic for i in inputs], "topic")
@@ -142,6 +144,7 @@ def parse_config(text: str, source: str | Path = "<string>") -> Config:
         checkpoint=checkpoint,
         metrics=metrics,
         worker=worker,
+        workers=workers,
     )
 
 
@@ -344,6 +347,16 @@ def _worker(t: _Table) -> WorkerConfig:
         if value < 10**9:
             t.problems.append(Problem(t.key(key), "must be at least 1s"))
     return WorkerConfig(stall, stop)
+
+
+def _workers(t: _Table) -> WorkersConfig:
+    count = t.get("count", int, 1, check=_positive)
+    index = t.get("index", int, None)
+    t.finish()
+    if index is not None and not 0 <= index < count:
+        t.problems.append(Problem(t.key("index"), f"{index} is not a worker of {count} (0 <= index < workers.count)"))
+        index = None
+    return WorkersConfig(count, index)
 
 
 def parse_address(text: str) -> tuple[str, int]:

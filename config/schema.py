@@ -35,6 +35,7 @@ __all__ = [
     "CheckpointConfig",
     "MetricsConfig",
     "WorkerConfig",
+    "WorkersConfig",
     "Config",
 ]
 
@@ -206,6 +207,18 @@ class WorkerConfig:
 
 
 @dataclass(frozen=True)
+class WorkersConfig:
+    """Scale-out: ``count`` worker processes share one dataflow, each owning the keys whose stable
+    hash modulo ``count`` is its ``index``. ``index`` is ``None`` when the file does not give it: the
+    daemon resolves it at start (``ddflow run --worker-index``, env ``DDFLOW_WORKER_INDEX``, or the
+    host name's trailing ``-N``, e.g. a StatefulSet pod ``ddflow-3``; see ``ddflow.daemon.identity``).
+    When given, ``0 <= index < count``."""
+
+    count: int = 1
+    index: int | None = None
+
+
+@dataclass(frozen=True)
 class Config:
     """One daemon's whole configuration, as loaded from ``source``."""
 
@@ -219,6 +232,7 @@ class Config:
     checkpoint: CheckpointConfig = CheckpointConfig()
     metrics: MetricsConfig = MetricsConfig()
     worker: WorkerConfig = WorkerConfig()
+    workers: WorkersConfig = WorkersConfig()
 
     def input(self, name: str) -> InputConfig:
         for spec in self.inputs:
@@ -295,4 +309,5 @@ class Config:
                 "stall_timeout_ns": self.worker.stall_timeout_ns,
                 "stop_timeout_ns": self.worker.stop_timeout_ns,
             },
+            "workers": {"count": self.workers.count, "index": self.workers.index},
         }

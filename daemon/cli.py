@@ -1,6 +1,7 @@
 """The ``ddflow`` command line: its parser and dispatch (the commands' bodies are in `commands`).
 
-    ddflow run --config FILE        run the daemon (SIGTERM/SIGINT: finish the epoch, exit 0)
+    ddflow run --config FILE        run the daemon (SIGTERM/SIGINT: finish the epoch, exit 0);
+                                    --worker-index I: worker I of workers.count
     ddflow check-config FILE        validate a config, import its dataflow and build it once
     ddflow broker                   start the embedded dev broker (tansu) and print its address
     ddflow produce --topic T [FILE] send updates (JSON lines or msgpack) with progress markers
@@ -69,6 +70,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
               help="Kafka bootstrap servers; overrides kafka.bootstrap in the config")
     _env_flag(run, "--metrics-address", "metrics_address", environ, metavar="HOST:PORT",
               help="serve /metrics, /healthz, /readyz here; overrides metrics.address")
+    run.add_argument("--worker-index", type=int, default=None, metavar="I",
+                     help="this process is worker I of workers.count; overrides workers.index (default: the "
+                          "config's, else env DDFLOW_WORKER_INDEX, else the host name's trailing -I, e.g. pod ddflow-3)")
     run.add_argument("--create-topics", type=int, default=None, metavar="PARTITIONS",
                      help="create missing input, output and dead-letter topics with this many partitions "
                           "(development; production topics are usually created by their owners)")

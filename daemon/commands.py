@@ -121,6 +121,9 @@ def _run(args: argparse.Namespace) -> int:
     if config.kafka.bootstrap is None:
         raise ConfigError.one(config.source, "kafka.bootstrap",
                               f"no broker: set kafka.bootstrap, --bootstrap or {ENV['bootstrap']}")
+    from .identity import with_identity, worker_identity
+
+    config = with_identity(config, *worker_identity(config, args.worker_index))
     config.client_options()  # secrets readable? (a ConfigError naming the key, before anything starts)
     check_client_options(config)
     if args.create_topics is not None:
@@ -158,6 +161,8 @@ def _with_metrics_address(config: Config, address: str) -> Config:
 def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: str | None = None) -> int:
     """``ddflow run``: log the effective config, serve the endpoints, run until SIGTERM/SIGINT."""
     log.info("effective configuration: %s", json.dumps(config.redacted(), sort_keys=True))
+    if config.workers.count > 1:
+        log.info("worker %s of %d", config.workers.index, config.workers.count)
     from .exceptions import StuckWorker
     from .service import Service
 

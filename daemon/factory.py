@@ -106,6 +106,14 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
     backfill) to load when there is no checkpoint yet."""
     from ..config import build_dataflow, resolve_dataflow
 
+    from .identity import worker_identity
+
+    index, count = worker_identity(config)  # (the index ddflow run resolved, or the env's / host name's)
+    if count > 1:
+        from ..config import ConfigError
+
+        raise ConfigError.one(config.source, "workers.count", f"worker {index} of {count}: this daemon runs one "
+                              "worker per dataflow (workers.count = 1) until the scale-out data path lands")
     resolve_dataflow(config)  # import errors become ConfigErrors on dataflow.function
 
     def build(df: Any, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
