@@ -50,6 +50,7 @@ def kafka_worker(
     transaction_timeout: float = 60.0,
     commit_interval: float = 0.0,
     watch_interval: float | None = 5.0,
+    worker: tuple[int, int] = (0, 1),
 ) -> Worker:
     """A `Worker` reading ``inputs`` and publishing ``outputs`` on the Kafka cluster of
     ``kafka_options``. ``group_id`` names the consumer group the input offsets are committed for
@@ -76,10 +77,11 @@ def kafka_worker(
         stats=stats,
         consumer_options=consumer_options,
         strict_offsets=checkpoint_dir is not None,
+        worker=worker,
     )
     recovery = (
         Recovery(list(inputs), kafka_options, directory=checkpoint_dir, snapshot_from=snapshot_from,
-                 interval=checkpoint_interval, keep=checkpoint_keep, shards=checkpoint_shards)
+                 interval=checkpoint_interval, keep=checkpoint_keep, shards=checkpoint_shards, worker=worker)
         if checkpoint_dir is not None or snapshot_from is not None else None
     )
     watch = None

@@ -106,10 +106,12 @@ class Recovery:
         keep: int = 3,
         shards: int = 4,
         monotonic: Any = time.monotonic,
+        worker: tuple[int, int] = (0, 1),
     ) -> None:
         if not isinstance(interval, (int, float)) or interval <= 0:
             raise OptionsError(f"checkpoint interval: expected seconds > 0, got {interval!r}")
         self.inputs = list(inputs)
+        self.worker = worker  # (index, count): this worker reads the input partitions p % count == index
         self.kafka_options = dict(kafka_options)
         self.snapshot_from = snapshot_from
         self.interval = float(interval)
@@ -190,7 +192,7 @@ class Recovery:
                 offsets.update({(entry.topic, p): o for p, o in entry.offsets.items()})
             check_offsets(self.kafka_options, offsets)
         for topic, bindings in self.bindings.items():
-            for p in range(topic_partitions(self.kafka_options, topic)):
+            for p in range(self.worker[0], topic_partitions(self.kafka_options, topic), self.worker[1]):
                 bindings.check_start(p, offsets.get((topic, p), 0), topic)
         for topic, floors in self.floors.items():
             for p in sorted(floors.since):

@@ -1,7 +1,8 @@
 """Kafka sources: read input topics in batches, validate, track per-partition progress.
 
-One `KafkaSource` reads every input of a worker through one consumer that is *assigned* all
-partitions of the input topics (no group rebalancing: a worker owns its inputs). Each message is
+One `KafkaSource` reads every input of a worker through one consumer that is *assigned* the
+partitions of the input topics (no group rebalancing: a worker owns its inputs): all of them, or,
+as worker ``i`` of ``W`` (``worker=(i, W)``), the partitions ``p`` with ``p % W == i``. Each message is
 decoded by its input's format (`formats`: msgpack, json, debezium). Each poll returns the good
 updates per input, ready for the engine; null values of debezium inputs (tombstones) are counted
 and skipped; malformed messages and rejected late
@@ -125,9 +126,14 @@ class KafkaSource:
         monotonic: Callable[[], float] = time.monotonic,
         lag_interval: float = 1.0,
         strict_offsets: bool = False,
+        worker: tuple[int, int] = (0, 1),
     ) -> None:
         if not inputs:
             raise OptionsError("KafkaSource: no inputs given")
+        index, count = worker
+        if type(count) is not int or count < 1 or type(index) is not int or not 0 <= index < count:
+            raise OptionsError(f"KafkaSource worker: expected (index, count) with 0 <= index < count, got {worker!r}")
+        self.worker = (index, count)
         names = [i.name for i in inputs]
         topics = [i.topic for i in inputs]
         for label, values in (("name", names), ("topic", topics)):
@@ -232,6 +238,17 @@ class KafkaSource:
     def assigned(self) -> bool:
         return self._consumer is not None
 
+    def owned(self, count: int) -> list[int]:
+        """The partitions of a topic of ``count`` partitions this worker reads: ``p % W == i``."""
+        index, workers = self.worker
+        return [p for p in range(count) if p % workers == index]
+
+    @property
+    def holds_partitions(self) -> bool:
+        """Whether this worker reads any input partition (worker ``i`` of ``W`` reads none of a
+        topic with ``i`` or fewer partitions); one that reads none holds no frontier back."""
+        return any(state.progress.partitions for state in self._inputs.values())
+
     def open(
         self,
         start_offsets: Mapping[tuple[str, int], int] | None = None,
@@ -241,8 +258,8 @@ class KafkaSource:
         progress: Mapping[str, Mapping[int, tuple[int, int | None]]] | None = None,
         floor: int | None = None,
     ) -> None:
-        """Assign every partition of every input topic, from ``start_offsets`` (topic, partition)
-        -> offset where given, else from the beginning (state is rebuilt by replay).
+        """Assign this worker's partitions of every input topic (`owned`), from ``start_offsets``
+        (topic, partition) -> offset where given, else from the beginning (state is rebuilt by replay).
         ``bindings``: topic -> reclock bindings of reclocked inputs (replayed and extended);
         ``floors``: topic -> partition floors of the other inputs (replayed and extended);
         ``progress``: topic -> partition -> (frontier, largest time) a checkpoint recorded at
@@ -253,10 +270,14 @@ class KafkaSource:
         assignment = []
         for topic, state in self._inputs.items():
             count = self._partition_count(topic)
-            state.progress.assign(range(count))
+            owned = self.owned(count)
+            if count % self.worker[1]:
+                log.warning("input topic %r: %d partitions for %d workers: worker %d reads %s", topic, count,
+                            self.worker[1], self.worker[0], owned)
+            state.progress.assign(owned)
             recorded = (progress or {}).get(topic, {})
             log_ = self._floors.get(topic)
-            for p in range(count):
+            for p in owned:
                 # offset 0, not OFFSET_BEGINNING: librdkafka waits ~0.5 s to resolve a logical
                 # offset; auto.offset.reset=earliest covers a start that retention deleted
                 offset = (start_offsets or {}).get((topic, p), 0)
@@ -273,7 +294,7 @@ class KafkaSource:
                 if at is not None:
                     state.progress.raise_to(p, at)
         self._consumer = self._assign(assignment)
-        log.info("inputs assigned: %s", ", ".join(f"{t}[0..{len(s.progress.partitions) - 1}]" for t, s in self._inputs.items()))
+        log.info("inputs assigned: %s", ", ".join(f"{t}{sorted(s.progress.partitions)}" for t, s in self._inputs.items()))
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None

@@ -102,7 +102,8 @@ class _Cursor:
 class ReplaySource(KafkaSource):
     """A `KafkaSource` over in-memory topics (an `io.Source`).
 
-    ``partitions``: the number of partitions of every input topic, or topic -> number. Messages
+    ``partitions``: the number of partitions of every input topic, or topic -> number; ``worker``:
+    ``(i, W)`` reads the partitions ``p % W == i`` of each (see `KafkaSource`). Messages
     are appended with `send` (raw bytes, e.g. malformed ones), `send_updates` and `advance_to`
     (msgpack inputs), before or while a worker runs (thread-safe). A poll returns what was sent
     and not read yet, one message per partition in turn, then an end-of-partition event per partition
@@ -119,8 +120,10 @@ class ReplaySource(KafkaSource):
         stats: Stats | None = None,
         clock: ReclockClock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        worker: tuple[int, int] = (0, 1),
     ) -> None:
-        super().__init__(inputs, {}, dead_letters=dead_letters, stats=stats, clock=clock, monotonic=monotonic)
+        super().__init__(inputs, {}, dead_letters=dead_letters, stats=stats, clock=clock, monotonic=monotonic,
+                         worker=worker)
         self._by_name = {i.name: i.topic for i in inputs}
         self._logs: dict[str, list[list[tuple[bytes | None, int]]]] = {}
         for i in inputs:

@@ -333,3 +333,45 @@ def test_a_message_is_dead_lettered_once_whatever_its_number_of_bad_updates(kafk
         assert stats.input("kv").dead_letters == {"zero_diff": 102_000, "field_type": 2}
     finally:
         source.close()
+
+
+def test_workers_split_the_partitions_and_each_frontier_is_the_meet_over_its_own(kafka_options, make_topic):
+    """Worker i of W is assigned the partitions p % W == i (no group rebalancing); its frontier is the
+    meet over those only, and a malformed message is dead-lettered by the worker reading its partition."""
+    topic, dlq = make_topic("in", partitions=4), make_topic("dlq")
+    raw = Producer(kafka_options)
+    for p in range(4):
+        raw.produce(topic, encode_updates([([p], 10 + p, 1)]), partition=p)
+        raw.produce(topic, encode_progress(100 + p), partition=p)
+    raw.produce(topic, b"\xc1", partition=3)  # not msgpack
+    raw.flush()
+    letters: list = []
+    sources = [KafkaSource([InputSpec("x", topic)], kafka_options, worker=(i, 2),
+                           dead_letters=DeadLetterWriter(dlq, lambda t, k, v, h: letters.append(v)))
+               for i in range(2)]
+    try:
+        for source in sources:
+            source.open()
+        got = [drain(s, MIN_TIME, lambda ups, s=s: len(ups) == 2 and s.frontier() is not None
+                     and s.frontier() > MIN_TIME) for s in sources]
+        assert sorted(got[0]) == [((0,), 10, 1), ((2,), 12, 1)] and sorted(got[1]) == [((1,), 11, 1), ((3,), 13, 1)]
+        assert [s.frontier() for s in sources] == [100, 101]
+        assert [sorted(p for _, p in s.next_offsets()) for s in sources] == [[0, 2], [1, 3]]
+        assert [sorted(s.stats.input("x").partitions) for s in sources] == [[0, 2], [1, 3]]
+        drain(sources[1], MIN_TIME, lambda _: len(letters) == 1)
+        assert decode_dead_letter(letters[0]).partition == 3 and sources[0].stats.input("x").dead_letters["malformed"] == 0
+        assert all(s.holds_partitions for s in sources)
+        lone = KafkaSource([InputSpec("x", topic)], kafka_options, worker=(5, 6))  # a worker with no partition
+        lone.open()
+        try:
+            assert not lone.holds_partitions and lone.frontier() is None and lone.next_offsets() == {}
+        finally:
+            lone.close()
+    finally:
+        for source in sources:
+            source.close()
+
+
+def test_a_worker_index_outside_the_count_is_refused(kafka_options):
+    with pytest.raises(OptionsError, match="worker"):
+        KafkaSource([InputSpec("x", "t")], kafka_options, worker=(2, 2))
