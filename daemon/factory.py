@@ -56,19 +56,21 @@ def kafka_worker(
     ``kafka_options``. ``group_id`` names the consumer group the input offsets are committed for
     (and the default ``transactional_id``); ``checkpoint_*`` configure `Recovery` (checkpoints in
     ``checkpoint_dir``; with one, an input offset the broker no longer holds is an error, not a
-    skip); ``commit_interval``: seconds of epochs committed in one transaction (0: one per epoch,
+    skip); ``worker``: ``(i, W)``, worker i of W reads the input partitions ``p % W == i``, publishes
+    as writer i of W with transactional id ``ddflow-{group_id}-{i}``; ``commit_interval``: seconds of epochs committed in one transaction (0: one per epoch,
     `commits.CommitWindow`); ``watch_interval`` None turns the topic watch off."""
     stats = stats or Stats()
     sink = KafkaSink(
         outputs, kafka_options,
         group_id=group_id,
-        transactional_id=transactional_id or f"ddflow-{group_id}",
+        transactional_id=transactional_id or f"ddflow-{group_id}" + (f"-{worker[0]}" if worker[1] > 1 else ""),
         transactions=transactions,
         dead_letter_topic=dead_letter_topic,
         stats=stats,
         producer_options=producer_options,
         transaction_timeout=transaction_timeout,
         commit_interval=commit_interval,
+        writer=worker,
     )
     source = KafkaSource(
         inputs, kafka_options,

@@ -1,11 +1,13 @@
 """Following a result topic's protocol, partition by partition, into a view of final times.
 
-Per partition a follower keeps ``final``, the frontier below which every time is final, and the
-updates read per (incarnation, lower, upper) that are not final yet. When a marker arrives for a
-range reaching past ``final``, the updates of the same incarnation and range must number exactly
-``count``; those at times ``>= final`` become final and ``final`` moves to ``upper``. So an epoch
-counts once however often it was written (re-sent epochs, broker retries, records of aborted
-transactions). `_Follower` reads msgpack result topics (batches and markers on the data topic);
+Per partition a follower keeps, for each of its writers, the frontier below which that writer's
+times are final, and the updates read per (incarnation, lower, upper) that are not final yet. When
+writer ``w``'s marker arrives for a range reaching past ``w``'s frontier, the updates of the same
+incarnation and range must number exactly ``count``; those at times at or beyond ``w``'s frontier
+become final and it moves to ``upper``. So an epoch counts once per writer however often it was
+written (re-sent epochs, broker retries, records of aborted transactions). A partition's ``final``
+is the least of its writers' frontiers: a time is final once every writer marked it. A topic with
+``W`` writers says so in its markers (``writers``); one whose markers do not has one writer. `_Follower` reads msgpack result topics (batches and markers on the data topic);
 `_CompanionFollower` reads json/debezium outputs, whose markers are on a companion progress topic
 and wait until their data messages were read. `results.ResultClient` drives them from a consumer.
 """
@@ -47,11 +49,34 @@ class ProtocolStats:
 
 @dataclass
 class _Partition:
-    final: int = MIN_TIME
+    finals: list[int] = field(default_factory=lambda: [MIN_TIME])  # per writer: below it, its times are final
     pending: dict[tuple[str, int, int | None], list[Update]] = field(default_factory=lambda: defaultdict(list))
     mismatch: str = ""
     counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # data messages (companion)
     waiting: list[Any] = field(default_factory=list)  # markers waiting for their data (companion)
+    writer_of: dict[str, int] = field(default_factory=dict)  # incarnation -> writer, from its markers
+
+    @property
+    def final(self) -> int:
+        """Every time below it is final: the least of the writers' frontiers."""
+        return min(self.finals)
+
+    @final.setter
+    def final(self, value: int) -> None:  # a partition with one writer (what a checkpoint recorded)
+        self.finals = [value] * len(self.finals)
+
+    def writer_final(self, writer: int) -> int:
+        """Writer ``writer``'s frontier (MIN_TIME before any marker of it)."""
+        return self.finals[writer] if writer < len(self.finals) else MIN_TIME
+
+    def set_writer_final(self, writer: int, value: int) -> None:
+        self.writers(writer + 1)
+        self.finals[writer] = value
+
+    def writers(self, count: int) -> None:
+        """The partition has (at least) ``count`` writers: a new writer starts at MIN_TIME."""
+        if count > len(self.finals):
+            self.finals.extend([MIN_TIME] * (count - len(self.finals)))
 
 
 class _View:
@@ -93,24 +118,38 @@ class _View:
         return Change(None if frontier >= CLOSED else frontier, final)
 
 
-    def _accept(self, state: _Partition, found: list[Update], lower: int, upper: int, where: str) -> None:
-        """A complete epoch ``[lower, upper)`` of ``found`` updates: stage those at times not final
-        yet, move the partition's final frontier to ``upper`` and drop what is pending below it."""
+    def _accept(self, state: _Partition, found: list[Update], lower: int, upper: int, where: str,
+                writer: int = 0) -> None:
+        """A complete epoch ``[lower, upper)`` of ``found`` updates from ``writer``: stage those at
+        times it had not made final yet, move its frontier to ``upper`` and drop what is pending
+        below it (its own attempts, and anything below every writer's frontier)."""
         fresh = []
+        own = state.writer_final(writer)
         for update in found:
             if not lower <= update[1] < upper:
                 raise ProtocolError(f"{where}: update {update!r:.120} has a time outside the epoch")
-            if update[1] >= state.final:
+            if update[1] >= own:
                 fresh.append(update)
             else:
                 self.stats.dropped_updates += 1
-        state.final = upper
+        state.set_writer_final(writer, upper)
         state.mismatch = ""
         self.stats.epochs += 1
         self.staged.extend(fresh)
-        for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= upper]:
+        every = state.final
+        for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= every or (
+                state.writer_of.get(k[0]) == writer and (CLOSED if k[2] is None else k[2]) <= upper)]:
             self.stats.dropped_updates += len(state.pending.pop(stale))
             state.counts.pop(stale, None)
+
+    @staticmethod
+    def _writer(state: _Partition, incarnation: str, writer: int, writers: int, where: str) -> int:
+        """Learn who wrote ``incarnation`` (one incarnation is one writer's)."""
+        state.writers(writers)
+        known = state.writer_of.setdefault(incarnation, writer)
+        if known != writer:
+            raise ProtocolError(f"{where}: incarnation {incarnation} marked as writer {writer}, before as {known}")
+        return writer
 
 
 class _Follower(_View):
@@ -137,13 +176,16 @@ class _Follower(_View):
             return None
         found = state.pending.pop(key, [])
         where = f"{self.topic}[{partition}] offset {offset}: epoch [{msg.lower}, {msg.upper}) of incarnation {msg.incarnation}"
-        if upper <= state.final:
+        writer = self._writer(state, msg.incarnation, msg.writer, msg.writers, where)
+        final = state.writer_final(writer)
+        if upper <= final:
             self.stats.duplicate_epochs += 1
             self.stats.dropped_updates += len(found)
             return None
-        if msg.lower > state.final:
+        if msg.lower > final:
             raise ProtocolError(
-                f"{where} starts after the final frontier {state.final}: epochs are missing"
+                f"{where} starts after the final frontier {final}"
+                + (f" of writer {writer}" if msg.writers > 1 else "") + ": epochs are missing"
                 + (f" (the last one seen was not complete: {state.mismatch})" if state.mismatch else "")
             )
         if len(found) != msg.count:
@@ -153,7 +195,7 @@ class _Follower(_View):
             self.stats.incomplete_epochs += 1
             self.stats.dropped_updates += len(found)
             return None
-        self._accept(state, found, msg.lower, upper, where)
+        self._accept(state, found, msg.lower, upper, where, writer)
         return self._advance()
 
 
@@ -213,12 +255,14 @@ class _CompanionFollower(_View):
                 key = (marker.incarnation, marker.lower, marker.upper)
                 where = (f"{self.topic}[{partition}]: epoch [{marker.lower}, {marker.upper}) of incarnation "
                          f"{marker.incarnation}")
-                if upper <= state.final:
+                writer = self._writer(state, marker.incarnation, marker.writer, marker.writers, where)
+                final = state.writer_final(writer)
+                if upper <= final:
                     state.waiting.remove(marker)
                     self.stats.duplicate_epochs += 1
                     continue
                 seen = state.counts.get(key, 0)
-                if marker.lower > state.final or seen < marker.count:
+                if marker.lower > final or seen < marker.count:
                     continue  # an earlier epoch is not final yet, or its data is still to be read
                 state.waiting.remove(marker)
                 found = state.pending.pop(key, [])
@@ -228,7 +272,7 @@ class _CompanionFollower(_View):
                     self.stats.incomplete_epochs += 1
                     self.stats.dropped_updates += len(found)
                     continue
-                self._accept(state, found, marker.lower, upper, where)
+                self._accept(state, found, marker.lower, upper, where, writer)
                 moved = accepted = True
                 break
         return self._advance() if accepted else None

@@ -2,7 +2,8 @@
 
 A result topic holds, per partition, batches of updates naming their epoch ``[lower, upper)``
 and writer incarnation, and progress markers ``(lower, upper, incarnation, count)`` (see `wire`
-and `sink`). The client follows that protocol per partition (`following`): an epoch counts once
+and `sink`); a topic written by ``W`` workers has every partition marked by each of them, and a
+range is final once all ``W`` writers marked it. The client follows that protocol per partition (`following`): an epoch counts once
 however often it was written; re-sent epochs, broker retries, and records of aborted transactions
 (shown by brokers that do not hide them) are dropped - the latter never get a marker of their own,
 or carry exactly the deterministic output when they do.
@@ -319,6 +320,7 @@ def read_result_positions(
     finals: Mapping[str, Sequence[int]] | None = None,
     starts: Mapping[tuple[str, int], int] | None = None,
     stats: ProtocolStats | None = None,
+    writer: int | None = None,
 ) -> tuple[dict[str, list[int]], dict[tuple[str, int], int]]:
     """Per topic, the final frontier of each partition (MIN_TIME if none, `CLOSED` if closed), and
     per (topic, partition) read - the result topics and the progress topics of json/debezium
@@ -329,7 +331,9 @@ def read_result_positions(
     keeps it: the partitions start with those final frontiers and are read from those offsets,
     each of which must still hold a message. A topic whose partition count changed, or that no
     longer holds a recorded message (recreated), raises `RecoveryError`; one whose start was
-    deleted by retention is read from its first offset. ``stats`` counts what was read."""
+    deleted by retention is read from its first offset. ``stats`` counts what was read.
+    ``writer``: the frontiers (and ``finals``) are that writer's, not every writer's (a sink of one
+    of several workers resumes from what it published itself)."""
     stats = stats if stats is not None else ProtocolStats()
     followers = {}
     for t in topics:
@@ -348,7 +352,10 @@ def read_result_positions(
                 f"{_REBUILD}"
             )
         for state, final in zip(follower.partitions, recorded):
-            state.final = final
+            if writer is None:
+                state.final = final
+            else:
+                state.set_writer_final(writer, final)
         follower.frontier = min(recorded, default=MIN_TIME)
     offsets = {key: at for key, at in (starts or {}).items() if key in routes.at_end and at >= 0}
     recorded = dict(offsets)
@@ -400,4 +407,5 @@ def read_result_positions(
     finally:
         consumer.close()
     last = {**recorded, **routes.last}  # offsets that hold a message (none where nothing was read)
-    return {t: [p.final for p in f.partitions] for t, f in followers.items()}, last
+    return {t: [p.final if writer is None else p.writer_final(writer) for p in f.partitions]
+            for t, f in followers.items()}, last

@@ -3,7 +3,9 @@
 For every completed epoch ``[lower, upper)`` and every output, the sink writes the epoch's
 updates in msgpack batches (each naming ``lower``, ``upper`` and the sink's incarnation), then a
 progress marker with the count of updates it wrote for that range on *every* partition of the
-output topic (`wire` has the formats; `results.ResultClient` is the consumer side). A record
+output topic (`wire` has the formats; `results.ResultClient` is the consumer side); as writer ``i``
+of ``W`` workers (``writer=(i, W)``) it publishes the records its worker holds, its markers name
+it, and a consumer holds a range final once all ``W`` writers marked it. A record
 always lands on the same partition (the stable hash of its key, its first field), so what any
 incarnation writes for a time on a partition is the same set of updates: a consumer may take the
 first complete epoch it sees for each range and drop the rest (re-sent epochs, duplicates,
@@ -116,9 +118,13 @@ class KafkaSink:
         timeout: float = 30.0,
         transaction_timeout: float = 60.0,
         commit_interval: float = 0.0,
+        writer: tuple[int, int] = (0, 1),
     ) -> None:
         if not outputs:
             raise OptionsError("KafkaSink: no outputs given")
+        if type(writer[1]) is not int or writer[1] < 1 or type(writer[0]) is not int or not 0 <= writer[0] < writer[1]:
+            raise OptionsError(f"KafkaSink writer: expected (index, count) with 0 <= index < count, got {writer!r}")
+        self.writer = writer  # (i, W): this sink is writer i of the W that mark every result partition
         topics = [o.topic for o in outputs]
         names = [o.name for o in outputs]
         for label, values in (("name", names), ("topic", topics)):
@@ -198,6 +204,7 @@ class KafkaSink:
             self.final, self._last = read_result_positions(
                 [o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout, formats=formats,
                 finals=(resume or {}).get("finals"), starts=(resume or {}).get("starts"), stats=self.resume_stats,
+                writer=self.writer[0],
             )
         else:
             self.final = {o.topic: [MIN_TIME] * self._partitions[o.topic] for o in self.outputs}
@@ -341,7 +348,8 @@ class KafkaSink:
                     kept = [u for u in entries if u[1] >= final[p]]
                     suppressed += len(entries) - len(kept)
                     entries = kept
-                data, marker = o.encoder.epoch(lower, upper, self.incarnation, p, entries)
+                data, marker = o.encoder.epoch(lower, upper, self.incarnation, p, entries,
+                                               self.writer if self.writer[1] > 1 else None)
                 messages.extend(data)
                 messages.append(marker)
                 marked.append((o.topic, p))

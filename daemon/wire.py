@@ -16,7 +16,10 @@ Output messages (result topics) name the epoch ``[lower, upper)`` and the writer
 * a batch ``{"lower": l, "upper": u, "incarnation": id, "updates": [[data, time_ns, diff], ...]}``;
 * a progress marker ``{"lower": l, "upper": u, "incarnation": id, "count": n}`` after each epoch on
   every partition, ``n`` being the number of updates that incarnation wrote for ``[l, u)`` on that
-  partition. ``upper`` is nil when every input is closed (nothing can change any more).
+  partition. ``upper`` is nil when every input is closed (nothing can change any more). When
+  ``W > 1`` workers write the topic, each marks every partition for itself and its markers also
+  say ``"writer": i, "writers": W``; a range is complete once all ``W`` writers marked it. A marker
+  without them is the only writer's (``writer`` 0 of 1).
 
 Records are tuples in the engine and arrays on the wire; decoding gives tuples back.
 """
@@ -457,6 +460,8 @@ class OutputProgress:
     upper: int | None
     incarnation: str
     count: int
+    writer: int = 0  # which of the topic's writers marked the range (0 of 1 when the marker does not say)
+    writers: int = 1
 
 
 def record_partition(record: Any, partitions: int) -> int:
@@ -504,10 +509,20 @@ def pack_record(record: Any, output: str) -> bytes:
     return _pack(record, f"a record of output {output!r}")
 
 
-def encode_output_progress(lower: int, upper: int | None, incarnation: str, count: int) -> bytes:
-    return _pack(
-        {"lower": lower, "upper": upper, "incarnation": incarnation, "count": count}, "a result progress marker"
-    )
+def encode_output_progress(lower: int, upper: int | None, incarnation: str, count: int,
+                           writer: tuple[int, int] | None = None) -> bytes:
+    """A result progress marker; ``writer`` ``(i, W)`` adds ``writer``/``writers`` (when ``W > 1``)."""
+    marker = {"lower": lower, "upper": upper, "incarnation": incarnation, "count": count}
+    if writer is not None and writer[1] > 1:
+        marker["writer"], marker["writers"] = writer
+    return _pack(marker, "a result progress marker")
+
+
+def check_writer(writer: Any, writers: Any) -> tuple[int, int]:
+    """``(writer, writers)`` of a marker, checked (TypeError naming them otherwise)."""
+    if type(writer) is not int or type(writers) is not int or not 0 <= writer < writers:
+        raise TypeError(f"writer {writer!r} of {writers!r} writers")
+    return writer, writers
 
 
 def decode_output(value: bytes | None) -> OutputBatch | OutputProgress:
@@ -529,6 +544,6 @@ def decode_output(value: bytes | None) -> OutputBatch | OutputProgress:
         count = obj["count"]
         if type(count) is not int:
             raise TypeError("count")
-        return OutputProgress(lower, upper, inc, count)
+        return OutputProgress(lower, upper, inc, count, *check_writer(obj.get("writer", 0), obj.get("writers", 1)))
     except (KeyError, TypeError, ValueError) as exc:
         raise WireError(f"decoding a result message: malformed {sorted(map(str, obj))} ({exc})") from exc

@@ -66,10 +66,12 @@ class Encoder(Protocol):
         ...
 
     def epoch(
-        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update]
+        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
+        writer: tuple[int, int] | None = None,
     ) -> tuple[list[Message], Message]:
         """The data messages of ``updates`` (all of ``partition``) for epoch ``[lower, upper)``
-        and the progress marker that closes the epoch on that partition."""
+        and the progress marker that closes the epoch on that partition (naming ``writer``
+        ``(i, W)`` when the output has ``W > 1`` writers)."""
         ...
 
     def restamp(self, message: Message, incarnation: str) -> Message:

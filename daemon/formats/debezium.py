@@ -189,11 +189,12 @@ class DebeziumEncoder:
         return dumps(self.layout.row(record))
 
     def epoch(
-        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update]
+        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
+        writer: tuple[int, int] | None = None,
     ) -> tuple[list[Message], Message]:
         header = epoch_header(lower, upper, incarnation)
         data: list[Message] = [(self.topic, partition, key, value, header) for key, value in self.events(updates)]
-        marker = Marker(self.topic, partition, lower, upper, incarnation, len(data))
+        marker = Marker(self.topic, partition, lower, upper, incarnation, len(data), *(writer or (0, 1)))
         return data, marker_message(self.progress_topic, marker)
 
     def restamp(self, message: Message, incarnation: str) -> Message:

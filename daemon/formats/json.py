@@ -137,14 +137,15 @@ class JsonEncoder:
         return dumps(row if self._schema is None else {"schema": self._schema, "payload": row})
 
     def epoch(
-        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update]
+        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
+        writer: tuple[int, int] | None = None,
     ) -> tuple[list[Message], Message]:
         header = epoch_header(lower, upper, incarnation)
         data: list[Message] = [
             (self.topic, partition, self.layout.key(record), self.value(record, time, diff), header)
             for record, time, diff in sorted(updates, key=lambda u: u[1])
         ]
-        marker = Marker(self.topic, partition, lower, upper, incarnation, len(data))
+        marker = Marker(self.topic, partition, lower, upper, incarnation, len(data), *(writer or (0, 1)))
         return data, marker_message(self.progress_topic, marker)
 
     def restamp(self, message: Message, incarnation: str) -> Message:

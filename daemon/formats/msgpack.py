@@ -53,7 +53,8 @@ class MsgpackEncoder:
         return record_partition(record, partitions)
 
     def epoch(
-        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update]
+        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
+        writer: tuple[int, int] | None = None,
     ) -> tuple[list[Message], Message]:
         size = self.max_batch_updates
         data: list[Message] = [
@@ -61,7 +62,7 @@ class MsgpackEncoder:
                                                                 self.output), None)
             for i in range(0, len(updates), size)
         ]
-        marker = encode_output_progress(lower, upper, incarnation, len(updates))
+        marker = encode_output_progress(lower, upper, incarnation, len(updates), writer)
         return data, (self.topic, partition, None, marker, None)
 
     def restamp(self, message: Message, incarnation: str) -> Message:

@@ -14,7 +14,8 @@
 * Epochs: every data message carries the header ``ddflow-epoch`` =
   ``{"lower": l, "upper": u, "incarnation": id}``; the progress topic holds the markers
   ``{"topic": data topic, "partition": p, "lower": l, "upper": u, "incarnation": id, "count": n}``
-  (``n`` data messages of that incarnation and range on ``p``), keyed ``"topic:p"``. Kafka
+  (``n`` data messages of that incarnation and range on ``p``; with ``W > 1`` writers also
+  ``"writer": i, "writers": W``, see `wire`), keyed ``"topic:p"``. Kafka
   Connect sinks ignore the header; `ddflow.daemon.results.ResultClient` pairs the two.
 """
 
@@ -30,7 +31,7 @@ from typing import Any
 
 from ...operators.partition import key_hash, partition_of
 from ..exceptions import OptionsError, WireError
-from ..wire import MAX_TIME, MIN_TIME, InputFormat, Malformed, to_record
+from ..wire import MAX_TIME, MIN_TIME, InputFormat, Malformed, check_writer, to_record
 from . import Message
 
 __all__ = [
@@ -265,6 +266,8 @@ class Marker:
     upper: int | None
     incarnation: str
     count: int
+    writer: int = 0
+    writers: int = 1
 
 
 def epoch_header(lower: int, upper: int | None, incarnation: str) -> list[tuple[str, bytes]]:
@@ -296,8 +299,11 @@ def read_epoch_header(headers: Sequence[tuple[str, bytes | None]] | None) -> tup
 
 def marker_message(progress_topic: str, marker: Marker) -> Message:
     """The progress-topic message of ``marker`` (partitioned by its key ``"topic:partition"``)."""
-    value = dumps({"topic": marker.topic, "partition": marker.partition, "lower": marker.lower,
-                   "upper": marker.upper, "incarnation": marker.incarnation, "count": marker.count})
+    obj = {"topic": marker.topic, "partition": marker.partition, "lower": marker.lower, "upper": marker.upper,
+           "incarnation": marker.incarnation, "count": marker.count}
+    if marker.writers > 1:
+        obj["writer"], obj["writers"] = marker.writer, marker.writers
+    value = dumps(obj)
     return progress_topic, None, f"{marker.topic}:{marker.partition}".encode(), value, None
 
 
@@ -309,7 +315,7 @@ def read_marker(value: bytes | None) -> Marker:
         if type(topic) is not str or type(partition) is not int or type(inc) is not str or type(count) is not int:
             raise TypeError("topic/partition/incarnation/count")
         return Marker(topic, partition, _time(obj["lower"], "lower"), _time(obj["upper"], "upper", True), inc,  # type: ignore[arg-type]
-                      count)
+                      count, *check_writer(obj.get("writer", 0), obj.get("writers", 1)))
     except (ValueError, KeyError, TypeError, WireError) as exc:
         raise WireError(f"a progress-topic message {value!r:.120} is not a ddflow progress marker ({exc})") from None
 
@@ -319,6 +325,7 @@ def restamp(message: Message, progress_topic: str, incarnation: str) -> Message:
     topic, partition, key, value, headers = message
     if topic == progress_topic and headers is None:
         m = read_marker(value)
-        return marker_message(progress_topic, Marker(m.topic, m.partition, m.lower, m.upper, incarnation, m.count))
+        return marker_message(progress_topic, Marker(m.topic, m.partition, m.lower, m.upper, incarnation, m.count,
+                                                     m.writer, m.writers))
     _, lower, upper = read_epoch_header(headers)  # type: ignore[arg-type]
     return topic, partition, key, value, epoch_header(lower, upper, incarnation)
