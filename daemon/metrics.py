@@ -9,7 +9,8 @@ processing time, end-to-end latency) are the only live state: the worker reports
 ``DaemonMetrics.observe_epoch``, which buckets a whole epoch's latencies with one numpy search.
 
 Everything is registered in a registry passed in, never the global one, so tests and several
-daemons in one process do not collide.
+daemons in one process do not collide. Every ddflow series carries a ``worker`` label: the index of
+the worker (of ``workers``) that exports it, ``"0"`` when one worker runs the dataflow alone.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "MetricsSnapshot",
     "snapshot_from_stats",
     "ArrangementCollector",
+    "WorkerLabel",
 ]
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,8 @@ METRIC_NAMES = (
     "ddflow_dead_letters_total",
     "ddflow_input_tombstones_total",
     "ddflow_ready",
+    "ddflow_exchange_wait_seconds_total",
+    "ddflow_exchange_waiting",
 )
 
 
@@ -87,12 +91,17 @@ class MetricsSnapshot:
     dead_letters: Mapping[tuple[str, str], int] = field(default_factory=dict)
     tombstones: Mapping[str, int] = field(default_factory=dict)
     ready: bool = False
+    exchange_waited: Mapping[int, float] = field(default_factory=dict)  # seconds blocked on each other worker
+    exchange_waiting_on: Sequence[int] = ()  # the workers it is blocked on now
 
 
-def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool) -> MetricsSnapshot:
+def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool,
+                        exchange: Any = None) -> MetricsSnapshot:
     """A ``MetricsSnapshot`` read from the data path's ``ddflow.daemon.stats.Stats``.
 
-    ``topics`` maps input names to their topics (lag is labelled by topic and partition).
+    ``topics`` maps input names to their topics (lag is labelled by topic and partition);
+    ``exchange``: the worker's end of the exchange between workers (its ``waited`` and
+    ``waiting_on``), or ``None`` for a worker alone.
     """
     input_updates, input_frontier, tombstones = {}, {}, {}
     lag: dict[tuple[str, int], int] = {}
@@ -125,6 +134,8 @@ def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool) -
         dead_letters=dead,
         tombstones=tombstones,
         ready=ready,
+        exchange_waited=dict(getattr(exchange, "waited", None) or {}),
+        exchange_waiting_on=tuple(getattr(exchange, "waiting_on", None) or ()),
     )
 
 
@@ -218,8 +229,17 @@ class _SnapshotCollector(Collector):
         loop = GaugeMetricFamily("ddflow_worker_loop_timestamp_seconds",
                                  "Unix time when the worker loop last stepped (0: not running yet); it stops "
                                  "advancing when the loop is blocked", value=s.loop_wall or 0.0)
+        peers = sorted(set(range(o.workers)) - {o.worker} | set(s.exchange_waited) | set(s.exchange_waiting_on))
+        waited = CounterMetricFamily("ddflow_exchange_wait_seconds",
+                                     "Seconds this worker spent blocked in exchange steps and agreements while "
+                                     "the peer worker had not delivered its part.", labels=["peer"])
+        waiting = GaugeMetricFamily("ddflow_exchange_waiting",
+                                    "1 while this worker is blocked on the peer worker.", labels=["peer"])
+        for peer in peers:
+            waited.add_metric([str(peer)], s.exchange_waited.get(peer, 0.0))
+            waiting.add_metric([str(peer)], int(peer in s.exchange_waiting_on))
         return [build, updates_in, updates_out, epochs, frontier_in, frontier_out, last_epoch, loop, lag, late, dead,
-                tombstones, ready]
+                tombstones, ready, waited, waiting]
 
 
 def _known(configured: Iterable[str], *observed: Mapping[str, Any]) -> list[str]:
@@ -227,6 +247,28 @@ def _known(configured: Iterable[str], *observed: Mapping[str, Any]) -> list[str]
     for mapping in observed:
         names.update(dict.fromkeys(mapping))
     return list(names)
+
+
+class WorkerLabel(Collector):
+    """Another collector's families with the label ``worker`` added to every sample."""
+
+    def __init__(self, inner: Collector, worker: int) -> None:
+        self.inner = inner
+        self.worker = str(worker)
+
+    def describe(self) -> Iterable[Metric]:
+        return self._label(self.inner.describe())
+
+    def collect(self) -> Iterable[Metric]:
+        return self._label(self.inner.collect())
+
+    def _label(self, families: Iterable[Metric]) -> list[Metric]:
+        out = []
+        for family in families:
+            family.samples = [sample._replace(labels={**sample.labels, "worker": self.worker})
+                              for sample in family.samples]
+            out.append(family)
+        return out
 
 
 class ArrangementCollector(Collector):
@@ -324,7 +366,9 @@ class DaemonMetrics:
     ``inputs`` maps each input name to its late policy, ``outputs`` names the outputs and
     ``dead_letter_reasons`` the reasons a message can be dead-lettered: together they are the known
     series, exported at 0 before anything happens. ``snapshot`` and ``arrangements`` are called at
-    scrape time and may be replaced once the worker exists (``bind``).
+    scrape time and may be replaced once the worker exists (``bind``). ``worker`` of ``workers``:
+    which worker of the dataflow this daemon is (the ``worker`` label of every series; its peers
+    are the ``peer`` label of the exchange series).
     """
 
     def __init__(
@@ -337,8 +381,11 @@ class DaemonMetrics:
         snapshot: Callable[[], MetricsSnapshot] | None = None,
         arrangements: Callable[[], Mapping[str, Mapping[str, int]] | None] | None = None,
         version: str | None = None,
+        worker: int = 0,
+        workers: int = 1,
     ) -> None:
         self.registry = registry
+        self.worker, self.workers = worker, workers
         self.inputs = dict(inputs)
         self.outputs = list(outputs)
         self.dead_letter_reasons = list(dead_letter_reasons)
@@ -351,10 +398,9 @@ class DaemonMetrics:
         self.latency_seconds = BulkHistogram(
             "ddflow_end_to_end_latency_seconds",
             "From an update's arrival to its output being final (published with progress).", LATENCY_BUCKETS)
-        registry.register(self.epoch_seconds)
-        registry.register(self.latency_seconds)
-        registry.register(_SnapshotCollector(self))
-        registry.register(ArrangementCollector(lambda: self._arrangements()))
+        for collector in (self.epoch_seconds, self.latency_seconds, _SnapshotCollector(self),
+                          ArrangementCollector(lambda: self._arrangements())):
+            registry.register(WorkerLabel(collector, worker))
 
     def bind(
         self,

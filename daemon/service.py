@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry
 from ..config import Config
 from .exceptions import StuckWorker
 from .health import EndpointServer
+from .identity import worker_identity
 from .metrics import DaemonMetrics, snapshot_from_stats
 from .stats import Stats
 from .wire import REASONS
@@ -53,11 +54,14 @@ class Service:
         self.snapshot_from = snapshot_from
         self.registry = registry if registry is not None else CollectorRegistry()
         self.stats = Stats()
+        index, count = worker_identity(config)
         self.metrics = DaemonMetrics(
             self.registry,
             inputs={i.name: i.late for i in config.inputs},
             outputs=[o.name for o in config.outputs],
             dead_letter_reasons=sorted(REASONS),
+            worker=index,
+            workers=count,
         )
         self.stats.on_epoch(self._on_epoch)
         self.worker: Any = None
@@ -104,7 +108,7 @@ class Service:
 
     def snapshot(self) -> Any:
         return snapshot_from_stats(self.stats, topics={i.name: i.topic for i in self.config.inputs},
-                                   ready=self.ready()[0])
+                                   ready=self.ready()[0], exchange=getattr(self.worker, "transport", None))
 
     def arrangements(self) -> Any:
         worker = self.worker

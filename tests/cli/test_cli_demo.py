@@ -42,7 +42,7 @@ def test_demo_on_its_embedded_broker_for_a_duration_serves_metrics_and_checks_it
         assert ready, "the demo's daemon never became ready"
         with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
             text = response.read().decode()
-        assert re.search(r'^ddflow_input_updates_total\{input="edges"\} [1-9]', text, flags=re.M), text
+        assert re.search(r'^ddflow_input_updates_total\{input="edges",worker="0"\} [1-9]', text, flags=re.M), text
         rest = process.communicate(timeout=300)[0]
         lines.append(rest)
     finally:

@@ -221,7 +221,8 @@ def test_a_stalled_loop_fails_healthz_until_it_moves_again_and_sigterm_is_honour
     assert status == 503 and "worker loop stalled: no progress for" in reason, reason
     assert "running the dataflow" in reason and "worker.stall_timeout" in reason
     _, metrics = daemon.get("/metrics")
-    stalled_at = float(re.search(r"^ddflow_worker_loop_timestamp_seconds (\S+)$", metrics, re.M).group(1))
+    loop = re.search(r'^ddflow_worker_loop_timestamp_seconds\{worker="0"\} (\S+)$', metrics, re.M)
+    stalled_at = float(loop.group(1))
     assert 0 < stalled_at < time.time() - 1
     daemon.until(lambda: "worker loop stalled" in daemon.log and "in through" in daemon.log,
                  "the stall is logged with the loop's stack")

@@ -24,6 +24,7 @@ EXPECTED = {
     "ddflow_last_epoch_timestamp_seconds", "ddflow_worker_loop_timestamp_seconds", "ddflow_consumer_lag_messages", "ddflow_arrangement_records",
     "ddflow_arrangement_batches", "ddflow_arrangement_bytes", "ddflow_compaction_merge_records_total",
     "ddflow_late_updates_total", "ddflow_dead_letters_total", "ddflow_input_tombstones_total", "ddflow_ready",
+    "ddflow_exchange_wait_seconds_total", "ddflow_exchange_waiting",
 }
 
 
@@ -36,11 +37,15 @@ def get(url: str, accept: str = "") -> tuple[int, str, str]:
         return exc.code, exc.headers["Content-Type"], exc.read().decode()
 
 
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def samples(text: str, worker: str = "0") -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every ddflow sample by name and labels, its ``worker`` label checked and left out."""
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+            labels = dict(s.labels)
+            if s.name.startswith("ddflow_"):
+                assert labels.pop("worker", None) == worker, s
+            out[(s.name, tuple(sorted(labels.items())))] = s.value
     return out
 
 
@@ -208,7 +213,7 @@ def test_half_sent_requests_hold_at_most_max_connections_and_are_cut(registry: C
                 except (urllib.error.URLError, ConnectionError):
                     status = None  # refused while the slots are still held: try again
                     time.sleep(0.1)
-            assert "ddflow_epochs_total 0.0" in text
+            assert 'ddflow_epochs_total{worker="0"} 0.0' in text
             _until(lambda: server.connections == 0, "the half-sent requests were not cut")
             assert server.refused >= 290
         finally:
@@ -234,3 +239,17 @@ def test_a_refused_connection_gets_a_503_at_once(registry: CollectorRegistry) ->
 def test_bounds_must_be_positive(registry: CollectorRegistry, kwargs: dict[str, float], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         EndpointServer(registry, port=0, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_worker_of_several_labels_its_series_and_names_the_peers_it_waits_for(registry: CollectorRegistry) -> None:
+    snapshot = MetricsSnapshot(epochs=4, exchange_waited={0: 2.5}, exchange_waiting_on=(2,))
+    DaemonMetrics(registry, inputs={"edges": "reject"}, outputs=["out"], snapshot=lambda: snapshot,
+                  worker=1, workers=3)
+    with EndpointServer(registry, port=0) as server:
+        v = samples(get(server.url + "/metrics")[2], worker="1")
+    assert v[("ddflow_epochs_total", ())] == 4
+    assert v[("ddflow_exchange_wait_seconds_total", (("peer", "0"),))] == 2.5
+    assert v[("ddflow_exchange_wait_seconds_total", (("peer", "2"),))] == 0
+    assert v[("ddflow_exchange_waiting", (("peer", "0"),))] == 0
+    assert v[("ddflow_exchange_waiting", (("peer", "2"),))] == 1
+    assert not [k for k in v if k[0].startswith("ddflow_exchange") and ("peer", "1") in k[1]]  # never itself
