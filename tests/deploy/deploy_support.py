@@ -298,5 +298,13 @@ class LiveDaemon:
 
 def exposed_samples(text: str) -> dict[str, str]:
     """Sample name -> metric type of every series in a Prometheus text exposition
-    (a histogram's samples are its ``_bucket``, ``_sum`` and ``_count`` series)."""
-    return {sample.name: family.type for family in text_string_to_metric_families(text) for sample in family.samples}
+    (a histogram's samples are its ``_bucket``, ``_sum`` and ``_count`` series). A family exposed
+    without series yet (the exchange families of a worker alone: it has no peers) counts with the
+    sample name its series will have (a counter's ``_total``)."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name] = family.type
+        if not family.samples and family.type in ("counter", "gauge"):
+            out[family.name + ("_total" if family.type == "counter" else "")] = family.type
+    return out

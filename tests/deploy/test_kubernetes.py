@@ -68,10 +68,24 @@ def test_overlay_changes_what_it_says(overlay_docs: list[dict]) -> None:
     assert objects["PrometheusRule"]["metadata"]["labels"]["release"] == "prometheus"
 
 
-def test_one_worker_per_config(rendered: dict[str, dict]) -> None:
-    assert rendered["StatefulSet"]["spec"]["replicas"] == 1, (
-        "a ddflow worker reads every partition of its inputs: a second replica of the same config "
-        "would compute and publish the same results again")
+def test_one_pod_per_worker_each_knowing_its_index(rendered: dict[str, dict]) -> None:
+    raw, _ = worker_config(rendered)
+    count = raw.get("workers", {}).get("count", 1)
+    assert rendered["StatefulSet"]["spec"]["replicas"] == count, (
+        "workers.count workers share the dataflow: fewer pods leave keys and partitions unowned "
+        "(the others wait for them), more would compute and publish results twice")
+    assert "index" not in raw.get("workers", {}), "one config for every pod: the index comes from the pod"
+    env = {e["name"]: e for e in container(rendered)["env"]}
+    path = env["DDFLOW_WORKER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert path == "metadata.labels['apps.kubernetes.io/pod-index']"
+    from ddflow.config import parse_config
+    from ddflow.daemon.identity import worker_identity
+
+    config = parse_config(rendered["ConfigMap"]["data"]["ddflow.toml"], source=Path("ddflow.toml"))
+    name = rendered["StatefulSet"]["metadata"]["name"]
+    for i in range(count):  # the label's value, else the pod's host name
+        assert worker_identity(config, environ={"DDFLOW_WORKER_INDEX": str(i)}) == (i, count)
+        assert worker_identity(config, environ={"DDFLOW_WORKER_INDEX": ""}, hostname=f"{name}-{i}") == (i, count)
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)

@@ -14,9 +14,9 @@ import yaml
 from deploy_support import (ALERT_RULES, ALERT_TESTS, KUBERNETES, PROMETHEUS_SYNTHETIC, RULE_FILE_SCHEMA,
                             metric_names, range_functions, run)
 
-REQUIRED_ALERTS = {  # frontier stalled, consumer lag growing, dead letters appearing, daemon down, loop stopped
-    "DdflowFrontierStalled", "DdflowConsumerLagGrowing", "DdflowDeadLetters", "DdflowDaemonDown",
-    "DdflowWorkerLoopStalled",
+REQUIRED_ALERTS = {  # frontier stalled, consumer lag growing, dead letters appearing, daemon down, loop stopped,
+    "DdflowFrontierStalled", "DdflowConsumerLagGrowing", "DdflowDeadLetters", "DdflowDaemonDown",  # a worker
+    "DdflowWorkerLoopStalled", "DdflowWorkerHoldsOthersBack",  # that holds the others back
 }
 RATE_FUNCTIONS = {"rate", "irate", "increase", "resets"}  # only meaningful on counters
 GAUGE_FUNCTIONS = {"deriv", "delta", "idelta", "predict_linear"}  # only meaningful on gauges
