@@ -18,12 +18,14 @@ def reachability(df: Any, inputs: Mapping[str, Any], *, roots: Iterable[int] = (
 
     ``edges`` holds ``(src, dst)`` records (a multiset: a duplicate edge must be removed twice).
     The roots are a constant collection at time 0 (an input closed at once, so it never holds
-    the frontier back); reachability is the fixed point of ``reach = roots + reach ⋈ edges``.
+    the frontier back; with several workers, worker 0 holds it); reachability is the fixed point of
+    ``reach = roots + reach ⋈ edges``.
     """
     edges = inputs["edges"]
     seeds = df.new_input("roots")
-    for root in sorted(set(roots)):
-        seeds.insert((root, root), 0)  # (node, root): the root reaches itself
+    if df.worker is None or df.worker.index == 0:  # a constant collection: inserted once, not per worker
+        for root in sorted(set(roots)):
+            seeds.insert((root, root), 0)  # (node, root): the root reaches itself
     seeds.close()
     start = seeds.collection
 

@@ -352,11 +352,14 @@ def _worker(t: _Table) -> WorkerConfig:
 def _workers(t: _Table) -> WorkersConfig:
     count = t.get("count", int, 1, check=_positive)
     index = t.get("index", int, None)
+    wait = t.duration("wait_timeout", 60_000_000_000)
     t.finish()
     if index is not None and not 0 <= index < count:
         t.problems.append(Problem(t.key("index"), f"{index} is not a worker of {count} (0 <= index < workers.count)"))
         index = None
-    return WorkersConfig(count, index)
+    if wait < 10**9:
+        t.problems.append(Problem(t.key("wait_timeout"), "must be at least 1s"))
+    return WorkersConfig(count, index, wait)
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -212,10 +212,12 @@ class WorkersConfig:
     hash modulo ``count`` is its ``index``. ``index`` is ``None`` when the file does not give it: the
     daemon resolves it at start (``ddflow run --worker-index``, env ``DDFLOW_WORKER_INDEX``, or the
     host name's trailing ``-N``, e.g. a StatefulSet pod ``ddflow-3``; see ``ddflow.daemon.identity``).
-    When given, ``0 <= index < count``."""
+    When given, ``0 <= index < count``. ``wait_timeout_ns``: how long a worker waits for the others
+    at an exchange step or an epoch agreement before it exits 1 (a worker restarting takes a while)."""
 
     count: int = 1
     index: int | None = None
+    wait_timeout_ns: int = 60_000_000_000
 
 
 @dataclass(frozen=True)
@@ -309,5 +311,6 @@ class Config:
                 "stall_timeout_ns": self.worker.stall_timeout_ns,
                 "stop_timeout_ns": self.worker.stop_timeout_ns,
             },
-            "workers": {"count": self.workers.count, "index": self.workers.index},
+            "workers": {"count": self.workers.count, "index": self.workers.index,
+                        "wait_timeout_ns": self.workers.wait_timeout_ns},
         }

@@ -8,28 +8,46 @@ already runs, never a socket protocol of their own. For ``W`` workers and a ``pr
 * agreements (the common frontier, the next loop round, whether any worker has work) go to
   ``{prefix}-agree`` (one partition), which every worker reads whole.
 
-Messages are msgpack maps tagged with the ``run`` they belong to (messages of other runs in the same
-topics are skipped):
+Messages are msgpack maps tagged with the ``run`` they belong to and its ``gen``\\ eration
+(messages of other runs or generations in the same topics are skipped):
 
-    batch   {"run", "kind": "batch", "channel", "seq", "source", "dest", "lower", "upper", "rounds",
-             "part", "records": [data, ...] or None, "columns": int64 bytes or None, "width",
+    batch   {"run", "gen", "inc", "kind": "batch", "channel", "seq", "source", "dest", "lower", "upper",
+             "rounds", "part", "records": [data, ...] or None, "columns": int64 bytes or None, "width",
              "times": int64 bytes, "depth", "diffs": int64 bytes}    (at most ``max_batch`` updates;
              records of ints or pairs of ints travel as one or two little-endian int64 columns)
-    marker  {"run", "kind": "marker", "channel", "seq", "source", "dest", "lower", "upper", "rounds",
-             "count"}                                                 (the updates sent in the step)
-    vote    {"run", "kind": "vote", "seq", "source", "value"}
+    marker  {"run", "gen", "inc", "kind": "marker", "channel", "seq", "source", "dest", "lower", "upper",
+             "rounds", "count"}                                      (the updates sent in the step)
+    vote    {"run", "gen", "kind": "vote", "seq", "source", "value"}
 
 as in the result topics' protocol: a receiver holds all of an exchange step once it has a marker
-from every other worker and as many updates as they count; a batch or marker seen twice (a resend)
-is dropped by its ``(source, channel, seq)``. Topics are created on first use with ``W`` partitions;
-one with another partition count is refused. A worker that waits longer than ``timeout`` seconds
-for the others raises `ExchangeTimeout` naming the step and the workers it still waits for.
+from every other worker and as many updates of that marker's sender incarnation (``inc``, one per
+process) as it counts. Replays are exact: the first marker per ``(source, channel, seq)`` and the
+first vote per ``(source, seq)`` win, so what a restarted worker re-sends for a step or agreement
+the others already hold is dropped, and a restarted worker re-reading the topics takes every step
+and agreement as it was first decided (its own earlier votes included). Messages of steps and
+agreements a worker is past are dropped on arrival.
+
+**Generations.** A run's exchange history is valid only for the state it was built from. Worker 0
+decides the generation (`join`): it continues the one its checkpoint names, else starts a new one
+(its state is gone, so every worker's is void); it announces it in the agree topic
+``{"run", "kind": "generation", "generation", "start"}`` (``start``: the agree-topic offset where the
+generation began) at its start and in answer to every ``{"run", "kind": "hello", "source"}`` a
+joining worker writes. A joining worker takes the first announcement after its hello: it resumes
+from its checkpoint if that names the generation, else it joins fresh, reading the agree topic
+from the generation's start and the exchange topics from their beginning. A worker that sees worker
+0 announce another generation than its own raises `GenerationChanged` (its state belongs to a run
+that no longer exists; restarted, it joins the new one).
+
+Topics are created on first use with ``W`` partitions; one with another partition count is refused.
+A worker that waits longer than ``timeout`` seconds for the others raises `ExchangeTimeout` naming
+the step and the workers it still waits for.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgpack
@@ -42,7 +60,7 @@ from .exceptions import DaemonError, KafkaClientError
 from .kafka import _admin, client_config, ensure_topics
 from .wire import to_record
 
-__all__ = ["ExchangeTimeout", "KafkaTransport"]
+__all__ = ["ExchangeTimeout", "GenerationChanged", "Interrupted", "KafkaTransport"]
 
 
 def _bytes(column: np.ndarray) -> bytes:
@@ -54,40 +72,58 @@ class ExchangeTimeout(DaemonError):
     """The other workers did not complete an exchange step or agreement in time."""
 
 
+class GenerationChanged(DaemonError):
+    """Worker 0 started another generation: this worker's state belongs to one that is void."""
+
+
+class Interrupted(TransportAborted):
+    """A wait that may be interrupted (see `KafkaTransport.interruptible`) was: the worker stops."""
+
+
 class KafkaTransport:
     """Worker ``index``'s end of the exchange topics of ``workers`` workers (see the module).
 
     ``waited[j]``: seconds this worker has spent blocked in an exchange step or agreement while
     worker ``j`` had not yet delivered its part (a slice of waiting counts for every worker it waited
     for); ``waiting_on``: the workers it is blocked on right now (empty when not waiting). They say
-    which worker holds the others back."""
+    which worker holds the others back. ``stop()``: when it returns True, a wait made while
+    ``interruptible`` is set raises `Interrupted`."""
 
     def __init__(self, workers: int, index: int, kafka_options: Mapping[str, Any], *, prefix: str, run: str,
-                 timeout: float = 60.0, max_batch: int = 5000) -> None:
+                 timeout: float = 60.0, max_batch: int = 5000, stop: Callable[[], bool] | None = None) -> None:
         if type(workers) is not int or workers < 1 or type(index) is not int or not 0 <= index < workers:
             raise DaemonError(f"exchange: worker {index!r} of {workers!r} is not a worker index below a positive count")
         self.workers, self.index, self.prefix, self.run = workers, index, prefix, run
         self.timeout, self.max_batch = timeout, max_batch
+        self.stop = stop or (lambda: False)
+        self.interruptible = False
         self.kafka_options = dict(kafka_options)
+        self.generation: str | None = None  # set by join(); None: messages name no generation
+        self.start: int = 0  # the agree-topic offset where the generation began
+        self.incarnation = uuid.uuid4().hex[:12]
         who = f"exchange worker {index}"
         self.producer = Producer(client_config(kafka_options, {"enable.idempotence": True, "linger.ms": 1}, who=who))
         self.consumer = Consumer(client_config(kafka_options, {
             "group.id": f"{prefix}-{run}-{index}", "enable.auto.commit": False, "auto.offset.reset": "earliest",
         }, who=who))
         self._topics: dict[int, str] = {}
-        self._boxes: dict[tuple[int, int], tuple[dict[int, list], dict[int, dict]]] = {}
+        self._starts: dict[int, int] = {}  # channel -> offset its partition is read from (join)
+        self._boxes: dict[tuple[int, int], tuple[dict[int, dict[str, dict]], dict[int, dict]]] = {}
         self._votes: dict[int, dict[int, Any]] = {}
+        self._next_vote = 0  # agreements before it are decided: their votes are dropped on arrival
+        self._next_step: dict[int, int] = {}  # per channel, the steps before it are received
         self._error: BaseException | None = None
         self._admin: Any = _admin(self.kafka_options)
-        agree = self._ensure(f"{prefix}-agree", 1)
-        self.consumer.assign([TopicPartition(agree, 0, OFFSET_BEGINNING)])
-        self._agree = agree
+        self._agree = self._ensure(f"{prefix}-agree", 1)
+        self._assigned = False
+        self._announced: tuple[str, int] | None = None  # (generation, start) worker 0 announced, seen by others
+        self._delivered: dict[str, int] = {}
         self.sent_messages = 0
         self.waited: dict[int, float] = {}  # seconds this worker spent blocked on each other worker
         self.waiting_on: tuple[int, ...] = ()  # the workers it is blocked on right now
         self.received_messages = 0
 
-    # -- topics ------------------------------------------------------------------------------------
+    # -- topics and generations ----------------------------------------------------------------------
 
     def _ensure(self, topic: str, partitions: int) -> str:
         ensure_topics(self.kafka_options, {topic: partitions})
@@ -107,18 +143,67 @@ class KafkaTransport:
                 raise KafkaClientError(f"exchange: topic {topic!r} did not appear with {partitions} partitions")
             time.sleep(0.05)
 
+    def _assign_agree(self, offset: int) -> None:
+        self.consumer.assign([TopicPartition(self._agree, 0, offset)])
+        self._assigned = True
+
     def _channel(self, channel: int) -> str:
         topic = self._topics.get(channel)
         if topic is None:
+            if not self._assigned:
+                self._assign_agree(OFFSET_BEGINNING)
             topic = self._ensure(f"{self.prefix}-exchange-{channel}", self.workers)
-            self.consumer.incremental_assign([TopicPartition(topic, self.index, OFFSET_BEGINNING)])
+            self.consumer.incremental_assign([TopicPartition(topic, self.index, self._starts.get(channel, 0))])
             self._topics[channel] = topic
         return topic
+
+    def join(self, generation: str | None = None, *, start: int | None = None, agree_offset: int | None = None,
+             exchange_offsets: Mapping[int, int] | None = None) -> bool:
+        """Enter a generation (see the module); ``generation``/``start``/``agree_offset``/``exchange_offsets``:
+        what this worker's checkpoint recorded (None: it has none). Returns whether the worker resumes
+        from its checkpoint (False: it starts empty and replays the generation from its start)."""
+        if self.index == 0:
+            resume = generation is not None
+            self.generation = generation if resume else uuid.uuid4().hex[:16]
+            offset = self._write({"kind": "generation", "generation": self.generation, "start": start if resume else None})
+            self.start = start if resume and start is not None else offset
+            self._announced = (self.generation, self.start)
+        else:
+            hello = self._write({"kind": "hello", "source": self.index})
+            self._assign_agree(hello + 1)
+            deadline = time.monotonic() + self.timeout
+            while self._announced is None:  # worker 0 answers every hello with its generation
+                self.waiting_on = (0,)
+                try:
+                    self._poll(deadline, "joining the workers' generation", (0,))
+                finally:
+                    self.waiting_on = ()
+            self.generation, self.start = self._announced
+            resume = generation == self.generation
+        if resume:
+            self._starts = dict(exchange_offsets or {})
+        self._assign_agree(agree_offset if resume and agree_offset is not None else self.start)
+        return resume
+
+    def _write(self, message: dict) -> int:
+        """Produce a generation message to the agree topic and wait for its offset."""
+        message["run"] = self.run
+        key = uuid.uuid4().hex
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                self._delivered[key] = msg.offset()
+
+        self.producer.produce(self._agree, msgpack.packb(message, use_bin_type=True), partition=0, on_delivery=delivered)
+        self.producer.flush(self.timeout)
+        if key not in self._delivered:
+            raise KafkaClientError(f"exchange: writing {message['kind']!r} to {self._agree!r} failed")
+        return self._delivered.pop(key)
 
     # -- sending -----------------------------------------------------------------------------------
 
     def _produce(self, topic: str, partition: int, message: dict) -> None:
-        message["run"] = self.run
+        message["run"], message["gen"] = self.run, self.generation
         try:
             value = msgpack.packb(message, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -134,8 +219,9 @@ class KafkaTransport:
 
     def send(self, batch: ExchangeBatch) -> None:
         topic = self._channel(batch.channel)
-        head = {"kind": "batch", "channel": batch.channel, "seq": batch.seq, "source": batch.source,
-                "dest": batch.dest, "lower": batch.lower, "upper": batch.upper, "rounds": list(batch.rounds)}
+        head = {"kind": "batch", "inc": self.incarnation, "channel": batch.channel, "seq": batch.seq,
+                "source": batch.source, "dest": batch.dest, "lower": batch.lower, "upper": batch.upper,
+                "rounds": list(batch.rounds)}
         columnar = isinstance(batch.records, np.ndarray)
         depth = batch.times.shape[1]
         for start in range(0, len(batch.diffs), self.max_batch):
@@ -149,22 +235,30 @@ class KafkaTransport:
 
     def mark(self, marker: ExchangeMarker) -> None:
         self._produce(self._channel(marker.channel), marker.dest, {
-            "kind": "marker", "channel": marker.channel, "seq": marker.seq, "source": marker.source,
-            "dest": marker.dest, "lower": marker.lower, "upper": marker.upper, "rounds": list(marker.rounds),
-            "count": marker.count})
+            "kind": "marker", "inc": self.incarnation, "channel": marker.channel, "seq": marker.seq,
+            "source": marker.source, "dest": marker.dest, "lower": marker.lower, "upper": marker.upper,
+            "rounds": list(marker.rounds), "count": marker.count})
 
     # -- receiving ---------------------------------------------------------------------------------
+
+    def _complete(self, box: tuple[dict, dict]) -> bool:
+        parts, markers = box
+        return len(markers) >= self.workers - 1 and all(
+            sum(m["n"] for m in parts.get(s, {}).get(mk["inc"], {}).values()) == mk["count"]
+            for s, mk in markers.items())
 
     def receive(self, worker: int, channel: int, seq: int) -> list[ExchangeBatch]:
         self._channel(channel)
         box = self._boxes.setdefault((channel, seq), ({}, {}))
-        others = self.workers - 1
-        self._wait(lambda: len(box[1]) >= others and all(
-            sum(m["n"] for m in box[0].get(s, {}).values()) == mk["count"] for s, mk in box[1].items()),
-            f"exchange {channel} step {seq}", lambda: sorted(set(range(self.workers)) - {worker} - set(box[1])))
+        self._wait(lambda: self._complete(box), f"exchange {channel} step {seq}",
+                   lambda: sorted(set(range(self.workers)) - {worker} - set(box[1])))
         del self._boxes[(channel, seq)]
+        self._next_step[channel] = max(self._next_step.get(channel, 0), seq + 1)
         out = []
-        for source, parts in sorted(box[0].items()):
+        for source, marker in sorted(box[1].items()):
+            parts = box[0].get(source, {}).get(marker["inc"], {})
+            if not parts:
+                continue
             msgs = [parts[k] for k in sorted(parts)]
             head = msgs[0]
             if head["records"] is None:
@@ -186,7 +280,16 @@ class KafkaTransport:
         self._wait(lambda: len(votes) == self.workers, f"agreement {seq}",
                    lambda: sorted(set(range(self.workers)) - set(votes)))
         del self._votes[seq]
+        self._next_vote = max(self._next_vote, seq + 1)
         return [votes[i] for i in range(self.workers)]
+
+    def voted(self, seq: int) -> bool:
+        """Whether some worker (this one's earlier incarnation included) voted in agreement ``seq``,
+        as far as the messages that arrived by now tell (no waiting)."""
+        if not self._assigned:
+            self._assign_agree(OFFSET_BEGINNING)
+        self._take(self._consume(0))
+        return bool(self._votes.get(seq))
 
     def abort(self, error: BaseException) -> None:
         self._error = error
@@ -210,31 +313,59 @@ class KafkaTransport:
         """Read what the exchange topics hold for this worker (at most one poll's wait)."""
         if self._error is not None:
             raise TransportAborted(f"another worker failed: {self._error!r}")
+        if self.interruptible and self.stop():
+            raise Interrupted(f"{what}: stopped while waiting for workers {list(missing)}")
         if time.monotonic() > deadline:
             raise ExchangeTimeout(f"{what}: worker {self.index} waited {self.timeout:g} s for workers "
                                   f"{list(missing)} (run {self.run!r})")
-        first = self.consumer.poll(0.05)  # returns with the first message (consume waits out its timeout)
-        if first is None:
-            return
-        for msg in [first, *self.consumer.consume(1000, timeout=0)]:
-            if msg.error() is None:
-                self._file(msg.value())
+        if not self._assigned:
+            self._assign_agree(OFFSET_BEGINNING)
+        self._take(self._consume(0.05))
 
-    def _file(self, value: bytes) -> None:
+    def _consume(self, timeout: float) -> list[Any]:
+        first = self.consumer.poll(timeout)  # returns with the first message (consume waits out its timeout)
+        return [] if first is None else [first, *self.consumer.consume(1000, timeout=0)]
+
+    def _take(self, messages: list[Any]) -> None:
+        for msg in messages:
+            if msg.error() is None:
+                self._file(msg.value(), msg.offset())
+
+    def _file(self, value: bytes, offset: int) -> None:
         m = msgpack.unpackb(value, raw=False, use_list=True, strict_map_key=False)
         if not isinstance(m, dict) or m.get("run") != self.run:
             return
-        self.received_messages += 1
         kind = m.get("kind")
+        if kind in ("hello", "generation"):
+            self._generation_message(m, offset)
+            return
+        if m.get("gen") != self.generation:
+            return
+        self.received_messages += 1
         if kind == "vote":
-            self._votes.setdefault(m["seq"], {}).setdefault(m["source"], m["value"])
-        elif kind in ("batch", "marker"):
-            batches, markers = self._boxes.setdefault((m["channel"], m["seq"]), ({}, {}))
+            if m["seq"] >= self._next_vote:
+                self._votes.setdefault(m["seq"], {}).setdefault(m["source"], m["value"])
+        elif kind in ("batch", "marker") and m["seq"] >= self._next_step.get(m["channel"], 0):
+            parts, markers = self._boxes.setdefault((m["channel"], m["seq"]), ({}, {}))
             if kind == "batch":
                 m["n"] = len(m["diffs"]) // 8
-                batches.setdefault(m["source"], {}).setdefault(m["part"], m)  # a resend is dropped
+                parts.setdefault(m["source"], {}).setdefault(m.get("inc", ""), {}).setdefault(m["part"], m)
             else:
-                markers.setdefault(m["source"], m)
+                markers.setdefault(m["source"], m)  # the first complete attempt of a step wins
+
+    def _generation_message(self, m: dict, offset: int) -> None:
+        if m["kind"] == "hello":
+            if self.index == 0 and self.generation is not None:
+                self._write({"kind": "generation", "generation": self.generation, "start": self.start})
+            return
+        generation, start = m.get("generation"), m.get("start")
+        announced = (generation, offset if start is None else start)
+        if self.index != 0 and self.generation is not None and generation != self.generation:
+            raise GenerationChanged(
+                f"worker 0 started generation {generation} (agree-topic offset {announced[1]}) while worker "
+                f"{self.index} is in generation {self.generation}: its state is void; restarted, it joins the new one")
+        if self.index != 0:
+            self._announced = announced
 
     def close(self) -> None:
         """Flush what was sent and close the clients."""

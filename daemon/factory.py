@@ -51,13 +51,16 @@ def kafka_worker(
     commit_interval: float = 0.0,
     watch_interval: float | None = 5.0,
     worker: tuple[int, int] = (0, 1),
+    wait_timeout: float = 60.0,
 ) -> Worker:
     """A `Worker` reading ``inputs`` and publishing ``outputs`` on the Kafka cluster of
     ``kafka_options``. ``group_id`` names the consumer group the input offsets are committed for
     (and the default ``transactional_id``); ``checkpoint_*`` configure `Recovery` (checkpoints in
     ``checkpoint_dir``; with one, an input offset the broker no longer holds is an error, not a
     skip); ``worker``: ``(i, W)``, worker i of W reads the input partitions ``p % W == i``, publishes
-    as writer i of W with transactional id ``ddflow-{group_id}-{i}``; ``commit_interval``: seconds of epochs committed in one transaction (0: one per epoch,
+    as writer i of W with transactional id ``ddflow-{group_id}-{i}``, and exchanges and agrees with
+    the others over the topics ``ddflow-{group_id}-exchange-*`` and ``-agree`` (`cluster.ClusterWorker`;
+    ``wait_timeout``: seconds it waits for them); ``commit_interval``: seconds of epochs committed in one transaction (0: one per epoch,
     `commits.CommitWindow`); ``watch_interval`` None turns the topic watch off."""
     stats = stats or Stats()
     sink = KafkaSink(
@@ -99,10 +102,15 @@ def kafka_worker(
         def watch() -> TopicWatch:
             return TopicWatch(options, roles, interval=interval)
 
-    return Worker(dataflow, source, sink, recovery=recovery, epochs=epochs, stats=stats, watch=watch,
-                  start_offsets=start_offsets, max_poll_messages=max_poll_messages,
-                  max_epoch_updates=max_epoch_updates, poll_timeout=poll_timeout,
-                  dead_letter_commit_s=dead_letter_commit_s)
+    common = dict(recovery=recovery, epochs=epochs, stats=stats, watch=watch, start_offsets=start_offsets,
+                  max_poll_messages=max_poll_messages, max_epoch_updates=max_epoch_updates,
+                  poll_timeout=poll_timeout, dead_letter_commit_s=dead_letter_commit_s)
+    if worker[1] == 1:
+        return Worker(dataflow, source, sink, **common)
+    from .cluster import ClusterWorker
+
+    return ClusterWorker(dataflow, source, sink, index=worker[0], count=worker[1], kafka_options=kafka_options,
+                         prefix=f"ddflow-{group_id}", run=group_id, wait_timeout=wait_timeout, **common)
 
 
 def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from: str | None = None) -> Worker:
@@ -113,11 +121,12 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
     from .identity import worker_identity
 
     index, count = worker_identity(config)  # (the index ddflow run resolved, or the env's / host name's)
-    if count > 1:
+    if count > 1 and (config.checkpoint.location is not None or snapshot_from is not None):
         from ..config import ConfigError
 
-        raise ConfigError.one(config.source, "workers.count", f"worker {index} of {count}: this daemon runs one "
-                              "worker per dataflow (workers.count = 1) until the scale-out data path lands")
+        raise ConfigError.one(config.source, "checkpoint.location" if snapshot_from is None else "workers.count",
+                              f"worker {index} of {count}: checkpoints and snapshots are not supported with several "
+                              "workers yet (a restarted worker replays its generation from the start)")
     resolve_dataflow(config)  # import errors become ConfigErrors on dataflow.function
 
     def build(df: Any, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -153,4 +162,6 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
         stats=stats,
         transaction_timeout=config.kafka.transaction_timeout_ns / 1e9,
         commit_interval=config.kafka.commit_interval_ns / 1e9,
+        worker=(index, count),
+        wait_timeout=config.workers.wait_timeout_ns / 1e9,
     )

@@ -152,9 +152,7 @@ class Worker:
         """Build the dataflow, read the result topics back, and assign the inputs."""
         if self._open:
             return self
-        from ..operators import Dataflow
-
-        df = Dataflow()
+        df = self._new_dataflow()
         self._sessions = {spec.name: df.new_input(spec.name) for spec in self.input_specs}
         try:
             produced = self.factory(df, {name: s.collection for name, s in self._sessions.items()})
@@ -199,6 +197,12 @@ class Worker:
             self.epoch_policy, self.sink.incarnation,
         )
         return self
+
+    def _new_dataflow(self) -> Any:
+        """The engine dataflow to build (one worker's of several in `cluster.ClusterWorker`)."""
+        from ..operators import Dataflow
+
+        return Dataflow()
 
     def close(self) -> None:
         if not self._open:
@@ -359,6 +363,7 @@ class Worker:
             for session in self._sessions.values():
                 session.advance_to(upper)
             step = "running the dataflow"
+            self._before_run()
             self.dataflow.run()
             outputs = {}
             for name, capture in self._captures.items():
@@ -409,6 +414,14 @@ class Worker:
             self._doing(f"epoch [{lower}, {upper}): checkpointing")
             self._checkpoint(upper, force=False)
         return report
+
+    def _before_run(self) -> None:
+        """Called before the dataflow runs an epoch (`cluster.ClusterWorker` persists its inputs' replay
+        records there: other workers receive updates of the epoch during the run)."""
+
+    def _close_on_stop(self) -> EpochReport | None:
+        """Stopping: close a last epoch at the exact input frontier, if it moved."""
+        return self._maybe_close(force=True)
 
     def _settle(self) -> None:
         """Report the closed epochs whose commit landed (their outputs are final): their latencies
@@ -518,7 +531,7 @@ class Worker:
                     self._finish_loading()
                     epochs += 1
                 self._doing("stopping: publishing what is complete")
-                if self._maybe_close(force=True) is not None:
+                if self._close_on_stop() is not None:
                     epochs += 1
                 self.commit()
                 recovery = self.recovery

@@ -64,6 +64,17 @@ class Worker:
         self._agreements += 1
         return self.transport.gather(self.index, seq, value)
 
+    @property
+    def agreements(self) -> int:
+        """The number of agreements made so far: the next one's ``seq``."""
+        return self._agreements
+
+    def agree(self, value: Any) -> list[Any]:
+        """The values every worker gives for the next agreement, in worker order (a caller outside
+        ``run()``, such as a daemon agreeing on epoch boundaries, must make every worker call it as
+        often and between the same ``run()`` calls)."""
+        return self._gather(value)
+
     def common_frontier(self, frontier: Antichain) -> Antichain:
         """The meet of every worker's input frontier (empty once every input everywhere is closed);
         records the epoch ``[previous, this)`` that exchanges name."""

@@ -5,6 +5,7 @@ by name instead of waited for forever."""
 from __future__ import annotations
 
 import random
+import time
 import uuid
 
 import pytest
@@ -100,3 +101,90 @@ def test_workers_in_separate_processes_equal_one_dataflow(kafka_broker):
             union[(tuple(record), t)] = union.get((tuple(record), t), 0) + d
     assert {k: d for k, d in union.items() if d} == {(r, t): d for r, t, d in want.updates}
     assert all(r["updates"] for r in results)  # both processes own part of the output
+
+
+def batch_of(seq, source, dest, values):
+    import numpy as np
+
+    from ddflow.operators.transport import ExchangeBatch, ExchangeMarker
+
+    n = len(values)
+    return (ExchangeBatch(0, seq, source, dest, 0, 10, (), np.asarray(values, dtype=np.int64),
+                          np.zeros((n, 1), dtype=np.int64), np.ones(n, dtype=np.int64)),
+            ExchangeMarker(0, seq, source, dest, 0, 10, (), n))
+
+
+def joined(zero, other, *args, **kwargs):
+    """``other.join(...)`` while worker 0 reads its topics (it answers the hello as a running worker does)."""
+    import threading
+
+    result = []
+    thread = threading.Thread(target=lambda: result.append(other.join(*args, **kwargs)))
+    thread.start()
+    while thread.is_alive():
+        zero.voted(10**9)
+        thread.join(0.01)
+    assert result, "join failed"
+    return result[0]
+
+
+def test_a_restarted_worker_replays_the_first_decided_votes_and_steps(kafka_options):
+    """Worker 1 votes and sends, then restarts (a new incarnation of the same generation): re-reading
+    the topics it takes every agreement as first decided (its own earlier vote too) and every step
+    as first sent; what it re-sends is dropped by worker 0, who is past those steps."""
+    prefix = f"ex-{uuid.uuid4().hex[:8]}"
+    zero = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)
+    one = KafkaTransport(2, 1, kafka_options, prefix=prefix, run="r", timeout=30)
+    again = None
+    try:
+        assert zero.join() is False  # worker 0 has no checkpoint: a new generation
+        assert joined(zero, one) is False and one.generation == zero.generation and one.start == zero.start
+        # worker 1 votes in agreement 0 and dies before the others voted (as gather sends a vote)
+        one._produce(one._agree, 0, {"kind": "vote", "seq": 0, "source": 1, "value": "first"})
+        b, m = batch_of(0, 1, 0, [1, 2, 3])
+        one.send(b)
+        one.mark(m)
+        one.close()
+        assert zero.gather(0, 0, "zero") == ["zero", "first"]
+        assert [len(x.diffs) for x in zero.receive(0, 0, 0)] == [3]
+        again = KafkaTransport(2, 1, kafka_options, prefix=prefix, run="r", timeout=30)
+        assert joined(zero, again) is False and again.generation == zero.generation  # fresh: it replays from the start
+        deadline = time.monotonic() + 20
+        while not again.voted(0):  # what has arrived so far, without waiting: it shows once read
+            assert time.monotonic() < deadline
+        assert again.gather(1, 0, "second") == ["zero", "first"]  # its own first vote wins
+        b, m = batch_of(0, 1, 0, [7])
+        again.send(b)  # a re-sent step: worker 0 received step 0 already
+        again.mark(m)
+        b, m = batch_of(1, 1, 0, [4, 5])
+        again.send(b)
+        again.mark(m)
+        [got] = zero.receive(0, 0, 1)
+        assert got.records.tolist() == [4, 5]
+        assert not zero._boxes  # the re-sent step 0 was dropped on arrival, not kept
+    finally:
+        zero.close()
+        if again is not None:
+            again.close()
+
+
+def test_a_new_generation_of_worker_0_voids_the_others(kafka_options):
+    from ddflow.daemon.exchange import GenerationChanged
+
+    prefix = f"ex-{uuid.uuid4().hex[:8]}"
+    zero = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)
+    one = KafkaTransport(2, 1, kafka_options, prefix=prefix, run="r", timeout=30)
+    restarted = None
+    try:
+        zero.join()
+        joined(zero, one)
+        assert joined(zero, one, one.generation, start=one.start, agree_offset=one.start) is True  # its checkpoint's
+        restarted = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)
+        restarted.join()  # worker 0 lost its state: a new generation
+        assert restarted.generation != zero.generation
+        with pytest.raises(GenerationChanged, match="worker 0 started generation"):
+            one.gather(1, 5, "x")
+    finally:
+        for t in (zero, one, restarted):
+            if t is not None:
+                t.close()

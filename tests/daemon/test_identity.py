@@ -49,7 +49,7 @@ def error(tmp_path: Path, workers: str, **kwargs) -> ConfigError:
 def test_defaults_one_worker(tmp_path: Path) -> None:
     config = config_with(tmp_path)
     assert (config.workers.count, config.workers.index) == (1, None)
-    assert config.redacted()["workers"] == {"count": 1, "index": None}
+    assert config.redacted()["workers"] == {"count": 1, "index": None, "wait_timeout_ns": 60 * 10**9}
     # one worker: worker 0 whatever the environment or host name says
     assert worker_identity(config, environ={INDEX_ENV: "5"}, hostname="ddflow-7") == (0, 1)
 
@@ -123,3 +123,10 @@ def test_ddflow_run_resolves_the_index_before_connecting(tmp_path: Path) -> None
     assert bad.returncode == 2 and "--worker-index: workers.index: --worker-index gives worker 5" in bad.stderr
     help_text = subprocess.run([DDFLOW, "run", "--help"], capture_output=True, text=True, timeout=60).stdout
     assert "--worker-index I" in help_text and INDEX_ENV in " ".join(help_text.split())
+
+
+def test_wait_timeout(tmp_path: Path) -> None:
+    assert config_with(tmp_path, 'count = 2\nwait_timeout = "2m"').workers.wait_timeout_ns == 120 * 10**9
+    with pytest.raises(ConfigError) as info:
+        config_with(tmp_path, 'count = 2\nwait_timeout = "10ms"')
+    assert info.value.keys == ["workers.wait_timeout"]
