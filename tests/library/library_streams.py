@@ -7,7 +7,8 @@ stream epoch by epoch (each epoch in two halves, shuffled, with a ``df.run()`` a
 after every run compares ``capture.at(t)`` with a plain-Python reference at every complete time
 ``t`` the output or the inputs move at (between two such times neither can change).
 
-With ``WORKERS`` > 1 (the suites' ``workers`` fixture sets 1, 2 and 3) the dataflow is built on
+With more than one worker (``WORKERS``, which the suites' ``workers`` fixture sets: a count, or
+``None`` for a count each stream picks by its seed, see ``worker_counts``) the dataflow is built on
 every worker of a :class:`ddflow.operators.workers.Workers`, the changes are dealt round-robin to
 the workers, and the union of their captures is compared.
 """
@@ -21,12 +22,13 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import worker_counts
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from ddflow.operators import Dataflow
-from ddflow.operators.workers import Workers
 from ddflow.operators.testing import accumulate
+from ddflow.operators.workers import Workers
 
 settings.register_profile(
     "library",
@@ -38,7 +40,7 @@ settings.register_profile(
 settings.load_profile("library")
 
 BASES = (0, 1_700_000_000_000_000_000)  # small times and realistic nanosecond clock times
-WORKERS = 1  # workers check_stream runs with (set by the suites' ``workers`` fixture)
+WORKERS: int | None = 1  # workers check_stream runs with (set by the suites' ``workers`` fixture; None: mixed)
 
 Update = tuple[Hashable, int, int]
 
@@ -114,12 +116,13 @@ def check_stream(
     compare with ``reference(*snapshots)`` at every complete time; ``extra(result, t)`` may check
     more. The inputs are closed after the last epoch, which completes every time."""
     names = list(stream.updates)
-    if WORKERS == 1:
+    workers = worker_counts.count_for(WORKERS, stream.seed)
+    if workers == 1:
         df: Any = Dataflow()
         sessions: list[Any] = [df.new_input(name) for name in names]
         probe: Any = build(*(s.collection for s in sessions)).capture()
     else:
-        df = Workers(WORKERS, lambda d: build(*(d.new_input(name).collection for name in names)).capture())
+        df = Workers(workers, lambda d: build(*(d.new_input(name).collection for name in names)).capture())
         sessions = [df.input(name) for name in names]
         probe = df.capture(lambda capture: capture)
     epochs = {name: stream.epochs(name) for name in names}

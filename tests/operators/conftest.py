@@ -1,18 +1,15 @@
 """The oracle suites run with 1, 2 and 3 workers: a suite that uses the ``workers`` fixture (see
-``oracle_harness.check_pipeline``) runs each of its tests once per worker count; ``DDFLOW_TEST_WORKERS``
-(default ``1,2,3``) picks the counts."""
+``oracle_harness.check_pipeline``) runs each example with the worker count ``DDFLOW_TEST_WORKERS`` selects
+(see ``worker_counts``: by default each example picks 1, 2 or 3 itself)."""
 
 from __future__ import annotations
 
-import os
-
 import oracle_harness
 import pytest
+import worker_counts
 
-COUNTS = [int(w) for w in os.environ.get("DDFLOW_TEST_WORKERS", "1,2,3").split(",") if w.strip()]
 
-
-@pytest.fixture(params=COUNTS, ids=lambda w: f"{w}w", scope="module")
+@pytest.fixture(params=worker_counts.COUNTS, ids=worker_counts.fixture_id, scope="module")
 def workers(request):
     oracle_harness.WORKERS = request.param
     yield request.param

@@ -10,7 +10,8 @@ consolidated, accumulates to the same answer and only moves at input times; that
 frontier is the inputs' frontier; and that running again with nothing new changes nothing.
 Each epoch is fed in two halves with a ``df.run()`` between.
 
-With ``workers`` > 1 (default ``WORKERS``, which the suites' ``workers`` fixture sets to 1, 2 and 3)
+With ``workers`` > 1 (default ``WORKERS``, which the suites' ``workers`` fixture sets: a count, or
+``None`` for a count each example picks by its number of updates, see ``worker_counts``)
 the pipeline is built on every worker of a :class:`ddflow.operators.workers.Workers`, the updates
 are dealt round-robin to the workers, and the union of the workers' captures must equal the oracle
 at the same times.
@@ -27,6 +28,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import oracle
+import worker_counts
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -55,7 +57,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-WORKERS = 1  # workers check_pipeline runs with (set by the suites' ``workers`` fixture)
+WORKERS: int | None = 1  # workers check_pipeline runs with (set by the suites' ``workers`` fixture; None: mixed)
 
 DIFFS = (-2, -1, 1, 2)
 BASES = (0, 1_700_000_000_000_000_000)  # small times and realistic epoch-nanosecond times
@@ -167,7 +169,8 @@ def check_pipeline(
     from ddflow.operators import Dataflow
     from ddflow.operators.workers import Workers
 
-    workers = WORKERS if workers is None else workers
+    if workers is None:
+        workers = worker_counts.count_for(WORKERS, sum(len(s.updates) for s in sources_) + len(sources_))
 
     def build(df: Any) -> list:
         sessions = [df.new_input(f"in{i}") for i in range(len(sources_))]
