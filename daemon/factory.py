@@ -74,6 +74,7 @@ def kafka_worker(
         transaction_timeout=transaction_timeout,
         commit_interval=commit_interval,
         writer=worker,
+        background=True,
     )
     source = KafkaSource(
         inputs, kafka_options,

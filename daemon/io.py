@@ -14,7 +14,9 @@ Per epoch ``[lower, upper)``, the sink takes each output's final diffs and the s
 (`Sink.publish`) and makes them durable together with the other epochs of its commit window
 (`commits.CommitWindow`): the sink owns the commit, so the epochs' outputs, the dead letters written
 meanwhile and the consumed input offsets become visible at once or not at all (Kafka: one
-transaction with ``send_offsets_to_transaction``).
+transaction with ``send_offsets_to_transaction``). A sink may commit in the background while the
+worker computes the next epochs (`commits.Committer`); ``committed_upper`` moves, and the worker
+reports epochs final, only when a commit landed.
 """
 
 from __future__ import annotations
@@ -154,15 +156,17 @@ class Sink(Protocol):
         ...
 
     def commit(self) -> bool:
-        """Commit the window and the staged dead letters now; whether there was anything."""
+        """Commit the window and the staged dead letters now, and wait for every commit started
+        so far to land; whether anything landed."""
         ...
 
     def maybe_commit(self) -> bool:
-        """Commit the window if its interval has passed; whether it did."""
+        """Take the outcome of a commit that finished (raising its failure) and commit the window
+        if its interval has passed; whether a commit landed."""
         ...
 
     def pending(self) -> int:
-        """Epochs published and not committed yet."""
+        """Epochs published and not committed yet (in the window or being committed)."""
         ...
 
     def staged_for(self) -> float:

@@ -25,12 +25,16 @@ not the topics' whole history.
 The sink owns the commit (it is an `io.Sink`): `publish` takes the epoch's output diffs and the
 input offsets consumed so far into its commit window (`commits.CommitWindow`), and a commit makes
 the window's epochs durable together once ``commit_interval`` has passed since its first epoch
-(0: every epoch on its own), committing the offsets for the consumer group ``group_id`` itself
-(through a consumer of its own that reads nothing). With a ``transactional_id``, the dead letters,
-outputs, markers and consumed input offsets of the window's epochs commit in one Kafka transaction
-(``send_offsets_to_transaction``); an abortable failure aborts and re-sends the window under a new
-incarnation. Without one, the producer is idempotent, the sink flushes at each commit and the
-input offsets are committed afterwards. An epoch is final when its commit lands (``committed_upper``).
+(0: as soon as the commit before has landed), committing the offsets for the consumer group
+``group_id`` itself (through a consumer of its own that reads nothing). In a worker the commit
+runs in a thread of its own while the next epochs compute, which go into the next window
+(``background``, `commits.Committer`); its outcome is taken in the worker's thread. With a
+``transactional_id``, the dead letters, outputs, markers and consumed input offsets of the
+window's epochs commit in one Kafka transaction (``send_offsets_to_transaction``); an abortable
+failure aborts and re-sends the window under a new incarnation. Without one, the producer is idempotent, the sink flushes at
+each commit and the input offsets are committed afterwards. An epoch is final when its commit
+lands (``committed_upper``); a commit that fails raises when the worker next publishes or
+commits, and nothing after it is committed either.
 
 Every blocking producer call is bounded by ``transaction_timeout`` (also the producer's
 ``transaction.timeout.ms``): a broker that stalls for less is ridden out, one that stalls longer
@@ -50,11 +54,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 
-from .commits import CommitWindow
+from .commits import Committer, CommitWindow, Window
 from .deadletter import DeadLetterWriter
 from .exceptions import BrokerTimeout, KafkaClientError, OptionsError
 from .formats import Encoder, Message, encoder
-from .kafka import bounded, client_config, topic_partitions
+from .kafka import BOUNDED_GRACE, bounded, client_config, topic_partitions
 from .results import CLOSED, ProtocolStats, read_result_positions
 from .stats import Stats
 from .wire import MIN_TIME
@@ -119,7 +123,12 @@ class KafkaSink:
         transaction_timeout: float = 60.0,
         commit_interval: float = 0.0,
         writer: tuple[int, int] = (0, 1),
+        background: bool = False,
     ) -> None:
+        """``background``: commit in a thread of its own while the caller goes on (a worker
+        computes its next epochs meanwhile; `factory.kafka_worker` sets it); the outcome is taken
+        at the next `publish`, `maybe_commit` or `commit`. Without it, a commit that is due runs
+        in `publish` (with ``commit_interval`` 0, every epoch is committed when `publish` returns)."""
         if not outputs:
             raise OptionsError("KafkaSink: no outputs given")
         if type(writer[1]) is not int or writer[1] < 1 or type(writer[0]) is not int or not 0 <= writer[0] < writer[1]:
@@ -158,14 +167,14 @@ class KafkaSink:
         self._encoders = {t: o.encoder for o in outputs for t in (o.topic, o.progress_topic) if t is not None}
         self.final: dict[str, list[int]] = {}  # output topic -> per-partition final frontier
         self._last: dict[tuple[str, int], int] = {}  # the offset of the last message read or written, per partition
-        self._delivered: dict[tuple[str, int], int] = {}  # ... written by the attempt being committed
-        self._window = CommitWindow(commit_interval)  # epochs published, not committed yet
+        self._window = CommitWindow(commit_interval)  # epochs published, not handed to the committer yet
+        self._commits = Committer("ddflow-commit", background=background)  # commits a window (in the background)
+        self._inflight: Window | None = None  # the window being committed
         self._marked: set[tuple[str, int]] = set()  # the output partitions the window marks final
         self.committed_upper: int | None = MIN_TIME  # the upper of the last epoch committed (None: closed for good)
         self.resume_stats = ProtocolStats()  # what open() read of the output topics
         self._staged: list[Staged] = []
         self._staged_since: float | None = None
-        self._errors: list[str] = []
         self.dead_letters = (
             DeadLetterWriter(dead_letter_topic, self._stage_dead_letter, stats=self.stats) if dead_letter_topic else None
         )
@@ -215,6 +224,12 @@ class KafkaSink:
         )
 
     def close(self) -> None:
+        if self._commits.busy:  # the worker failed while a commit was in flight: it lands or fails now
+            try:
+                self._commits.result(timeout=2 * self.transaction_timeout + 4 * BOUNDED_GRACE)
+                log.info("the commit in flight when the sink closed landed")
+            except Exception as exc:
+                log.warning("the commit in flight when the sink closed failed: %s: %s", type(exc).__name__, exc)
         committer, self._committer = self._committer, None
         if committer is not None:
             try:
@@ -274,30 +289,63 @@ class KafkaSink:
         committed together with the window's other epochs, the staged dead letters and the input
         ``offsets`` ((topic, partition) -> next offset to read, committed for ``group_id``; ignored
         without one) once ``commit_interval`` has passed since the window's first epoch (at once
-        with an interval of 0). Returns the updates written per output."""
+        with an interval of 0) and the commit before it landed (in the background with
+        ``background``). Returns the updates written per output."""
         messages, written, marked = self._encode(lower, upper, updates)
         self._window.add(lower, upper, messages, offsets)
         self._marked.update(marked)
-        if self._window.due():
-            self.commit()
+        self.maybe_commit()
         return written
 
     def maybe_commit(self) -> bool:
-        """Commit the window if its interval has passed; whether it did."""
-        return self._window.due() and self.commit()
+        """Take the outcome of a commit that finished (raising its failure), and start committing
+        the window if its interval has passed and no commit is in flight; whether a commit landed."""
+        landed = self._commits.busy and self._commits.done() and self._collect()
+        if not self._commits.busy and self._window.due():
+            self._start()
+            if self._commits.done():  # it ran in this thread (or was that quick)
+                landed = self._collect()
+        return landed
 
     def commit(self) -> bool:
-        """Commit the window's epochs and the staged dead letters now; whether there was anything."""
-        window = self._window
-        if not window.epochs and not self._staged:
-            return False
+        """Commit the window's epochs and the staged dead letters now, after the commit in flight,
+        and wait for both; whether anything landed."""
+        landed = self._commits.busy and self._collect()
+        if not self._window.epochs and not self._staged:
+            return landed
+        self._start()
+        return self._collect()
+
+    def pending(self) -> int:
+        """Epochs published and not committed yet (in the window or in the commit in flight)."""
+        return self._window.epochs + (self._inflight.epochs if self._inflight is not None else 0)
+
+    def commit_dead_letters(self) -> None:
+        """Commit staged dead letters (with the window's epochs, if any) when no commit came for a while."""
+        if self._staged:
+            self.commit()
+
+    def _start(self) -> None:
+        """Hand the window and the staged dead letters to the committer."""
+        window = self._window.take()
+        window.extra["staged"], self._staged, self._staged_since = self._staged, [], None
+        window.extra["marked"], self._marked = self._marked, set()
         positions = None
         if window.offsets and self.group_id is not None:
             positions = [TopicPartition(t, p, o) for (t, p), o in sorted(window.offsets.items()) if o >= 0]
-        self._commit(window.items, positions, what=window.describe() if window.epochs else "dead letters")
+        consumer = self._offset_committer() if positions else None
+        self._inflight = window
+        self._commits.start(lambda: self._commit(window, positions, consumer))
+
+    def _collect(self) -> bool:
+        """Wait for the commit in flight; once it landed its epochs are final (raises its failure)."""
+        window, delivered, incarnation = self._commits.result()
+        self._inflight = None
+        self._last.update(delivered)
+        self.incarnation = incarnation
         if window.epochs:
             final = CLOSED if window.upper is None else window.upper
-            for topic, partition in self._marked:
+            for topic, partition in window.extra["marked"]:
                 self.final[topic][partition] = max(self.final[topic][partition], final)
             self.committed_upper = window.upper
             now = time.time()
@@ -305,18 +353,7 @@ class KafkaSink:
                 ostats = self.stats.output(o.name)
                 ostats.frontier = window.upper
                 ostats.last_epoch_time = now
-        window.clear()
-        self._marked = set()
         return True
-
-    def pending(self) -> int:
-        """Epochs published and not committed yet."""
-        return self._window.epochs
-
-    def commit_dead_letters(self) -> None:
-        """Commit staged dead letters (with the window's epochs, if any) when no commit came for a while."""
-        if self._staged:
-            self.commit()
 
     def _encode(
         self, lower: int, upper: int | None, updates: Mapping[str, Sequence[tuple[Any, int, int]]]
@@ -361,21 +398,9 @@ class KafkaSink:
             written[o.name] = count
         return messages, written, marked
 
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
-        else:
-            key = (msg.topic(), msg.partition())
-            if msg.offset() > self._delivered.get(key, -1):
-                self._delivered[key] = msg.offset()
-
-    def _produce_all(self, messages: list[Message]) -> None:
-        producer = self.producer
-        self._delivered.clear()
-        for topic, partition, key, value, headers in self._staged:
-            self._produce(producer, topic, partition, key, value, headers)
+    def _produce_all(self, producer: Producer, messages: list[Message], on_delivery: Any) -> None:
         for topic, partition, key, value, headers in messages:
-            self._produce(producer, topic, partition, key, value, headers)
+            self._produce(producer, topic, partition, key, value, headers, on_delivery)
 
     def _produce(
         self,
@@ -385,8 +410,9 @@ class KafkaSink:
         key: bytes | None,
         value: bytes,
         headers: list[tuple[str, bytes]] | None,
+        on_delivery: Any,
     ) -> None:
-        kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
+        kwargs: dict[str, Any] = {"on_delivery": on_delivery}
         if partition is not None:
             kwargs["partition"] = partition
         if key is not None:
@@ -407,20 +433,33 @@ class KafkaSink:
                 producer.poll(0.05)
 
     def _commit(
-        self,
-        messages: list[Message],
-        offsets: list[TopicPartition] | None,
-        *,
-        what: str,
-    ) -> None:
+        self, window: Window, offsets: list[TopicPartition] | None, consumer: Consumer | None
+    ) -> tuple[Window, dict[tuple[str, int], int], str]:
+        """Commit ``window`` (in the committer's thread: it changes none of the sink's state):
+        its staged dead letters and messages, and the input ``offsets``, retrying an abortable
+        failure under a new incarnation. Returns the window, the offset of the last message
+        delivered per partition, and the incarnation that committed it."""
         producer = self.producer
-        consumer = self._offset_committer() if offsets else None
+        what = window.describe()
+        messages = window.extra["staged"] + window.items
+        incarnation = self.incarnation
         for attempt in range(1, self.max_attempts + 1):
+            delivered: dict[tuple[str, int], int] = {}
+            errors: list[str] = []
+
+            def on_delivery(err: Any, msg: Any) -> None:
+                if err is not None:
+                    errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+                else:
+                    key = (msg.topic(), msg.partition())
+                    if msg.offset() > delivered.get(key, -1):
+                        delivered[key] = msg.offset()
+
             try:
                 timeout = self.transaction_timeout
                 if self.transactional:
                     producer.begin_transaction()
-                    self._produce_all(messages)
+                    self._produce_all(producer, messages, on_delivery)
                     if offsets and consumer is not None:
                         group = consumer.consumer_group_metadata()
                         self._bounded(lambda: producer.send_offsets_to_transaction(offsets, group, timeout),
@@ -428,7 +467,7 @@ class KafkaSink:
                     self._bounded(lambda: producer.commit_transaction(timeout), "commit_transaction",
                                   f"publishing {what}")
                 else:
-                    self._produce_all(messages)
+                    self._produce_all(producer, messages, on_delivery)
                     remaining = self._bounded(lambda: producer.flush(timeout), "flush", f"publishing {what}")
                     if remaining:
                         raise KafkaClientError(f"publishing {what}: {remaining} messages not delivered in {timeout:g} s "
@@ -436,14 +475,9 @@ class KafkaSink:
                     if offsets and consumer is not None:
                         self._bounded(lambda: consumer.commit(offsets=offsets, asynchronous=False), "commit",
                                       f"publishing {what}: committing the input offsets")
-                if self._errors:
-                    errors, self._errors = self._errors, []
+                if errors:
                     raise KafkaClientError(f"publishing {what}: {len(errors)} deliveries failed, first: {errors[0]}")
-                self._staged.clear()
-                self._staged_since = None
-                self._last.update(self._delivered)
-                self._delivered.clear()
-                return
+                return window, delivered, incarnation
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
                 abortable = self.transactional and error is not None and error.txn_requires_abort()
@@ -459,9 +493,9 @@ class KafkaSink:
                 except KafkaException as abort_exc:
                     raise KafkaClientError(f"publishing {what} (attempt {attempt}): {exc}; aborting the transaction "
                                      f"failed too: {abort_exc}") from abort_exc
-                self._errors.clear()
-                self.incarnation = uuid.uuid4().hex[:16]
-                messages = self._reincarnate(messages)
+                incarnation = uuid.uuid4().hex[:16]
+                messages = self._reincarnate(messages, incarnation)
+        raise AssertionError("unreachable")  # the last attempt returned or raised
 
     def _offset_committer(self) -> Consumer:
         """The consumer (of ``group_id``, assigned nothing) that commits input offsets."""
@@ -470,6 +504,7 @@ class KafkaSink:
             self._committer = Consumer(client_config(self._kafka_options, role, who="offset committer"))
         return self._committer
 
-    def _reincarnate(self, messages: list[Message]) -> list[Message]:
-        """The same messages naming the new incarnation (a consumer must not mix attempts)."""
-        return [self._encoders[m[0]].restamp(m, self.incarnation) for m in messages]
+    def _reincarnate(self, messages: list[Message], incarnation: str) -> list[Message]:
+        """The same messages naming a new ``incarnation`` (a consumer must not mix attempts; dead
+        letters, which name none, stay as they are)."""
+        return [self._encoders[m[0]].restamp(m, incarnation) if m[0] in self._encoders else m for m in messages]

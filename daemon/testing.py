@@ -33,7 +33,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 
-from .commits import CommitWindow
+from .commits import Committer, CommitWindow, Window
 from .deadletter import DeadLetter, DeadLetterWriter, decode_dead_letter
 from .exceptions import OptionsError
 from .io import Offsets, Update
@@ -243,13 +243,17 @@ class ListSink:
 
     ``outputs``: `OutputSpec`\\ s or output names; ``dead_letter_topic`` None: no dead letters
     (bad input is counted and dropped, as with a Kafka worker without a dead-letter topic).
-    ``fail_next`` set to an exception makes the next commit raise it and commit nothing.
     ``commit_interval``: as `sink.KafkaSink`'s (`commits.CommitWindow`): published epochs reach
-    ``epochs`` when their commit lands.
+    ``epochs`` when their commit lands. Commits run in the worker's thread, so a test sees each
+    one land as it happens; with ``background=True`` they run in a thread of their own while the
+    worker computes the next epochs, as the Kafka sink's do: ``gate`` set to an unset
+    `threading.Event` then makes a commit wait until it is set (a slow broker). ``fail_next`` set
+    to an exception makes the next commit raise it and commit nothing. ``transactions`` lists, per commit that
+    landed, the ``(lower, upper)`` of its epochs.
     """
 
     def __init__(self, outputs: Sequence[OutputSpec | str], *, dead_letter_topic: str | None = "dead-letters",
-                 stats: Stats | None = None, commit_interval: float = 0.0) -> None:
+                 stats: Stats | None = None, commit_interval: float = 0.0, background: bool = False) -> None:
         if not outputs:
             raise OptionsError("ListSink: no outputs given")
         self.outputs = [o if isinstance(o, OutputSpec) else OutputSpec(o, o) for o in outputs]
@@ -260,9 +264,13 @@ class ListSink:
         self.epochs: list[Epoch] = []
         self.committed: dict[tuple[str, int], int] = {}
         self.dead: list[DeadLetter] = []
+        self.transactions: list[list[tuple[int, int | None]]] = []
         self.fail_next: BaseException | None = None
+        self.gate: threading.Event | None = None
         self.commits = 0  # commits that landed (epochs, dead letters or both)
         self._window = CommitWindow(commit_interval)
+        self._commits = Committer("ddflow-list-commit", background=background)
+        self._inflight = 0  # epochs in the commit in flight
         self.opened = self.closed = 0
         self._staged: list[bytes] = []
         self._staged_since: float | None = None
@@ -277,6 +285,11 @@ class ListSink:
         return {"frontier": self.frontier, "finals": {}, "starts": {}}
 
     def close(self) -> None:
+        if self._commits.busy:
+            try:
+                self._commits.result(timeout=60)
+            except Exception:  # the worker failed already; this commit's failure is not the news
+                pass
         self.closed += 1
 
     def _stage(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
@@ -292,30 +305,54 @@ class ListSink:
             self.commit()
 
     def commit(self) -> bool:
+        landed = self._commits.busy and self._collect()
         if not self._window.epochs and not self._staged:
-            return False
-        if self.fail_next is not None:
-            error, self.fail_next = self.fail_next, None
-            raise error
-        self.dead.extend(decode_dead_letter(v) for v in self._staged)
-        self._staged.clear()
-        self._staged_since = None
-        for epoch in self._window.items:
+            return landed
+        self._start()
+        return self._collect()
+
+    def maybe_commit(self) -> bool:
+        landed = self._commits.busy and self._commits.done() and self._collect()
+        if not self._commits.busy and self._window.due():
+            self._start()
+            if self._commits.done():  # it ran in this thread (or was that quick)
+                landed = self._collect()
+        return landed
+
+    def _start(self) -> None:
+        window = self._window.take()
+        window.extra["staged"], self._staged, self._staged_since = self._staged, [], None
+        self._inflight = window.epochs
+
+        def commit() -> Window:  # in the committer's thread: waits for the gate, may fail
+            gate = self.gate
+            if gate is not None:
+                gate.wait()
+            if self.fail_next is not None:
+                error, self.fail_next = self.fail_next, None
+                raise error
+            return window
+
+        self._commits.start(commit)
+
+    def _collect(self) -> bool:
+        window = self._commits.result()
+        self._inflight = 0
+        self.dead.extend(decode_dead_letter(v) for v in window.extra["staged"])
+        for epoch in window.items:
             self.epochs.append(epoch)
             self.committed.update(epoch.offsets)
             for name, ups in epoch.updates.items():
                 ostats = self.stats.output(name)
                 ostats.updates += len(ups)
                 ostats.frontier = epoch.upper
-        self._window.clear()
+        if window.items:
+            self.transactions.append([(e.lower, e.upper) for e in window.items])
         self.commits += 1
         return True
 
-    def maybe_commit(self) -> bool:
-        return self._window.due() and self.commit()
-
     def pending(self) -> int:
-        return self._window.epochs
+        return self._window.epochs + self._inflight
 
     def publish(self, lower: int, upper: int | None, updates: Mapping[str, Sequence[Update]], *,
                 offsets: Offsets | None = None) -> dict[str, int]:
@@ -325,8 +362,7 @@ class ListSink:
             raise OptionsError(f"publishing epoch [{lower}, {upper}): unknown outputs {sorted(unknown)}")
         epoch = Epoch(lower, upper, {n: list(updates.get(n, ())) for n in names}, dict(offsets or {}))
         self._window.add(lower, upper, [epoch], offsets)
-        if self._window.due():
-            self.commit()
+        self.maybe_commit()
         return {name: len(ups) for name, ups in epoch.updates.items()}
 
     @property

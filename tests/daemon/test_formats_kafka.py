@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from ddflow.daemon.commits import Window
 from ddflow.daemon.deadletter import DeadLetterWriter, decode_dead_letter
 from ddflow.daemon.exceptions import OptionsError
 from ddflow.daemon.results import ResultClient, read_final_frontiers
@@ -110,7 +111,7 @@ def test_aborted_and_re_sent_epochs_count_once_and_restarts_resume(kafka_options
     messages, _, _ = sink._encode(10, 20, {"out": good[1][2]})
     data = [m for m in messages if m[0] == topic]
     sink.incarnation = "aborted-complete"
-    for attempt in (data[: len(data) // 2] + [junk], sink._reincarnate(messages)):
+    for attempt in (data[: len(data) // 2] + [junk], sink._reincarnate(messages, sink.incarnation)):
         producer.begin_transaction()
         for t, p, key, value, headers in attempt:
             producer.produce(t, value, key=key, headers=headers, **({} if p is None else {"partition": p}))
@@ -118,9 +119,9 @@ def test_aborted_and_re_sent_epochs_count_once_and_restarts_resume(kafka_options
         producer.abort_transaction(10)
     messages, _, _ = sink._encode(10, 20, {"out": good[1][2]})
     sink.incarnation = "second-attempt"
-    retried = sink._reincarnate(messages)
+    retried = sink._reincarnate(messages, sink.incarnation)
     assert all(b"second-attempt" in (m[4][0][1] if m[4] else m[3]) for m in retried)
-    sink._commit(retried, None, what="a retried epoch")
+    sink._commit(Window(retried, lower=10, upper=20, epochs=1, extra={"staged": []}), None, None)
     sink.close()
     assert read_final_frontiers([topic], kafka_options, formats={topic: (fmt, progress)}) == {topic: [20, 20]}
     # a restarted sink reads the topics back and publishes only what is not final yet
