@@ -28,7 +28,7 @@ def check_config(path: Path, env: dict[str, str]) -> tuple[int, str]:
 
 
 def test_every_deploy_config_is_found() -> None:
-    assert set(CONFIGS) == {SYSTEMD / "ddflow.toml", KUBERNETES / "base" / "ddflow.toml",
+    assert set(CONFIGS) == {SYSTEMD / "ddflow.toml", SYSTEMD / "workers.toml", KUBERNETES / "base" / "ddflow.toml",
                             KUBERNETES / "overlays" / "example" / "ddflow.toml"}
 
 
@@ -39,7 +39,8 @@ def test_config_passes_check_config(path: Path) -> None:
     assert output.startswith(f"ok: {path}") and "dataflow builds outputs" in output
 
 
-@pytest.mark.parametrize("path", [SYSTEMD / "ddflow.toml", KUBERNETES / "overlays" / "example" / "ddflow.toml"],
+@pytest.mark.parametrize("path", [SYSTEMD / "ddflow.toml", SYSTEMD / "workers.toml",
+                                  KUBERNETES / "overlays" / "example" / "ddflow.toml"],
                          ids=lambda p: str(p.relative_to(DEPLOY)))
 def test_missing_credentials_are_named(path: Path) -> None:
     code, output = check_config(path, {"KAFKA_SASL_USERNAME": "ddflow"})
@@ -71,6 +72,7 @@ def test_the_stop_timeout_fits_inside_the_supervisors_stop_timeouts() -> None:
     systemd_stop = int(last(unit("ddflow.service"), "Service", "TimeoutStopSec").rstrip("s"))
     assert load_config(SYSTEMD / "ddflow.toml").worker.stop_timeout_ns / 1e9 + 5 <= systemd_stop
     assert last(unit("ddflow@.service"), "Service", "TimeoutStopSec") == f"{systemd_stop}s"
+    assert last(unit("ddflow-worker@.service"), "Service", "TimeoutStopSec") == f"{systemd_stop}s"
     statefulset = yaml.safe_load((KUBERNETES / "base" / "statefulset.yaml").read_text())
     grace = statefulset["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     for path in (KUBERNETES / "base" / "ddflow.toml", KUBERNETES / "overlays" / "example" / "ddflow.toml"):

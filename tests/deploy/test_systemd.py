@@ -14,7 +14,7 @@ import pytest
 
 from deploy_support import SYSTEMD, last, run, unit
 
-UNITS = ["ddflow.service", "ddflow@.service"]
+UNITS = ["ddflow.service", "ddflow@.service", "ddflow-worker@.service"]
 INSTALLED_BINARY = "/opt/ddflow/bin/ddflow"  # where the README's install note puts the entry point
 HARDENING = {
     "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes",
@@ -54,7 +54,8 @@ def verify(path: Path) -> tuple[int, str]:
 
 # -- systemd's own checks --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ddflow.service", "ddflow@.service", "ddflow@worker-1.service"])
+@pytest.mark.parametrize("name", ["ddflow.service", "ddflow@.service", "ddflow@worker-1.service",
+                                  "ddflow-worker@.service", "ddflow-worker@1.service"])
 def test_systemd_analyze_verify_is_clean(installed_units: Path, name: str) -> None:
     code, complaints = verify(installed_units / name)
     assert code == 0 and complaints == "", complaints
@@ -67,7 +68,7 @@ def test_verify_reports_a_bad_unit(tmp_path: Path) -> None:
     assert "restart specifier" in complaints and "PrivateTmpp" in complaints
 
 
-@pytest.mark.parametrize("name", ["ddflow.service", "ddflow@worker-1.service"])
+@pytest.mark.parametrize("name", ["ddflow.service", "ddflow@worker-1.service", "ddflow-worker@1.service"])
 def test_offline_security_review_rates_the_units_ok(installed_units: Path, name: str) -> None:
     result = run([systemd_analyze(), "security", "--offline=true", f"--threshold={MAX_EXPOSURE}",
                   str(installed_units / name)], cwd=installed_units)
@@ -85,10 +86,13 @@ def test_unit_runs_ddflow_run_as_an_unprivileged_service(name: str) -> None:
     u = unit(name)
     argv = shlex.split(last(u, "Service", "ExecStart"))
     assert argv[0] == INSTALLED_BINARY
-    args = build_parser(environ={}).parse_args(argv[1:])
+    args = build_parser(environ={}).parse_args([a.replace("%i", "7") if a == "%i" else a for a in argv[1:]])
     assert args.command == "run"
-    instance = "%i" if "@" in name else "ddflow"
-    assert args.config == f"/etc/ddflow/{instance}.toml"
+    instance = "%i" if name == "ddflow@.service" else "ddflow"
+    if name == "ddflow-worker@.service":  # worker %i of the one config's workers.count
+        assert (args.config, args.worker_index) == ("/etc/ddflow/workers.toml", 7) and "%i" in argv
+    else:
+        assert args.config == f"/etc/ddflow/{instance}.toml" and args.worker_index is None
     assert last(u, "Service", "User") == last(u, "Service", "Group") == "ddflow"
     assert last(u, "Service", "Restart") == "on-failure"
     assert last(u, "Service", "KillSignal") == "SIGTERM"
@@ -97,7 +101,7 @@ def test_unit_runs_ddflow_run_as_an_unprivileged_service(name: str) -> None:
     for key, value in HARDENING.items():
         assert last(u, "Service", key) == value, key
     state = last(u, "Service", "StateDirectory")
-    assert state == ("ddflow/%i" if "@" in name else "ddflow")
+    assert state == {"ddflow.service": "ddflow", "ddflow@.service": "ddflow/%i"}.get(name, "ddflow/worker-%i")
     assert last(u, "Service", "WorkingDirectory") == f"/var/lib/{state}"
 
 
@@ -130,3 +134,29 @@ def test_example_config_fits_the_unit(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in example_env.items():
         monkeypatch.setenv(name, value)
     assert config.client_options()["sasl.password"] == example_env["KAFKA_SASL_PASSWORD"]
+
+
+def test_worker_template_differs_from_the_config_template_only_by_what_makes_a_worker() -> None:
+    per_config, per_worker = unit("ddflow@.service"), unit("ddflow-worker@.service")
+    differing = {key for key in per_config.keys() | per_worker.keys() if per_config.get(key) != per_worker.get(key)}
+    assert differing == {("Unit", "Description"), ("Service", "ExecStart"), ("Service", "EnvironmentFile"),
+                         ("Service", "StateDirectory"), ("Service", "WorkingDirectory")}
+    # the worker's own env file is required: without it two workers would take the same metrics port
+    assert per_worker[("Service", "EnvironmentFile")] == ["-/etc/ddflow/ddflow.env", "/etc/ddflow/worker-%i.env"]
+
+
+def test_worker_example_config_and_env_fit_the_worker_template() -> None:
+    from ddflow.config import load_config, parse_address
+    from ddflow.daemon.cli import build_parser
+    from ddflow.daemon.identity import worker_identity
+
+    config = load_config(SYSTEMD / "workers.toml")
+    assert config.workers.count >= 2 and config.workers.index is None  # the unit gives the index
+    argv = shlex.split(last(unit("ddflow-worker@.service"), "Service", "ExecStart"))
+    env = dict(ln.split("=", 1) for ln in (SYSTEMD / "worker.env.example").read_text().splitlines()
+               if ln and ln[0] != "#")
+    assert set(env) == {"DDFLOW_METRICS_ADDRESS"}
+    for i in range(config.workers.count):  # what `systemctl start ddflow-worker@I` parses
+        args = build_parser(environ=env).parse_args([a.replace("%i", str(i)) for a in argv[1:]])
+        assert worker_identity(config, args.worker_index) == (i, config.workers.count)
+        assert parse_address(args.metrics_address)[0] == "127.0.0.1"
