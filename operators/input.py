@@ -13,7 +13,7 @@ from .errors import DiffError, GraphError, ShapeError, TimeError
 from .frontier import Antichain
 from .graph import Node, Scope
 from .lattice import T_MAX, T_MIN
-from .traces.batch import Updates
+from .traces.batch import Updates, concat
 
 
 def check_time(time: object, what: str = "time") -> int:
@@ -109,6 +109,7 @@ class InputSession:
         self.collection = collection
         self.name = node.name
         self._frontier: int | None = T_MIN  # None once closed
+        self._state: InputState | None = None
 
     @property
     def frontier(self) -> Antichain:
@@ -191,3 +192,61 @@ class InputSession:
     def close(self) -> None:
         """Promise no more updates at all: the input stops holding the dataflow's frontier back."""
         self._frontier = None
+
+    def state(self) -> InputState:
+        """This input's updates accumulated in the engine (`InputState`), made on the first call,
+        which must come before the dataflow first runs."""
+        if self._state is None:
+            self._state = InputState(self)
+        return self._state
+
+
+class InputState:
+    """An input's updates accumulated in the engine, for whoever must save them (a checkpoint).
+
+    Made by `InputSession.state` before the dataflow first runs: an arrangement of the session's
+    own updates (before any exchange: what this dataflow was given), whose trace compacts to the
+    input frontier, so it holds each record once with its count, not its history. `read` gives
+    the input at the frontier the dataflow last ran to: ``base``, the collection accumulated over
+    every time before it, and ``pending``, the updates given at later times (they wait in the
+    arrangement for their time). Nothing else keeps a copy of the input for this.
+    """
+
+    def __init__(self, session: InputSession) -> None:
+        from .nodes.arrange import Arrange
+
+        node = session._node
+        self.name = session.name
+        self._node = node
+        self._arrange = Arrange(node.scope, by_self=True, name=f"{session.name}.state")
+        node.connect(self._arrange)
+
+    @property
+    def frontier(self) -> int:
+        """The frontier the dataflow last ran to: ``base`` holds every time before it."""
+        return int(self._arrange.trace.upper.elements[0][0]) if self._arrange.trace.upper.elements else T_MAX
+
+    def base_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, counts)``: the interned records accumulated before `frontier`, each once, counts
+        non-zero. Raises :class:`DiffError` naming the record when a count is outside int64."""
+        u = self._arrange.trace.contents()
+        times = np.zeros((len(u), 1), dtype=np.int64)
+        try:
+            acc = Updates((u.data[0],), times, u.diffs).consolidate()
+        except DiffError as exc:
+            record = self._node.interner.value(exc.record_ids[0]) if exc.record_ids else None
+            raise DiffError(f"input {self.name!r}: the count of {record!r} before time {self.frontier} is outside "
+                            "int64", record_ids=exc.record_ids, operator=self.name) from exc
+        return acc.data[0], acc.diffs
+
+    def read(self) -> tuple[list, np.ndarray, list[tuple[object, int, int]]]:
+        """``(records, counts, pending)``: the input at `frontier` (see the class docstring), the
+        records as values; ``pending`` as consolidated ``(record, time, diff)``."""
+        ids, counts = self.base_ids()
+        interner = self._node.interner
+        buffered = [u for u in self._arrange.buffers[0] if len(u)]
+        pending: list[tuple[object, int, int]] = []
+        if buffered:
+            later = concat(buffered).consolidate()
+            pending = list(zip(interner.value_list(later.data[0]), later.times[:, 0].tolist(), later.diffs.tolist()))
+        return interner.value_list(ids), counts, pending
