@@ -1,9 +1,9 @@
 """Checkpoints: the worker's input collections written as snapshots at epoch boundaries.
 
 A checkpoint is a `snapshot` whose frontier ``F`` is the upper bound of the epoch just published:
-per input, the collection accumulated over every time ``< F`` (`InputState.base`, folded epoch by
-epoch, zero counts dropped), the updates already read at times ``>= F`` (`InputState.pending`),
-and the next offset of every input partition. Restoring it and replaying the inputs from those
+per input, the collection accumulated over every time ``< F`` (`InputState.records` and
+``counts``, as the engine holds the input at ``F``), the updates already read at times ``>= F``
+(`InputState.pending`), and the next offset of every input partition. Restoring it and replaying the inputs from those
 offsets rebuilds exactly the state the worker had, so the recomputed outputs equal the ones
 published before the crash (which the sink then does not publish again).
 
@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .exceptions import OptionsError, SnapshotError
 from .snapshot import Column, Snapshot, SnapshotWriter
 
@@ -36,44 +38,35 @@ CHECKPOINT_PREFIX = "checkpoint-"
 _NAME = re.compile(r"^checkpoint-(\d{10})$")
 
 Update = tuple[Any, int, int]
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class InputState:
-    """One input's collection as a checkpoint needs it: ``base`` accumulated below the frontier
-    (record -> count, never 0) and ``pending`` updates at times not yet complete."""
+    """One input's collection as a checkpoint holds it: ``records`` with their ``counts`` (the
+    collection accumulated below the frontier, each record once, counts non-zero int64s) and
+    ``pending`` updates at times not yet complete. A worker reads it from the engine
+    (`ddflow.operators.input.InputState.read`) when a checkpoint is due."""
 
-    def __init__(self, base: Mapping[Any, int] | None = None, pending: Iterable[Update] = ()) -> None:
-        self.base: dict[Any, int] = dict(base or {})
+    def __init__(self, records: Sequence[Any] = (), counts: Any = None,
+                 pending: Iterable[Update] = ()) -> None:
+        self.records = list(records)
+        self.counts = np.asarray(counts if counts is not None else [], dtype=np.int64)
+        if len(self.counts) != len(self.records):
+            raise OptionsError(f"InputState: {len(self.records)} records, {len(self.counts)} counts")
         self.pending: list[Update] = list(pending)
 
-    def feed(self, updates: Sequence[Update]) -> None:
-        self.pending.extend(updates)
+    @classmethod
+    def of(cls, base: Mapping[Any, int], pending: Iterable[Update] = ()) -> InputState:
+        """The state of record -> count ``base`` (zero counts left out) and ``pending`` updates."""
+        kept = {r: c for r, c in base.items() if c}
+        return cls(list(kept), list(kept.values()), pending)
 
-    def fold(self, upper: int) -> None:
-        """Move the pending updates at times ``< upper`` into ``base`` (an epoch closed). Raises
-        ``OverflowError`` naming the record and time when a count would leave int64 (a checkpoint
-        stores counts as int64); the state is then unusable."""
-        if not self.pending:
-            return
-        base = self.base
-        later = []
-        for update in self.pending:
-            record, t, diff = update
-            if t < upper:
-                count = base.get(record, 0) + diff
-                if not _INT64_MIN <= count <= _INT64_MAX:
-                    raise OverflowError(f"the count of {record!r} would be {count} at time {t}: outside int64")
-                if count:
-                    base[record] = count
-                else:
-                    del base[record]
-            else:
-                later.append(update)
-        self.pending = later
+    @property
+    def base(self) -> dict[Any, int]:
+        """record -> count (built on each call)."""
+        return dict(zip(self.records, self.counts.tolist(), strict=True))
 
     def __len__(self) -> int:
-        return len(self.base)
+        return len(self.records)
 
 
 class CheckpointStore:
@@ -140,7 +133,7 @@ class CheckpointStore:
                                 shards=self.shards, origin="checkpoint")
         with writer:
             for name, topic, columns, state, offsets in inputs:
-                writer.add_input(name, topic, columns, state.base, state.pending, offsets)
+                writer.add_input(name, topic, columns, state.records, state.pending, offsets, counts=state.counts)
             path = writer.commit(extra)
         snapshot = Snapshot.open(path)
         contents = ", ".join(f"{e.name}: {e.base_rows} records + {e.pending_rows} pending"

@@ -15,11 +15,13 @@ and its ``pending`` updates at their own times, and one epoch ``[MIN_TIME, F)`` 
 output accumulated at ``F``: the sink drops it when the result topic already holds it (a restored
 checkpoint) and publishes it otherwise (a backfill); the live diffs follow.
 
-`Recovery` also keeps what the next checkpoint needs (`checkpoint.InputState` per input, and in
-the manifest's ``extra`` each input partition's frontier, so a replay judges late updates as
-before, and each result partition's position, so a restart reads only what follows it), writes
-a checkpoint every ``interval`` seconds at an epoch boundary - in a background thread, from a
-copy of the state, so epochs go on meanwhile - and keeps the reclock bindings of
+`Recovery` writes a checkpoint every ``interval`` seconds at an epoch boundary: each input as the
+engine holds it (`attach`: the inputs' `ddflow.operators.input.InputState`, an arrangement of each
+input compacted to its frontier, read when a checkpoint is due; the daemon keeps no copy of its
+own), and in the manifest's ``extra`` each input partition's frontier, so a replay judges late
+updates as before, and each result partition's position, so a restart reads only what follows it.
+The state is read in the worker's thread and written in a background thread, so epochs go on
+meanwhile. It also keeps the reclock bindings of
 reclocked inputs (`reclock`) under ``<directory>/reclock/<topic>.log`` and the partition floors of
 the others (`floors`) under ``<directory>/floors/<topic>.log``, dropping what no kept checkpoint
 needs once a checkpoint is written. A checkpoint a crash interrupts is lost (the one before is
@@ -37,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
 from .checkpoint import CheckpointStore, InputState
@@ -50,6 +53,8 @@ from .source import InputSpec
 __all__ = ["Recovery", "SnapshotLoader", "check_offsets"]
 
 log = logging.getLogger("ddflow.daemon.recovery")
+
+_INT64_MAX = (1 << 63) - 1
 
 Loaded = dict[str, tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]]
 
@@ -118,7 +123,8 @@ class Recovery:
         self.store = None if directory is None else CheckpointStore(directory, keep=keep, shards=shards)
         if self.store is not None:
             prepare_writes()  # not in the first background write, which a crash soon after start would lose
-        self.states: dict[str, InputState] = {spec.name: InputState() for spec in inputs} if self.store else {}
+        self.states: dict[str, Any] = {}  # input name -> the engine's InputState (`attach`)
+        self._bounds: dict[str, int] = {}  # input name -> the sum of |diff| fed, a bound of any count
         self.bindings: dict[str, ReclockBindings] = {}
         self.floors: dict[str, FloorLog] = {}
         if self.store is not None:
@@ -233,19 +239,6 @@ class Recovery:
     def load(self, snapshot: Snapshot) -> SnapshotLoader:
         return SnapshotLoader(snapshot, list(snapshot.inputs))
 
-    def adopt(self, name: str, base: Sequence[tuple[Any, int]], pending: Sequence[tuple[Any, int, int]]) -> None:
-        """Start an input's checkpoint state from what a snapshot held."""
-        state = self.states.get(name)
-        if state is None:
-            return
-        for record, diff in base:
-            count = state.base.get(record, 0) + diff
-            if count:
-                state.base[record] = count
-            else:
-                state.base.pop(record, None)
-        state.pending.extend(pending)
-
     # -- checkpointing --------------------------------------------------------------------------
 
     def restarted_timer(self) -> None:
@@ -259,39 +252,55 @@ class Recovery:
             return self.written[-1].frontier
         return None if self.restored is None else self.restored.frontier
 
-    def feed(self, name: str, updates: Sequence[tuple[Any, int, int]]) -> None:
-        state = self.states.get(name)
-        if state is not None:
-            state.feed(updates)
+    def attach(self, states: Mapping[str, Any]) -> None:
+        """The engine's state of each input (`ddflow.operators.input.InputState`, input name ->
+        state), which checkpoints read."""
+        self.states = dict(states)
+        self._bounds = {name: 0 for name in self.states}
+
+    def fed(self, name: str, diffs: Any) -> None:
+        """The worker fed ``diffs`` (an int64 array) to input ``name``: no count of it can now be
+        larger in magnitude than the sum of every |diff| fed (what `check` relies on)."""
+        if name not in self._bounds or not len(diffs):
+            return
+        largest = max(-int(diffs.min()), int(diffs.max()))
+        if largest < 1 << 31 and len(diffs) < 1 << 31:  # the int64 sum is exact
+            self._bounds[name] += int(np.abs(diffs).sum())
+        else:
+            self._bounds[name] += sum(abs(d) for d in diffs.tolist())
 
     def on_checkpoint(self, listener: Callable[[Snapshot], None]) -> None:
         """Call ``listener(snapshot)`` (in the worker's thread) after each checkpoint is written."""
         self._listeners.append(listener)
 
-    def fold(self, upper: int) -> None:
-        """Fold the updates at times ``< upper`` into the checkpoint state (before the epoch up to
-        ``upper`` is published). Raises `WorkerError` when an input's count would leave int64."""
+    def check(self, upper: int) -> None:
+        """Before the epoch up to ``upper`` is published: raise `WorkerError` when an input's count
+        at ``upper`` is outside int64, which a checkpoint could not hold. Free while the diffs fed
+        so far cannot add up to that (their magnitudes sum within int64); past that,
+        the engine's state of the input is consolidated at each epoch."""
+        from ..operators.errors import DiffError  # loaded with the dataflow already
+
         if self.store is None:
             return
         for name, state in self.states.items():
+            if self._bounds.get(name, 0) <= _INT64_MAX:
+                continue
             try:
-                state.fold(upper)
-            except OverflowError as exc:
-                raise WorkerError(f"input {name!r}: {exc}") from exc
+                state.base_ids()
+            except DiffError as exc:  # the engine names the input and the record
+                raise WorkerError(str(exc)) from exc
 
     def epoch_published(
         self, upper: int, next_offsets: Mapping[tuple[str, int], int], *, force: bool = False,
         extra: Callable[[], Mapping[str, Any]] | None = None, before_write: Callable[[], None] | None = None,
     ) -> None:
-        """Fold the epoch into the checkpoint state; start writing a checkpoint at ``upper`` in the
-        background if one is due and none is being written (``force``: write it now and wait).
+        """Start writing a checkpoint at ``upper`` in the background if one is due and none is
+        being written (``force``: write it now and wait).
         ``before_write()`` runs first when one is written (the sink commits what it holds: a
         checkpoint never gets ahead of the published outputs); ``extra()`` then gives what else the
         checkpoint's manifest records."""
         if self.store is None:
             return
-        for state in self.states.values():
-            state.fold(upper)
         self.collect()
         if force or (self._writer is None and self._monotonic() - self._last >= self.interval):
             if before_write is not None:
@@ -300,19 +309,26 @@ class Recovery:
 
     def checkpoint(self, frontier: int, next_offsets: Mapping[tuple[str, int], int], *,
                    wait: bool = True, extra: Mapping[str, Any] | None = None) -> Snapshot | None:
-        """Write a checkpoint at ``frontier`` of the state folded so far: now (``wait``; returns it)
-        or in a background thread from a copy of the state (`finish` collects it). ``extra`` goes
-        into the manifest (e.g. ``{"progress": ...}``, JSON-ready)."""
+        """Write a checkpoint at ``frontier``, the frontier the dataflow last ran to, of the inputs
+        as the engine holds them (read here, in the worker's thread): now (``wait``; returns it) or
+        in a background thread (`finish` collects it). ``extra`` goes into the manifest (e.g.
+        ``{"progress": ...}``, JSON-ready)."""
         if self.store is None:
             raise OptionsError("writing a checkpoint: no checkpoint directory is configured")
         self.finish()
         self._last = self._monotonic()
         inputs = []
         for spec in self.inputs:
-            state = self.states[spec.name]
+            engine = self.states.get(spec.name)
+            if engine is None:
+                raise OptionsError(f"writing a checkpoint: the worker attached no state for input {spec.name!r}")
+            if engine.frontier != frontier:
+                raise RecoveryError(f"writing a checkpoint at {frontier}: input {spec.name!r} was last run to "
+                                    f"{engine.frontier}")
+            records, counts, pending = engine.read()
             offsets = {p: o for (topic, p), o in next_offsets.items() if topic == spec.topic}
-            copy = InputState(state.base, state.pending)  # the worker goes on folding into the original
-            inputs.append((spec.name, spec.topic, columns_for_fields(spec.fields), copy, offsets))
+            state = InputState(records, counts, pending)
+            inputs.append((spec.name, spec.topic, columns_for_fields(spec.fields), state, offsets))
         store = self.store
         extra = dict(extra or {})
         if wait:

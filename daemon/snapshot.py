@@ -233,11 +233,22 @@ class SnapshotWriter:
         base: Mapping[Any, int] | Iterable[tuple[Any, int]],
         pending: Iterable[tuple[Any, int, int]] = (),
         offsets: Mapping[int, int] | None = None,
+        *,
+        counts: np.ndarray | None = None,
     ) -> InputEntry:
         """Add an input from its accumulated ``base`` and its ``pending`` updates at times
         ``>= frontier``. ``base``: a mapping record -> count (taken as consolidated: each record
-        once; zero counts are skipped) or (record, diff) pairs (consolidated here)."""
-        if isinstance(base, Mapping):
+        once; zero counts are skipped), (record, diff) pairs (consolidated here), or with
+        ``counts`` (int64, one per record) the records, each once, of those counts."""
+        if counts is not None:
+            records = list(base)  # type: ignore[arg-type]
+            diffs = np.asarray(counts, dtype=np.int64)
+            if len(diffs) != len(records):
+                raise SnapshotError(f"snapshot input {name!r}: {len(records)} records but {len(diffs)} counts")
+            if not diffs.all():
+                keep = np.flatnonzero(diffs)
+                records, diffs = [records[i] for i in keep.tolist()], diffs[keep]
+        elif isinstance(base, Mapping):
             records = list(base)
             diffs = np.fromiter(base.values(), dtype=np.int64, count=len(records))
             if not diffs.all():

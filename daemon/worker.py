@@ -49,6 +49,8 @@ from dataclasses import replace
 from types import FrameType, TracebackType
 from typing import Any
 
+import numpy as np
+
 from .block import Block
 from .exceptions import KafkaClientError, OptionsError, TopicChanged, WorkerError
 from .kafka import bounded
@@ -167,6 +169,8 @@ class Worker:
                 f"{sorted(produced)}"
             )
         self._captures = {o.name: produced[o.name].capture(history=False) for o in self.output_specs}
+        if self.recovery is not None and self.recovery.enabled:  # checkpoints read the inputs from the engine
+            self.recovery.attach({name: session.state() for name, session in self._sessions.items()})
         self.dataflow = df
         start_offsets, snapshot, bindings, floors = self.start_offsets, None, None, None
         if self.recovery is not None:
@@ -284,7 +288,7 @@ class Worker:
                     f"epoch from {self.frontier}: feeding input {name!r}: {type(exc).__name__}: {exc}"
                 ) from exc
             if self.recovery is not None:
-                self.recovery.feed(name, block.rows())
+                self.recovery.fed(name, block.diffs)
             self._open_times.append(block.times)
             self.open_updates += len(block)
             self._epoch_records += len(block)
@@ -324,13 +328,14 @@ class Worker:
                 if base:
                     records, diffs = zip(*base, strict=True)
                     session.update_many(records, [frontier - 1] * len(records), diffs)
+                    self.recovery.fed(name, np.asarray(diffs, dtype=np.int64))
                 if pending:
                     records, times, diffs = zip(*pending, strict=True)
                     session.update_many(records, times, diffs)
+                    self.recovery.fed(name, np.asarray(diffs, dtype=np.int64))
             except Exception as exc:
                 raise WorkerError(f"loading {loader.snapshot}: feeding input {name!r}: "
                                   f"{type(exc).__name__}: {exc}") from exc
-            self.recovery.adopt(name, base, pending)
             fed += len(base) + len(pending)
         log.info("loaded %s: %d updates in %.3f s; publishing the output at frontier %d", loader.snapshot, fed,
                  loader.seconds or 0.0, frontier)
@@ -382,7 +387,7 @@ class Worker:
                 )
         if self.recovery is not None:
             try:
-                self.recovery.fold(upper)  # the checkpoint state, before anything depends on it
+                self.recovery.check(upper)  # a checkpoint can hold the inputs, before anything depends on it
             except WorkerError as exc:
                 self._refuse(f"epoch [{lower}, {upper}): checkpoint state: {REFUSED}: {exc}", exc)
         self._doing(f"epoch [{lower}, {upper}): publishing")

@@ -22,12 +22,18 @@ SCRIPT = """
 import itertools, json, sys
 from ddflow.daemon.recovery import Recovery
 from ddflow.daemon.source import InputSpec
+from ddflow.operators import Dataflow
 
 spec = InputSpec("a", "t", fields={"key": "int", "val": "int"}, policy="reclock")
 seconds = itertools.count()  # a clock moved by hand: one second per reading, so a checkpoint is due
 recovery = Recovery([spec], {"bootstrap.servers": "127.0.0.1:9"}, directory=sys.argv[1], interval=0.1,
                     monotonic=lambda: next(seconds))
-recovery.feed("a", [((i, i % 7), 1000 + i, 1) for i in range(30)])
+df = Dataflow()
+session = df.new_input("a")
+recovery.attach({"a": session.state()})
+session.update_many([(i, i % 7) for i in range(30)], [1000 + i for i in range(30)], [1] * 30)
+session.advance_to(1010)
+df.run()
 before = set(sys.modules)
 recovery.epoch_published(1010, {("t", 0): 30})  # as after the worker's first epoch: a background write
 assert recovery._writer is not None, "no checkpoint was started in the background"

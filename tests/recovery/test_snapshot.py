@@ -61,10 +61,8 @@ def test_store_keeps_the_newest_and_cleans_interrupted_writes(tmp_path):
     (tmp_path / ".checkpoint-0000000009.tmp-dead").mkdir()  # a write a crash interrupted
     store = CheckpointStore(tmp_path, keep=2, shards=2)
     assert not list(tmp_path.glob(".checkpoint-*"))
-    state = InputState()
     for i in range(1, 5):
-        state.feed([((i,), i * 10, 1), ((i,), i * 10 + 100, 1)])
-        state.fold(i * 10 + 1)
+        state = InputState.of({(j,): 1 for j in range(1, i + 1)}, [((j,), j * 10 + 100, 1) for j in range(1, i + 1)])
         store.write(i * 10 + 1, [("a", "t", columns_for_fields(["k"]), state, {0: i})])
     assert [p.name for p in store.checkpoints()] == ["checkpoint-0000000003", "checkpoint-0000000004"]
     latest = store.latest()
@@ -75,13 +73,12 @@ def test_store_keeps_the_newest_and_cleans_interrupted_writes(tmp_path):
         CheckpointStore(tmp_path, keep=0)
 
 
-def test_input_state_folds_only_complete_times():
-    state = InputState()
-    state.feed([("a", 1, 1), ("b", 5, 2), ("a", 3, -1), ("c", 9, 1)])
-    state.fold(6)
-    assert state.base == {"b": 2} and state.pending == [("c", 9, 1)]
-    state.fold(10)
-    assert state.base == {"b": 2, "c": 1} and state.pending == []
+def test_input_state_holds_records_once_with_non_zero_counts():
+    state = InputState.of({"a": 0, "b": 2, "c": -1}, [("d", 9, 1)])
+    assert state.records == ["b", "c"] and state.counts.tolist() == [2, -1] and state.base == {"b": 2, "c": -1}
+    assert state.pending == [("d", 9, 1)] and len(state) == 2
+    with pytest.raises(OptionsError, match="2 records, 1 counts"):
+        InputState(["a", "b"], [1])
 
 
 def damaged_snapshot(tmp_path, damage):
@@ -127,14 +124,12 @@ def test_refused_checkpoints_do_not_count_against_keep(tmp_path):
     older one, then writes a new one. Pruning must keep the newest valid checkpoint each time, so a
     fourth corruption still leaves one to restore (counting refused ones against ``keep`` once
     left only corrupt checkpoints, and the daemon replayed from offset 0)."""
-    state = InputState()
     frontier = 0
 
     def write(store):
         nonlocal frontier
         frontier += 10
-        state.feed([((frontier,), frontier - 1, 1)])
-        state.fold(frontier)
+        state = InputState.of({(f,): 1 for f in range(10, frontier + 1, 10)})
         return store.write(frontier, [("a", "t", columns_for_fields(["k"]), state, {0: frontier})])
 
     store = CheckpointStore(tmp_path, keep=3, shards=1)
