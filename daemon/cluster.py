@@ -59,6 +59,7 @@ class ClusterWorker(Worker):
         self._interrupted = False  # a stop ended a wait: no more agreements from this process
         self.stop_grace = stop_grace
         self._stop_at: float | None = None
+        self._departed: set[int] = set()  # workers that said they stop (no epoch is agreed without them)
 
     def stop(self) -> None:
         if self._stop_at is None:
@@ -71,9 +72,14 @@ class ClusterWorker(Worker):
         return self._stop_at is not None and time.monotonic() - self._stop_at > self.stop_grace
 
     @property
-    def waiting_on(self) -> tuple[int, ...]:
-        """The workers this one is blocked on right now (empty when not waiting)."""
-        return () if self.transport is None else self.transport.waiting_on
+    def waiting(self) -> tuple[tuple[int, ...], float] | None:
+        """``(workers, seconds)``: the workers this one is blocked on now and for how long it has
+        waited (None when it is not waiting)."""
+        transport = self.transport
+        since = None if transport is None else transport.waiting_since
+        if since is None or transport is None:
+            return None
+        return transport.waiting_on, time.monotonic() - since
 
     def _new_dataflow(self) -> Any:
         from ..operators.workers import worker_dataflow
@@ -123,7 +129,10 @@ class ClusterWorker(Worker):
                 return None
             finally:
                 self.transport.interruptible = False
-            if decision is None or decision.upper is None:
+            if decision is None:
+                return None
+            self._departed = {w for w in decision.stopping if w != self.index}  # the latest agreement's
+            if decision.upper is None:
                 return None
             self._agreed = decision.upper
         upper = self._agreed
@@ -137,8 +146,8 @@ class ClusterWorker(Worker):
         self.source.persist()  # the other workers receive this epoch's updates during the run
 
     def _close_on_stop(self) -> EpochReport | None:
-        if self._interrupted:
-            return None
+        if self._interrupted or (self._departed and self._agreed is None):
+            return None  # a worker that left cannot agree on a last epoch: leave without one
         report = self._maybe_close(force=True)
         while self._agreed is not None and not self._interrupted:  # an agreed epoch its inputs have not reached
             report = self.step() or report

@@ -121,6 +121,7 @@ class KafkaTransport:
         self.sent_messages = 0
         self.waited: dict[int, float] = {}  # seconds this worker spent blocked on each other worker
         self.waiting_on: tuple[int, ...] = ()  # the workers it is blocked on right now
+        self.waiting_since: float | None = None  # monotonic time the current wait began (None: not waiting)
         self.received_messages = 0
 
     # -- topics and generations ----------------------------------------------------------------------
@@ -172,12 +173,14 @@ class KafkaTransport:
             hello = self._write({"kind": "hello", "source": self.index})
             self._assign_agree(hello + 1)
             deadline = time.monotonic() + self.timeout
+            self.waiting_since = time.monotonic()
             while self._announced is None:  # worker 0 answers every hello with its generation
                 self.waiting_on = (0,)
                 try:
                     self._poll(deadline, "joining the workers' generation", (0,))
                 finally:
                     self.waiting_on = ()
+            self.waiting_since = None
             self.generation, self.start = self._announced
             resume = generation == self.generation
         if resume:
@@ -298,6 +301,7 @@ class KafkaTransport:
         self.producer.flush(self.timeout)
         now = time.monotonic()
         deadline = now + self.timeout
+        self.waiting_since = now
         try:
             while not done():
                 blocked = tuple(p for p in missing() if p != self.index)  # not its own round trip
@@ -308,6 +312,7 @@ class KafkaTransport:
                     self.waited[peer] = self.waited.get(peer, 0.0) + (now - then)
         finally:
             self.waiting_on = ()
+            self.waiting_since = None
 
     def _poll(self, deadline: float, what: str, missing: tuple[int, ...]) -> None:
         """Read what the exchange topics hold for this worker (at most one poll's wait)."""

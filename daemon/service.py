@@ -39,6 +39,8 @@ __all__ = ["Service", "make_worker"]
 
 log = logging.getLogger("ddflow.daemon.service")
 
+WAITING_UNREADY_S = 2.0  # a worker blocked this long on the others is not ready (exchange steps take ms)
+
 
 class Service:
     """One daemon built from a ``Config``: the worker, its metrics, and the HTTP endpoints.
@@ -102,6 +104,10 @@ class Service:
             return False, "worker not running"
         if not self.worker.assigned:
             return False, "input partitions not assigned yet"
+        waiting = getattr(self.worker, "waiting", None)  # one worker of several, blocked on others
+        if waiting is not None and waiting[0] and waiting[1] >= WAITING_UNREADY_S:
+            return False, (f"waiting {waiting[1]:.0f} s for workers {list(waiting[0])} (they exit or restart; "
+                           f"workers.wait_timeout {self.config.workers.wait_timeout_ns / 1e9:g} s)")
         if self.stats.epochs < 1:
             return False, "first epoch not completed yet"
         return True, "ready"
