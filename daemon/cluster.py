@@ -101,7 +101,24 @@ class ClusterWorker(Worker):
                  transport.generation, transport.start)
         return df
 
+    def exchange_summary(self) -> dict[str, float]:
+        """What this worker's exchanges cost so far: ``steps`` (every exchange point's steps),
+        ``wait_seconds`` (blocked in them for the others), ``updates_sent``/``updates_received``
+        (updates that crossed to/from other workers) and ``agreements`` on epoch ends."""
+        from ..operators.nodes.exchange import Exchange
+
+        nodes = [n for n in self.dataflow._all_nodes() if isinstance(n, Exchange)] if self.dataflow else []
+        return {"steps": sum(n.seq for n in nodes), "wait_seconds": sum(n.wait_seconds for n in nodes),
+                "updates_sent": sum(n.sent for n in nodes), "updates_received": sum(n.received for n in nodes),
+                "agreements": 0 if self.clock is None else self.clock.agreements}
+
     def close(self) -> None:
+        if self._open and self.dataflow is not None:
+            s = self.exchange_summary()
+            log.info("worker %d of %d: %d exchange steps, mean wait %.0f us per step, %d updates sent and %d "
+                     "received, %d epoch agreements", self.index, self.count, s["steps"],
+                     1e6 * s["wait_seconds"] / max(s["steps"], 1), s["updates_sent"], s["updates_received"],
+                     s["agreements"])
         try:
             super().close()
         finally:

@@ -63,6 +63,11 @@ from .wire import to_record
 __all__ = ["ExchangeTimeout", "GenerationChanged", "Interrupted", "KafkaTransport"]
 
 
+# how long the broker holds a fetch of the exchange topics when there is nothing new: the exchange is
+# on every epoch's critical path (librdkafka's default, 500 ms, would be paid at every step)
+FETCH_WAIT_MS = 1
+
+
 def _bytes(column: np.ndarray) -> bytes:
     """An int64 array as little-endian bytes (row-major)."""
     return np.ascontiguousarray(column, dtype="<i8").tobytes()
@@ -102,9 +107,11 @@ class KafkaTransport:
         self.start: int = 0  # the agree-topic offset where the generation began
         self.incarnation = uuid.uuid4().hex[:12]
         who = f"exchange worker {index}"
-        self.producer = Producer(client_config(kafka_options, {"enable.idempotence": True, "linger.ms": 1}, who=who))
+        self.producer = Producer(client_config(kafka_options, {"enable.idempotence": True, "linger.ms": 1,
+                                                               "socket.nagle.disable": True}, who=who))
         self.consumer = Consumer(client_config(kafka_options, {
             "group.id": f"{prefix}-{run}-{index}", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": FETCH_WAIT_MS, "socket.nagle.disable": True,
         }, who=who))
         self._topics: dict[int, str] = {}
         self._starts: dict[int, int] = {}  # channel -> offset its partition is read from (join)

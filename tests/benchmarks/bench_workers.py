@@ -10,7 +10,20 @@ Every configuration's final output is checked against the plain Dataflow's. With
 workers exchange through Kafka topics (``ddflow.daemon.exchange.KafkaTransport``) on an embedded
 broker instead, which prints the per-step latency of an exchange through the broker.
 
+With ``--daemon`` it runs the dataflows through the daemon instead: ``ddflow run`` processes with
+``[workers] count = 1`` and then 2 (one process per worker) over an embedded broker, on two
+workloads written to a 4-partition input topic before the daemons start (a backlog): count-per-page
+(``--updates`` views ``(user, page)``, default 1,000,000, 1 us apart, a marker every 1 ms, 1 ms
+epochs) and the same sliding-window reachability (``--changes`` changes, default 20,000, at
+E = ``--epoch``, default 10,000 per epoch). Per run: updates (changes) per second from the moment every
+worker is open to the moment the result topic's frontier reaches the end, the ratio to the
+1-worker run of the same invocation, each process's CPU seconds, and for 2 workers the exchange
+steps, the mean wait per step (the per-round exchange latency) and the updates that crossed
+workers, from the workers' logs. Results are checked: the counts per page against a count of the
+input, reachability against the 1-worker run.
+
     .venv/bin/python tests/benchmarks/bench_workers.py [--nodes 1000 --edges 2000 --changes 1000 --epoch 100] [--kafka]
+    .venv/bin/python tests/benchmarks/bench_workers.py --daemon [--updates 1000000 --changes 20000 --epoch 10000]
 """
 
 from __future__ import annotations
@@ -34,10 +47,13 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--edges", type=int, default=2000)
     p.add_argument("--roots", type=int, default=10)
-    p.add_argument("--changes", type=int, default=1000)
-    p.add_argument("--epoch", type=int, default=100, help="changes per epoch (E)")
+    p.add_argument("--changes", type=int, default=None, help="changes (default 1,000; --daemon: 20,000)")
+    p.add_argument("--epoch", type=int, default=None, help="changes per epoch, E (default 100; --daemon: 10,000)")
     p.add_argument("--workers", default="1,2,3", help="worker counts to run besides the plain Dataflow")
     p.add_argument("--kafka", action="store_true", help="exchange through Kafka topics on an embedded broker")
+    p.add_argument("--daemon", action="store_true", help="through ddflow run: 1 process, then 2 (see above)")
+    p.add_argument("--updates", type=int, default=1_000_000, help="--daemon: count-per-page views")
+    p.add_argument("--skip", default="", help="--daemon: skip 'count' or 'reach'")
     return p
 
 
@@ -92,6 +108,15 @@ def run(count: int | None, graph: np.ndarray, args, kafka: dict | None = None) -
 
 def main(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
+    if args.daemon:
+        from bench_workers_daemon import daemon_mode
+
+        args.changes = 20_000 if args.changes is None else args.changes
+        args.epoch = 10_000 if args.epoch is None else args.epoch
+        daemon_mode(args)
+        return
+    args.changes = 1000 if args.changes is None else args.changes
+    args.epoch = 100 if args.epoch is None else args.epoch
     graph = workload(args.nodes, args.edges, args.changes)
     print(f"reachability {args.nodes} nodes / {args.edges} edges / {args.roots} roots, {args.changes} changes, "
           f"E={args.epoch}")
