@@ -77,6 +77,20 @@ class Capture(Node):
         """The consolidated final updates received since the previous drain; raises
         :class:`DiffError` (naming the record and time; nothing is forgotten) when the diffs of a
         record at one time sum outside int64."""
+        return self._as_list(self._drained())
+
+    def drain_columns(self) -> tuple[np.ndarray | list, np.ndarray, np.ndarray]:
+        """`drain` as columns ``(records, times, diffs)`` (a capture of the outer scope: ``times``
+        and ``diffs`` int64): ``records`` an int64 column when every record is a plain int, an
+        ``(n, 2)`` int64 array when every one is a pair of plain ints (of magnitude below ``2**62``,
+        see ``Interner.int_columns``), else a list of the values. No Python object per update
+        when the records are columns."""
+        u = self._drained()
+        columns = self.interner.int_columns(u.data[0])
+        records = self.interner.value_list(u.data[0]) if columns is None else columns
+        return records, u.times[:, 0].copy(), u.diffs
+
+    def _drained(self) -> Updates:
         try:
             u = consolidate(concat(self._undrained, 1, self.scope.depth))
         except DiffError as exc:
@@ -85,7 +99,7 @@ class Capture(Node):
                             "outside int64 (refused, not wrapped)", record_ids=exc.record_ids, time=exc.time,
                             operator=self.name) from exc
         self._undrained = []
-        return self._as_list(u)
+        return u
 
     def _as_list(self, u: Updates) -> list[tuple[object, object, int]]:
         recs = self.interner.values(u.data[0]).tolist()

@@ -83,10 +83,12 @@ def traces() -> None:
 
 def edge_cases() -> None:
     """Kernels a small dataflow does not reach: the consolidation of rows wider than 64 bits (times
-    far apart with large diffs), the radix sort's own entry point and the input batch decoder."""
+    far apart with large diffs), the radix sort's own entry point, the input batch decoder and the
+    output batch encoder."""
     import numpy as np
 
     from .consolidate import consolidate
+    from .pack import max_packed_size, pack_updates
     from .sorting import radix_sort
     from .unpack import unpack_batch
 
@@ -94,6 +96,10 @@ def edge_cases() -> None:
     # msgpack batches into columns (the daemon's inputs): [[[1, 2.5, true], 3, 1]]
     unpack_batch(np.frombuffer(b"\x91\x93\x93\x01\xcb\x40\x04\x00\x00\x00\x00\x00\x00\xc3\x03\x01",
                                dtype=np.uint8), np.array([0, 1, 2], dtype=np.int64))
+    # columns into msgpack updates (the daemon's outputs): [[1, 2.5, true], 3, 1]
+    pack_updates(np.array([[1, np.float64(2.5).view(np.int64), 1]], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64),
+                 False, np.array([3], dtype=np.int64), np.array([1], dtype=np.int64),
+                 np.empty(max_packed_size(1, 3), dtype=np.uint8))
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), None)
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), np.arange(3))
 
