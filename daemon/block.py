@@ -1,11 +1,14 @@
-"""A block: good updates of one input as columns, the way they travel from a message to the engine.
+"""A block: updates as columns, the way they travel from a message to the engine and back.
 
-A block holds ``records`` (a list of data tuples, or an ``(n, k)`` int64 array whose row ``i`` is
-the tuple of record ``i``'s int fields), ``times`` and ``diffs`` (int64 arrays of length ``n``). A
-message of an input whose fields are all declared ``int`` is decoded straight into an array block
-(no Python object per update) and fed to the engine as one call (`InputSession.update_many`
-interns ``(int, int)`` records from the columns); other messages give list blocks. `rows` turns a
-block back into ``(data, time, diff)`` tuples for what needs them (checkpoints, late updates).
+A block holds ``records`` (a list of records, an ``(n, k)`` int64 array whose row ``i`` is the
+tuple of record ``i``'s int fields, or an ``(n,)`` int64 array of records that are plain ints),
+``times`` and ``diffs`` (int64 arrays of length ``n``). A message of an input whose fields are all
+declared ``int`` is decoded straight into an array block (no Python object per update) and fed to
+the engine as one call (`InputSession.update_many` interns ``(int, int)`` records from the
+columns); other messages give list blocks. An output's epoch leaves the engine as a block too
+(`Capture.drain_columns`), an array block when its records are ints or pairs of ints, which the
+msgpack format encodes in one compiled pass. `rows` turns a block back into ``(data, time, diff)``
+tuples for what needs them (late updates, the json and debezium formats).
 """
 
 from __future__ import annotations
@@ -42,6 +45,11 @@ class Block:
         return cls(list(records), column, np.array(diffs, dtype=np.int64))
 
     @classmethod
+    def of(cls, updates: Block | Sequence[Update]) -> Block:
+        """``updates`` as a block: a block as it is, ``(data, time, diff)`` tuples as a list block."""
+        return updates if isinstance(updates, Block) else cls.from_rows(list(updates))
+
+    @classmethod
     def concat(cls, blocks: Sequence[Block]) -> Block:
         """One block of ``blocks`` in order (an array block when they all are, of one width)."""
         if len(blocks) == 1:
@@ -49,7 +57,7 @@ class Block:
         times = np.concatenate([b.times for b in blocks])
         diffs = np.concatenate([b.diffs for b in blocks])
         arrays = [b.records for b in blocks if isinstance(b.records, np.ndarray)]
-        if len(arrays) == len(blocks) and len({a.shape[1] for a in arrays}) == 1:
+        if len(arrays) == len(blocks) and len({a.shape[1:] for a in arrays}) == 1:
             return cls(np.concatenate(arrays), times, diffs)
         records: list = []
         for b in blocks:
@@ -60,10 +68,22 @@ class Block:
         return len(self.times)
 
     def record_list(self) -> list:
-        """The records as Python values (tuples)."""
+        """The records as Python values (tuples, or ints for a one-dimensional array)."""
         if isinstance(self.records, np.ndarray):
+            if self.records.ndim == 1:
+                return self.records.tolist()
             return list(map(tuple, self.records.tolist()))
         return self.records
+
+    def slice(self, start: int, end: int) -> Block:
+        """The updates ``start`` to ``end`` (a view where the columns are arrays)."""
+        return Block(self.records[start:end], self.times[start:end], self.diffs[start:end])
+
+    def take(self, index: np.ndarray) -> Block:
+        """The updates at ``index`` (a boolean mask or positions), in order."""
+        records = self.records[index] if isinstance(self.records, np.ndarray) else \
+            [self.records[i] for i in (np.flatnonzero(index) if index.dtype == bool else index).tolist()]
+        return Block(records, self.times[index], self.diffs[index])
 
     def rows(self) -> list[Update]:
         """The updates as ``(data, time, diff)`` tuples."""

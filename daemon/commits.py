@@ -124,13 +124,18 @@ class Committer:
     `start` hands it a commit (a function doing the blocking work and returning what the caller
     needs to apply once it landed); `done` says whether it finished; `result` waits for it and
     returns its value, or raises its exception, in the caller's thread. A caller applies a commit's
-    outcome only through `result`, so all of a sink's state is changed by the worker's thread.
+    outcome only through `result`, so all of a sink's state is changed by the worker's thread. The
+    thread is started with the first commit and lives as long as the process (a daemon thread,
+    idle between commits); starting a commit does not wait for it to be scheduled.
     """
 
     def __init__(self, name: str = "ddflow-commit", *, background: bool = True) -> None:
         self.name = name
         self.background = background
         self._thread: threading.Thread | None = None
+        self._jobs: list[Callable[[], Any]] = []
+        self._wake = threading.Condition()
+        self._finished = threading.Event()
         self._box: list[tuple[bool, Any]] = []
         self._busy = False
 
@@ -144,36 +149,44 @@ class Committer:
         if self._busy:
             raise RuntimeError("Committer.start: a commit is in flight (take its result first)")
         self._busy = True
-        box: list[tuple[bool, Any]] = []
-        self._box = box
-
-        def run() -> None:
-            try:
-                box.append((True, commit()))
-            except BaseException as exc:  # raised by result() in the caller's thread
-                box.append((False, exc))
-
+        self._box = []
+        self._finished.clear()
         if not self.background:
-            run()
+            self._run(commit)
             return
-        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
-        self._thread.start()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+            self._thread.start()
+        with self._wake:
+            self._jobs.append(commit)
+            self._wake.notify()
+
+    def _serve(self) -> None:
+        while True:
+            with self._wake:
+                while not self._jobs:
+                    self._wake.wait()
+                commit = self._jobs.pop()
+            self._run(commit)
+
+    def _run(self, commit: Callable[[], Any]) -> None:
+        try:
+            self._box.append((True, commit()))
+        except BaseException as exc:  # raised by result() in the caller's thread
+            self._box.append((False, exc))
+        self._finished.set()
 
     def done(self) -> bool:
         """Whether the commit in flight finished (True when there is none)."""
-        return not self._busy or bool(self._box)
+        return not self._busy or self._finished.is_set()
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the commit in flight (at most ``timeout`` seconds: `TimeoutError`) and return
         its value, or raise its exception; the committer is then free again."""
         if not self._busy:
             raise RuntimeError("Committer.result: no commit in flight")
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive():
-                raise TimeoutError(f"{self.name}: the commit in flight did not finish within {timeout} s")
-        self._thread = None
+        if not self._finished.wait(timeout):
+            raise TimeoutError(f"{self.name}: the commit in flight did not finish within {timeout} s")
         self._busy = False
         ok, value = self._box[0]
         self._box = []

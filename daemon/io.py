@@ -147,9 +147,10 @@ class Sink(Protocol):
         are closed for good): every epoch below it is final."""
         ...
 
-    def publish(self, lower: int, upper: int | None, updates: Mapping[str, Sequence[Update]], *,
+    def publish(self, lower: int, upper: int | None, updates: Mapping[str, Block | Sequence[Update]], *,
                 offsets: Offsets | None = None) -> dict[str, int]:
-        """Add epoch ``[lower, upper)`` (upper None: final forever) to the commit window: it becomes
+        """Add epoch ``[lower, upper)`` (upper None: final forever), each output's updates as a
+        `block.Block` (a worker's) or ``(record, time, diff)`` tuples, to the commit window: it becomes
         durable with the window's other epochs, the staged dead letters and the input ``offsets``,
         all or nothing, when the window is committed (at once if its interval has passed; see
         `commits.CommitWindow`). Returns the updates written per output."""

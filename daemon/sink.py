@@ -51,9 +51,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 
+from .block import Block
 from .commits import Committer, CommitWindow, Window
 from .deadletter import DeadLetterWriter
 from .exceptions import BrokerTimeout, KafkaClientError, OptionsError
@@ -281,11 +283,12 @@ class KafkaSink:
         self,
         lower: int,
         upper: int | None,
-        updates: Mapping[str, Sequence[tuple[Any, int, int]]],
+        updates: Mapping[str, Block | Sequence[tuple[Any, int, int]]],
         *,
         offsets: Mapping[tuple[str, int], int] | None = None,
     ) -> dict[str, int]:
-        """Publish epoch ``[lower, upper)`` (upper None: final forever) in the commit window, to be
+        """Publish epoch ``[lower, upper)`` (upper None: final forever), the updates of each output
+        as a `block.Block` or ``(record, time, diff)`` tuples, in the commit window, to be
         committed together with the window's other epochs, the staged dead letters and the input
         ``offsets`` ((topic, partition) -> next offset to read, committed for ``group_id``; ignored
         without one) once ``commit_interval`` has passed since the window's first epoch (at once
@@ -356,7 +359,7 @@ class KafkaSink:
         return True
 
     def _encode(
-        self, lower: int, upper: int | None, updates: Mapping[str, Sequence[tuple[Any, int, int]]]
+        self, lower: int, upper: int | None, updates: Mapping[str, Block | Sequence[tuple[Any, int, int]]]
     ) -> tuple[list[Message], dict[str, int], list[tuple[str, int]]]:
         unknown = set(updates) - {o.name for o in self.outputs}
         if unknown:
@@ -364,17 +367,19 @@ class KafkaSink:
         messages: list[Message] = []
         written: dict[str, int] = {}
         marked: list[tuple[str, int]] = []
+        writer = self.writer if self.writer[1] > 1 else None
         for o in self.outputs:
             partitions = self._partitions[o.topic]
             final = self.final[o.topic]
             ostats = self.stats.output(o.name)
-            ups = updates.get(o.name, ())
+            block = Block.of(updates.get(o.name, ()))
             if partitions == 1:
-                by_partition = [list(ups)]
-            else:
-                by_partition = [[] for _ in range(partitions)]
-                for u in ups:
-                    by_partition[o.encoder.partition(u[0], partitions)].append(u)
+                by_partition = [block]
+            else:  # each partition's updates, in their order
+                where = o.encoder.partitions(block, partitions)
+                block = block.take(np.argsort(where, kind="stable"))
+                ends = np.cumsum(np.bincount(where, minlength=partitions)).tolist()
+                by_partition = [block.slice(start, end) for start, end in zip([0] + ends[:-1], ends, strict=True)]
             suppressed = 0
             count = 0
             for p, entries in enumerate(by_partition):
@@ -382,11 +387,10 @@ class KafkaSink:
                     suppressed += len(entries)  # the whole range is already final on this partition
                     continue
                 if final[p] > lower:  # partly final (a restart): publish only the times beyond it
-                    kept = [u for u in entries if u[1] >= final[p]]
+                    kept = entries.take(entries.times >= final[p])
                     suppressed += len(entries) - len(kept)
                     entries = kept
-                data, marker = o.encoder.epoch(lower, upper, self.incarnation, p, entries,
-                                               self.writer if self.writer[1] > 1 else None)
+                data, marker = o.encoder.epoch_block(lower, upper, self.incarnation, p, entries, writer)
                 messages.extend(data)
                 messages.append(marker)
                 marked.append((o.topic, p))

@@ -31,7 +31,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
@@ -39,66 +38,18 @@ from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException
 from .deadletter import DeadLetterWriter
 from .exceptions import KafkaClientError, OptionsError, RecoveryError
 from .floors import FloorLog
-from .formats import Decoder, decoder
+from .inputs import InputSpec
 from .block import Block
 from .io import Polled, Update
 from .kafka import client_config, topic_partitions
-from .progress import LATE_POLICIES, POLICIES, Bound, InputProgress, ReclockClock, meet_bounds
+from .progress import Bound, InputProgress, ReclockClock, meet_bounds
 from .reclock import ReclockBindings
 from .stats import InputStats, PartitionStats, Stats
-from .wire import MIN_TIME, Decoded, InputFormat, Malformed
+from .wire import MIN_TIME, Decoded, Malformed
 
 __all__ = ["InputSpec", "Polled", "KafkaSource"]
 
 log = logging.getLogger("ddflow.daemon.source")
-
-
-@dataclass(frozen=True, eq=False)
-class InputSpec:
-    """One input: the dataflow input ``name`` fed from ``topic``.
-
-    ``fields``: names (or name -> type) of the data fields, None for any data; ``policy``: one of
-    ``explicit``, ``monotonic``, ``reclock``; ``late``: ``advance`` or ``reject``;
-    ``idle_timeout``: seconds (monotonic only); ``max_message_bytes``: larger messages are
-    dead-lettered as ``oversized``; ``format``: ``msgpack``, ``json`` or ``debezium`` (see
-    `formats`; debezium sends no progress markers, so its policy is ``monotonic`` or
-    ``reclock``); ``time_source``: where a Debezium event's time is read (``envelope`` or
-    ``source``). ``records`` validates the records and ``decoder`` reads the messages.
-    """
-
-    name: str
-    topic: str
-    fields: Sequence[str] | Mapping[str, str] | None = None
-    policy: str = "explicit"
-    late: str = "advance"
-    idle_timeout: float | None = None
-    max_message_bytes: int = 1 << 20
-    format: str = "msgpack"
-    time_source: str = "envelope"
-    records: InputFormat = field(init=False, repr=False)
-    decoder: Decoder = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        where = f"input {self.name!r}"
-        if not isinstance(self.name, str) or not self.name:
-            raise OptionsError(f"input name: expected a non-empty string, got {self.name!r}")
-        if not isinstance(self.topic, str) or not self.topic:
-            raise OptionsError(f"{where} topic: expected a non-empty string, got {self.topic!r}")
-        if self.policy not in POLICIES:
-            raise OptionsError(f"{where} policy: {self.policy!r} is not one of {', '.join(POLICIES)}")
-        if self.late not in LATE_POLICIES:
-            raise OptionsError(f"{where} late: {self.late!r} is not one of {', '.join(LATE_POLICIES)}")
-        if self.idle_timeout is not None and self.policy != "monotonic":
-            raise OptionsError(f"{where} idle_timeout: only the 'monotonic' policy uses it (policy is {self.policy!r})")
-        if self.format == "debezium" and self.policy == "explicit":
-            raise OptionsError(f"{where} policy: a debezium input has no progress markers; use 'monotonic' or 'reclock'")
-        try:
-            fmt = InputFormat(self.fields, self.max_message_bytes, time_required=self.policy != "reclock")
-            made = decoder(self.format, fmt, time_source=self.time_source, time_required=fmt.time_required)
-        except OptionsError as exc:
-            raise OptionsError(f"{where}: {exc}") from exc
-        object.__setattr__(self, "records", fmt)
-        object.__setattr__(self, "decoder", made)
 
 
 class _Input:
@@ -158,6 +109,8 @@ class KafkaSource:
         self._bindings: dict[str, ReclockBindings] = {}
         self._floors: dict[str, FloorLog] = {}
         self._backlog: deque[Any] = deque()  # messages read and not taken yet, in order
+        self._peeked: tuple[Any, Decoded] | None = None  # the backlog's first message, decoded already
+        self._read_updates = self._read_messages = 0  # read so far (how many messages a poll reads)
         self._paused: set[tuple[str, int]] = set()  # partitions whose messages wait (see `pause_ahead`)
         self._unpaused: set[tuple[str, int]] = set()  # those of them the consumer still reads (into the stash)
         self._hold: int | None = None  # while paused: the frontier the partitions read hold
@@ -200,8 +153,16 @@ class KafkaSource:
         return consumer
 
     def _consume(self, max_messages: int, timeout: float) -> list[Any]:
+        """Up to ``max_messages`` of what the consumer holds, waiting at most ``timeout`` seconds
+        for the first only (librdkafka's own call waits for all ``max_messages`` or the timeout)."""
         try:
-            return self.consumer.consume(num_messages=max_messages, timeout=timeout)
+            consumer = self.consumer
+            messages = consumer.consume(num_messages=max_messages, timeout=0)
+            if not messages and timeout > 0:
+                messages = consumer.consume(num_messages=1, timeout=timeout)
+                if messages and max_messages > 1:
+                    messages += consumer.consume(num_messages=max_messages - 1, timeout=0)
+            return messages
         except KafkaException as exc:
             raise KafkaClientError(f"reading inputs {sorted(self._inputs)}: {exc}") from exc
 
@@ -299,6 +260,7 @@ class KafkaSource:
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
         self._backlog.clear()
+        self._peeked = None
         self._paused.clear()
         self._unpaused.clear()
         self._hold = None
@@ -422,21 +384,22 @@ class KafkaSource:
     ) -> Polled:
         """Read up to ``max_messages``; ``frontier`` is what the engine's inputs were advanced to
         (a worker has raised every partition to it already, see `raise_to`). With ``max_updates``,
-        stop once that many updates are taken (the rest of a message included): messages read and
-        not taken wait, in order, for the next poll. Messages of `paused` partitions wait too."""
-        if self._backlog:
-            messages = [self._backlog.popleft() for _ in range(min(max_messages, len(self._backlog)))]
-        else:
-            messages = self._consume(max_messages, timeout)
+        take no message with updates once that many are taken (the rest of a message included),
+        but the progress markers that follow: messages read and not taken wait, in order, for the
+        next poll, and the consumer is asked for about as many as that will take (`_wanted`).
+        Messages of `paused` partitions wait too."""
+        backlog = self._backlog
+        if not backlog:
+            backlog.extend(self._consume(self._wanted(max_messages, max_updates), timeout))
         now_mono = self._monotonic()
         now_wall = time.time()
         polled = Polled({s.spec.name: [] for s in self._inputs.values()})
         reclock_time: int | None = None
         fresh: dict[str, dict[int, int]] = {}  # reclocked topic -> partition -> upper, newly bound
-        for index, msg in enumerate(messages):
-            if max_updates is not None and polled.count >= max_updates:
-                self._backlog.extendleft(reversed(messages[index:]))
-                break
+        taken = got = 0  # messages taken, updates got
+        while backlog and taken < max_messages:
+            msg = backlog.popleft()
+            taken += 1
             err = msg.error()
             topic, partition = msg.topic(), msg.partition()
             if self._hold is not None and (topic, partition) not in self._paused and self._past_hold(topic, partition):
@@ -464,6 +427,17 @@ class KafkaSource:
             state = self._inputs[topic]
             spec, stats = state.spec, state.stats
             value = msg.value()
+            peeked, self._peeked = self._peeked, None
+            decoded = peeked[1] if peeked is not None and peeked[0] is msg else None
+            if max_updates is not None and got >= max_updates:
+                # the updates wanted are taken: read on only what brings none (progress markers),
+                # so that the epoch they close can close now
+                if decoded is None:
+                    decoded = spec.decoder.decode(value)
+                if len(decoded):
+                    backlog.appendleft(msg)
+                    self._peeked = (msg, decoded)  # not decoded again
+                    break
             offset = msg.offset()
             self._next[(topic, partition)] = offset + 1
             polled.messages += 1
@@ -475,7 +449,8 @@ class KafkaSource:
             state.progress.on_message(partition, now_mono)
             if spec.policy != "reclock":
                 self._apply_floors(state, topic, partition, offset)
-            decoded = spec.decoder.decode(value)
+            if decoded is None:
+                decoded = spec.decoder.decode(value)
             if decoded.tombstone:
                 stats.tombstones += 1
             bad = list(decoded.malformed or ())  # one dead letter per message, whatever is wrong
@@ -521,9 +496,12 @@ class KafkaSource:
                 continue
             polled.blocks[spec.name].append(block)
             stats.updates += len(block)
+            got += len(block)
             ts_type, ts_ms = msg.timestamp()
             arrival = ts_ms / 1000.0 if ts_type != 0 and 0 < ts_ms / 1000.0 <= now_wall else now_wall
             polled.batches.append((spec.name, arrival, len(block), max(hi, frontier)))
+        self._read_messages += polled.messages
+        self._read_updates += got
         if fresh and reclock_time is not None:
             for topic, upper in fresh.items():
                 self._bindings[topic].bind(reclock_time, upper)
@@ -535,6 +513,15 @@ class KafkaSource:
             self._last_lag = now_mono
             self._update_lag()
         return polled
+
+    def _wanted(self, max_messages: int, max_updates: int | None) -> int:
+        """How many messages to read from the consumer for a poll that may take ``max_updates``:
+        about twice what that many updates came in so far (markers included), so that messages
+        read ahead of the epochs do not pile up here (the consumer's own queue holds the rest)."""
+        if max_updates is None or not self._read_updates:
+            return max_messages
+        per_message = self._read_updates / max(self._read_messages, 1)
+        return max(1, min(max_messages, int(2 * max_updates / per_message) + 1))
 
     def _past_hold(self, topic: str, partition: int) -> bool:
         """Whether a partition read while others are paused (see `pause_ahead`) is now beyond the

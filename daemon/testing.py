@@ -33,6 +33,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 
+from .block import Block
 from .commits import Committer, CommitWindow, Window
 from .deadletter import DeadLetter, DeadLetterWriter, decode_dead_letter
 from .exceptions import OptionsError
@@ -324,8 +325,9 @@ class ListSink:
         window.extra["staged"], self._staged, self._staged_since = self._staged, [], None
         self._inflight = window.epochs
 
+        gate = self.gate  # the gate set when the commit starts holds it
+
         def commit() -> Window:  # in the committer's thread: waits for the gate, may fail
-            gate = self.gate
             if gate is not None:
                 gate.wait()
             if self.fail_next is not None:
@@ -354,13 +356,14 @@ class ListSink:
     def pending(self) -> int:
         return self._window.epochs + self._inflight
 
-    def publish(self, lower: int, upper: int | None, updates: Mapping[str, Sequence[Update]], *,
+    def publish(self, lower: int, upper: int | None, updates: Mapping[str, Block | Sequence[Update]], *,
                 offsets: Offsets | None = None) -> dict[str, int]:
         names = {o.name for o in self.outputs}
         unknown = set(updates) - names
         if unknown:
             raise OptionsError(f"publishing epoch [{lower}, {upper}): unknown outputs {sorted(unknown)}")
-        epoch = Epoch(lower, upper, {n: list(updates.get(n, ())) for n in names}, dict(offsets or {}))
+        rows = {n: ups.rows() if isinstance(ups, Block) else list(ups) for n, ups in updates.items()}
+        epoch = Epoch(lower, upper, {n: rows.get(n, []) for n in names}, dict(offsets or {}))
         self._window.add(lower, upper, [epoch], offsets)
         self.maybe_commit()
         return {name: len(ups) for name, ups in epoch.updates.items()}

@@ -370,20 +370,20 @@ class Worker:
             step = "running the dataflow"
             self._before_run()
             self.dataflow.run()
-            outputs = {}
+            outputs: dict[str, Block] = {}
             for name, capture in self._captures.items():
                 step = f"draining output {name!r}"
-                outputs[name] = capture.drain()
+                outputs[name] = Block(*capture.drain_columns())
         except DiffError as exc:  # nothing of the epoch is published nor its input offsets committed
             self._refuse(f"epoch [{lower}, {upper}): {step}: {REFUSED}: {exc}", exc)
         except Exception as exc:  # the dataflow failed (e.g. a user function raised): the same, named
             self._refuse(f"epoch [{lower}, {upper}): {step}: {type(exc).__name__}: {exc}", exc)
-        for name, updates in outputs.items():
-            late = [u for u in updates if not lower <= u[1] < upper]
-            if late:
+        for name, block in outputs.items():
+            late = (block.times < lower) | (block.times >= upper)
+            if late.any():
                 raise WorkerError(
-                    f"epoch [{lower}, {upper}): output {name!r} drained {len(late)} updates outside the epoch, "
-                    f"e.g. {late[0]!r:.120}"
+                    f"epoch [{lower}, {upper}): output {name!r} drained {int(late.sum())} updates outside the epoch, "
+                    f"e.g. {block.take(late).rows()[0]!r:.120}"
                 )
         if self.recovery is not None:
             try:

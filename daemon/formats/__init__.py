@@ -22,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+
+from ..block import Block
 from ..exceptions import OptionsError
 from ..wire import Decoded, InputFormat
 
@@ -72,6 +75,18 @@ class Encoder(Protocol):
         """The data messages of ``updates`` (all of ``partition``) for epoch ``[lower, upper)``
         and the progress marker that closes the epoch on that partition (naming ``writer``
         ``(i, W)`` when the output has ``W > 1`` writers)."""
+        ...
+
+    def partitions(self, block: Block, partitions: int) -> np.ndarray:
+        """The data partition of each update of ``block`` (`partition` of each record)."""
+        ...
+
+    def epoch_block(
+        self, lower: int, upper: int | None, incarnation: str, partition: int, block: Block,
+        writer: tuple[int, int] | None = None,
+    ) -> tuple[list[Message], Message]:
+        """`epoch` of the updates of ``block`` (an encoder of columns writes them without a
+        Python object per update)."""
         ...
 
     def restamp(self, message: Message, incarnation: str) -> Message:

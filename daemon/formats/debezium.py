@@ -33,7 +33,7 @@ from typing import Any
 from ..exceptions import WireError
 from ..wire import MAX_TIME, MIN_TIME, Decoded, InputFormat, Malformed
 from . import Message, Update
-from .rows import Marker, RowLayout, dumps, epoch_header, marker_message, parse, record_from_row, restamp, row_data
+from .rows import Marker, RowEncoding, RowLayout, dumps, epoch_header, marker_message, parse, record_from_row, restamp, row_data
 
 __all__ = ["DebeziumDecoder", "DebeziumEncoder", "DebeziumReader", "OPS"]
 
@@ -126,7 +126,7 @@ class DebeziumDecoder:
         return Malformed("bad_event", f"no ts_ns, ts_us or ts_ms in {where}")
 
 
-class DebeziumEncoder:
+class DebeziumEncoder(RowEncoding):
     """Output updates -> Debezium change events (see the module docstring)."""
 
     name = "debezium"

@@ -27,7 +27,7 @@ from typing import Any
 from ..exceptions import WireError
 from ..wire import MAX_TIME, MIN_TIME, Decoded, InputFormat, Malformed, to_record
 from . import Message, Update
-from .rows import Marker, RowLayout, dumps, epoch_header, marker_message, parse, record_from_row, restamp, row_data
+from .rows import Marker, RowEncoding, RowLayout, dumps, epoch_header, marker_message, parse, record_from_row, restamp, row_data
 
 __all__ = ["JsonDecoder", "JsonEncoder", "JsonReader"]
 
@@ -109,7 +109,7 @@ def _kind(obj: Any) -> str:
             list: "array", dict: "object"}.get(type(obj), type(obj).__name__)
 
 
-class JsonEncoder:
+class JsonEncoder(RowEncoding):
     """One message per output update, keyed by the record's key fields."""
 
     name = "json"

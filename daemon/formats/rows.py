@@ -29,13 +29,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ...operators.partition import key_hash, partition_of
+from ..block import Block
 from ..exceptions import OptionsError, WireError
 from ..wire import MAX_TIME, MIN_TIME, InputFormat, Malformed, check_writer, to_record
 from . import Message
 
 __all__ = [
     "EPOCH_HEADER",
+    "RowEncoding",
     "Marker",
     "RowLayout",
     "parse",
@@ -329,3 +333,25 @@ def restamp(message: Message, progress_topic: str, incarnation: str) -> Message:
                                                      m.writer, m.writers))
     _, lower, upper = read_epoch_header(headers)  # type: ignore[arg-type]
     return topic, partition, key, value, epoch_header(lower, upper, incarnation)
+
+
+class RowEncoding:
+    """What an encoder writing one message per update does with an epoch given as a `block.Block`:
+    its rows, one at a time (`partition`, `epoch`)."""
+
+    def partition(self, record: Any, partitions: int) -> int:
+        raise NotImplementedError
+
+    def epoch(self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Any],
+              writer: tuple[int, int] | None = None) -> tuple[list[Message], Message]:
+        raise NotImplementedError
+
+    def partitions(self, block: Block, partitions: int) -> np.ndarray:
+        """The data partition of each update of ``block``."""
+        return np.fromiter((self.partition(r, partitions) for r in block.record_list()), dtype=np.int64,
+                           count=len(block))
+
+    def epoch_block(self, lower: int, upper: int | None, incarnation: str, partition: int, block: Block,
+                    writer: tuple[int, int] | None = None) -> tuple[list[Message], Message]:
+        """`epoch` of the block's rows."""
+        return self.epoch(lower, upper, incarnation, partition, block.rows(), writer)
