@@ -116,6 +116,8 @@ class Collection:
                 source = exchange
             node = Arrange(self.scope, by_self=by_self, name=name)
             source.connect(node)
+            if source is not self.node:
+                exchange.arrange = node
             self._arranged[by_self] = Arranged(self, node)
         return self._arranged[by_self]
 

@@ -51,6 +51,8 @@ class Worker:
     def __init__(self, index: int, count: int, transport: Transport) -> None:
         self.index, self.count, self.transport = index, count, transport
         self.epoch: tuple[int | None, int | None] = (None, None)  # [lower, upper) being worked on
+        self.exchanges: list = []  # the exchange nodes, in channel order
+        self.restoring = False  # see `restore`
         self._channels = 0
         self._agreements = 0
 
@@ -75,9 +77,42 @@ class Worker:
         often and between the same ``run()`` calls)."""
         return self._gather(value)
 
+    def position(self) -> dict[str, Any]:
+        """Where this worker is in the common sequence: agreements made, each exchange point's
+        steps, the last epoch's upper (what `restore` takes back)."""
+        return {"agreements": self._agreements, "steps": [n.seq for n in self.exchanges], "upper": self.epoch[1]}
+
+    def states(self, frontier: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per exchange point, in channel order, what it emitted before ``frontier`` (the keys this
+        worker owns there; see ``Exchange.state``)."""
+        return [n.state(frontier) for n in self.exchanges]
+
+    def restore(self, states: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """Restore this worker alone while the others run on: its next ``run()`` (after its inputs
+        were fed what they held) makes no agreement and exchanges nothing, its exchange points
+        emitting ``states`` (`states` of an earlier run) instead; call `resume` after it."""
+        if len(states) != len(self.exchanges):
+            raise GraphError(f"restoring {len(states)} exchange states into {len(self.exchanges)} exchange points")
+        for node, (ids, times, diffs) in zip(self.exchanges, states):
+            node.restore(ids, times, diffs)
+        self.restoring = True
+
+    def resume(self, position: dict[str, Any]) -> None:
+        """Back in the common sequence at ``position`` (what `position` gave when the states were taken)."""
+        steps = position["steps"]
+        if len(steps) != len(self.exchanges):
+            raise GraphError(f"resuming {len(steps)} exchange points' steps for {len(self.exchanges)} exchange points")
+        self.restoring = False
+        self._agreements = int(position["agreements"])
+        for node, seq in zip(self.exchanges, steps):
+            node.seq = int(seq)
+        self.epoch = (None, position["upper"])
+
     def common_frontier(self, frontier: Antichain) -> Antichain:
         """The meet of every worker's input frontier (empty once every input everywhere is closed);
         records the epoch ``[previous, this)`` that exchanges name."""
+        if self.restoring:
+            return frontier
         times = [tuple(t) for f in self._gather([list(t) for t in frontier.elements]) for t in f]
         common = Antichain([min(times)]) if times else Antichain()
         upper = common.elements[0][0] if times else None
@@ -86,11 +121,15 @@ class Worker:
 
     def least_round(self, round_: int | None) -> int | None:
         """The least loop round any worker has work at (``None``: no worker has)."""
+        if self.restoring:
+            return round_
         rounds = [r for r in self._gather(round_) if r is not None]
         return min(rounds) if rounds else None
 
     def any(self, flag: bool) -> bool:
         """Whether any worker says ``flag``."""
+        if self.restoring:
+            return bool(flag)
         return any(self._gather(bool(flag)))
 
 

@@ -223,3 +223,74 @@ def test_ints_and_int_pairs_travel_as_columns_and_other_values_as_themselves():
     assert got == {"NoneType", "float", "int", "str", "tuple"}  # values keep their types across workers
     kinds = {(isinstance(b.records, np.ndarray), getattr(b.records, "ndim", 0)) for b in transport.sent}
     assert kinds == {(True, 1), (True, 2), (False, 0)}  # int columns, pair columns, lists of values
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_worker_restored_from_its_state_alone_goes_on_as_if_never_stopped(seed):
+    """Worker 1 of 2 is rebuilt from what it held at a frontier F (the inputs it was fed, what its
+    exchange points emitted: the keys it owns, and its position in the common sequence) while
+    worker 0 keeps its dataflow; restoring makes no agreement and exchanges nothing, and afterwards
+    both go on: every output at every later time equals one Dataflow's (reachability: loops)."""
+    from ddflow.operators.workers import worker_dataflow
+
+    rng = random.Random(seed)
+    batches, alive = [], []
+    for e in range(6):  # edges removed only after an epoch inserted them (loops over negative counts need not end)
+        batch, added = [], []
+        for k in range(25):
+            if alive and rng.random() < 0.3:
+                batch.append((alive.pop(rng.randrange(len(alive))), 10 * e + k % 10, -1))
+            else:
+                added.append((rng.randrange(20), rng.randrange(20)))
+                batch.append((added[-1], 10 * e + k % 10, 1))
+        alive.extend(added)
+        batches.append(batch)
+    single = Dataflow()
+    want = graph_build(single)
+    workers = Workers(2, graph_build)
+    fed_to_one: list = []  # what worker 1's own input session was given
+
+    def feed(e: int) -> None:
+        for k, (record, t, d) in enumerate(batches[e]):
+            single.inputs["edges"].update(record, t, d)
+            target = workers.dataflows[k % 2]
+            target.inputs["edges"].update(record, t, d)
+            if k % 2:
+                fed_to_one.append((record, t, d))
+        for df in [single, *workers.dataflows]:
+            df.inputs["edges"].advance_to(10 * (e + 1))
+            df.inputs["roots"].advance_to(10 * (e + 1))
+
+    for df in [single, workers.dataflows[0]]:
+        df.inputs["roots"].insert(0, 0)
+    for e in range(3):
+        feed(e)
+        single.run()
+        workers.run()
+    frontier = 30
+    old = workers.dataflows[1]
+    states = [(old.interner.value_list(ids), times, diffs) for ids, times, diffs in old.worker.states(frontier)]
+    position = old.worker.position()
+    assert position["upper"] == frontier and position["agreements"] > 0 and any(position["steps"])
+    assert sum(len(s[0]) for s in states) > 0
+    fresh = worker_dataflow(1, 2, workers.transports[1])
+    outputs = graph_build(fresh)
+    base: dict = {}
+    for record, _, d in fed_to_one:
+        base[record] = base.get(record, 0) + d
+    records = [r for r, c in base.items() if c]
+    fresh.inputs["edges"].update_many(records, [frontier - 1] * len(records), [base[r] for r in records])
+    for name in ("edges", "roots"):
+        fresh.inputs[name].advance_to(frontier)
+    fresh.worker.restore([(fresh.interner.ids(values), times, diffs) for values, times, diffs in states])
+    fresh.run()  # alone: worker 0 is not running
+    fresh.worker.resume(position)
+    workers.dataflows[1], workers.outputs[1] = fresh, outputs
+    for e in range(3, 6):
+        feed(e)
+        single.run()
+        workers.run()
+    for k in range(2):
+        got = workers.capture(lambda out, k=k: out[k])
+        for t in range(frontier, 60, 3):
+            assert got.at(t) == want[k].at(t), (k, t)
