@@ -18,12 +18,29 @@ import numpy as np
 
 from . import lattice
 from .errors import CompactionError
+from .kernels.frontier import beyond as beyond_kernel
 from .lattice import Time, as_tuple
 
 
 def _le(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     """Product order on coordinate tuples of equal length."""
+    if len(a) == 2:  # times inside one loop
+        return a[0] <= b[0] and a[1] <= b[1]
     return all(map(operator.le, a, b))
+
+
+def _covered(elements: list[tuple[int, ...]], t: tuple[int, ...] | list[int]) -> bool:
+    """True when some of ``elements`` is ``<= t``."""
+    for e in elements:
+        if _le(e, t):
+            return True
+    return False
+
+
+_TRUE = np.ones(1, dtype=bool)  # the masks of one row (read-only: shared by every caller)
+_TRUE.flags.writeable = False
+_FALSE = np.zeros(1, dtype=bool)
+_FALSE.flags.writeable = False
 
 
 class Antichain:
@@ -46,7 +63,7 @@ class Antichain:
             self._elements.append(t)
             self._one = t[0] if len(t) == 1 else None
             return True
-        if any(_le(e, t) for e in self._elements):
+        if _covered(self._elements, t):
             return False
         self._elements = [e for e in self._elements if not _le(t, e)]
         self._elements.append(t)
@@ -61,7 +78,7 @@ class Antichain:
     def less_equal(self, time: Time) -> bool:
         """True when ``time`` is beyond the frontier (``>=`` some element)."""
         t = time if type(time) is tuple else as_tuple(time)
-        return any(_le(e, t) for e in self._elements)
+        return _covered(self._elements, t)
 
     def dominates(self, other: Antichain) -> bool:
         """True when every element of ``other`` is beyond ``self`` (``self <= other`` as frontiers)."""
@@ -74,7 +91,10 @@ class Antichain:
         if len(mine) == 1 and len(theirs) == 1:  # one time each: compare them
             a, b = mine[0], theirs[0]
             return a <= b if len(a) == 1 else _le(a, b)
-        return all(self.less_equal(e) for e in theirs)
+        for e in theirs:
+            if not _covered(mine, e):
+                return False
+        return True
 
     def meet(self, other: Antichain) -> Antichain:
         """The lower envelope of the union: the frontier that holds back what either holds back."""
@@ -82,20 +102,21 @@ class Antichain:
 
     def beyond(self, times: np.ndarray) -> np.ndarray:
         """Vectorized: mask of rows of an ``(n, d)`` array that are beyond the frontier."""
+        return self.split(times)[0]
+
+    def split(self, times: np.ndarray) -> tuple[np.ndarray, int]:
+        """``(mask, count)``: :meth:`beyond` of the rows of an ``(n, d)`` int64 array, and how many
+        rows are beyond (so ``0``: all complete, ``n``: none). One compiled pass over the rows."""
         n = len(times)
-        if not self._elements or n == 0:
-            return np.zeros(n, dtype=bool)
-        if n == 1:  # one row (common at one change per epoch): compared as a tuple, no array passes
-            t = tuple(times[0].tolist())
-            return np.array([any(_le(e, t) for e in self._elements)])
-        mask = np.zeros(n, dtype=bool)
-        columns = [times[:, j] for j in range(times.shape[1])]
-        for e in self._elements:
-            inside = columns[0] >= e[0]
-            for c, x in zip(columns[1:], e[1:]):
-                inside &= c >= x
-            mask |= inside
-        return mask
+        elements = self._elements
+        if not elements or n == 0:
+            return np.zeros(n, dtype=bool), 0
+        if n == 1:  # one row (common at one change per epoch): compared as a list, no array passes
+            hit = _covered(elements, times[0].tolist())
+            return (_TRUE if hit else _FALSE), int(hit)
+        if not times.flags.c_contiguous:
+            times = np.ascontiguousarray(times)
+        return beyond_kernel(times, self.array(times.shape[1]))
 
     def array(self, depth: int) -> np.ndarray:
         """The times as an ``(n, depth)`` int64 array (read-only; the same array while the elements stay)."""
@@ -173,20 +194,23 @@ class MutableAntichain:
 
     def update_frontier(self, old: Antichain | None, new: Antichain | None) -> None:
         """Replace one holder's frontier ``old`` by ``new`` (either may be ``None``)."""
-        if old is not None and new is not None and len(old._elements) == 1 == len(new._elements):
-            counts = self._counts  # one time for another (a reader moving on): two dict updates
-            t, u = new._elements[0], old._elements[0]
-            if t == u:
+        if old is not None and new is not None and len(old._elements) == len(new._elements):
+            counts = self._counts  # one frontier for another of as many times (a reader moving on)
+            gone, added = old._elements, new._elements
+            if gone == added:
                 return
-            c = counts.get(u, 0)
-            if c < 1:
-                raise CompactionError(f"MutableAntichain count for {u} went negative")
+            for u in gone:
+                if counts.get(u, 0) < 1:
+                    raise CompactionError(f"MutableAntichain count for {u} went negative")
             self._frontier = None
-            counts[t] = counts.get(t, 0) + 1
-            if c == 1:
-                del counts[u]
-            else:
-                counts[u] = c - 1
+            for t in added:
+                counts[t] = counts.get(t, 0) + 1
+            for u in gone:
+                c = counts[u]
+                if c == 1:
+                    del counts[u]
+                else:
+                    counts[u] = c - 1
             return
         if new is not None:
             for t in new._elements:

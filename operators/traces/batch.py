@@ -30,11 +30,15 @@ class Updates:
 
     @staticmethod
     def empty(width: int, depth: int) -> Updates:
-        return Updates(
-            tuple(np.empty(0, dtype=np.int64) for _ in range(width)),
-            np.empty((0, depth), dtype=np.int64),
-            np.empty(0, dtype=np.int64),
-        )
+        """No updates (one shared instance per shape: its columns are read-only)."""
+        u = _EMPTY.get((width, depth))
+        if u is None:
+            columns = [np.empty(0, dtype=np.int64) for _ in range(width + 1)]
+            times = np.empty((0, depth), dtype=np.int64)
+            for c in (*columns, times):
+                c.flags.writeable = False
+            u = _EMPTY[(width, depth)] = Updates(tuple(columns[:-1]), times, columns[-1])
+        return u
 
     def __len__(self) -> int:
         return len(self.diffs)
@@ -71,6 +75,9 @@ class Updates:
 
     def nbytes(self) -> int:
         return sum(c.nbytes for c in self.data) + self.times.nbytes + self.diffs.nbytes
+
+
+_EMPTY: dict[tuple[int, int], Updates] = {}
 
 
 def concat(parts: Sequence[Updates], width: int | None = None, depth: int | None = None) -> Updates:
@@ -112,9 +119,9 @@ def sum_error(ids: tuple[int, ...], time: tuple[int, ...]) -> DiffError:
 
 def beyond_split(u: Updates, frontier: Antichain) -> tuple[Updates, Updates]:
     """``(complete, pending)``: updates whose time is not beyond ``frontier``, and the rest."""
-    mask = frontier.beyond(u.times)
-    if not mask.any():
+    mask, count = frontier.split(u.times)
+    if count == 0:
         return u, Updates.empty(len(u.data), u.depth)
-    if mask.all():
+    if count == len(mask):
         return Updates.empty(len(u.data), u.depth), u
     return u.take(~mask), u.take(mask)
