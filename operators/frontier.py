@@ -82,6 +82,8 @@ class Antichain:
 
     def dominates(self, other: Antichain) -> bool:
         """True when every element of ``other`` is beyond ``self`` (``self <= other`` as frontiers)."""
+        if self is other:
+            return True
         a = self._one
         if a is not None:  # one 1-dimensional time each: compare them as ints
             b = other._one
@@ -178,6 +180,7 @@ class MutableAntichain:
     def __init__(self) -> None:
         self._counts: dict[tuple[int, ...], int] = {}
         self._frontier: Antichain | None = None
+        self._latest: Antichain | None = None  # the last frontier a holder moved to
 
     def update(self, time: Time, delta: int) -> None:
         """Add ``delta`` to the count of ``time`` (counts never go negative)."""
@@ -199,6 +202,7 @@ class MutableAntichain:
             gone, added = old._elements, new._elements
             if gone == added:
                 return
+            self._latest = new
             for u in gone:
                 if counts.get(u, 0) < 1:
                     raise CompactionError(f"MutableAntichain count for {u} went negative")
@@ -213,6 +217,7 @@ class MutableAntichain:
                     counts[u] = c - 1
             return
         if new is not None:
+            self._latest = new
             for t in new._elements:
                 self.update(t, +1)
         if old is not None:
@@ -223,7 +228,13 @@ class MutableAntichain:
         """The minimal times with a positive count."""
         if self._frontier is None:
             counts = self._counts
-            if len(counts) == 1:  # one time held: it is the frontier
+            latest = self._latest
+            if latest is not None and len(latest._elements) == len(counts) and all(
+                    t in counts for t in latest._elements):
+                # the times held are those of the last frontier a holder moved to (every holder is
+                # there): that antichain itself, so callers comparing by identity see the same one
+                self._frontier = latest
+            elif len(counts) == 1:  # one time held: it is the frontier
                 (t,) = counts
                 f = Antichain.__new__(Antichain)
                 f._elements, f._array, f._one = [t], None, t[0] if len(t) == 1 else None

@@ -78,6 +78,10 @@ def _key_chunks(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray,
         yield keys[lo:hi], ck[a:b], co[a:b]
 
 
+_NO_KEYS = np.empty(0, dtype=np.int64)
+_NO_KEYS.flags.writeable = False
+
+
 def group_bounds(keys: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.searchsorted(keys, query, "left"), np.searchsorted(keys, query, "right")
 
@@ -104,8 +108,9 @@ class Reduce(Node):
         self.output = Spine(scope.depth, f"{name}.output", config=self.config)
         self.output_handle = self.output.handle()
         d = scope.depth
-        self.pending_keys = np.empty(0, dtype=np.int64)
-        self.pending_at = np.empty((0, d), dtype=np.int64)
+        self._no_times = np.empty((0, d), dtype=np.int64)
+        self.pending_keys = _NO_KEYS
+        self.pending_at = self._no_times
         self._pending_distinct = 0  # pending entries when last deduplicated
 
     def holds_work(self) -> bool:
@@ -124,11 +129,24 @@ class Reduce(Node):
 
     def step(self, frontier: Antichain) -> None:
         new = self.take_complete(frontier, 0, 2)
-        ready = ~frontier.beyond(self.pending_at)
-        cand_keys = np.concatenate([new.data[0], self.pending_keys[ready]])
-        cand_times = np.concatenate([new.times, self.pending_at[ready]])
-        self.pending_keys, self.pending_at = self.pending_keys[~ready], self.pending_at[~ready]
-        self._pending_distinct = min(self._pending_distinct, len(self.pending_keys))
+        pending_at = self.pending_at
+        if len(pending_at):
+            late, count = frontier.split(pending_at)
+            if count == len(late):  # nothing to revisit yet
+                cand_keys, cand_times = new.data[0], new.times
+            elif count == 0:  # everything
+                cand_keys = np.concatenate([new.data[0], self.pending_keys])
+                cand_times = np.concatenate([new.times, pending_at])
+                self.pending_keys, self.pending_at = _NO_KEYS, self._no_times
+                self._pending_distinct = 0
+            else:
+                ready = ~late
+                cand_keys = np.concatenate([new.data[0], self.pending_keys.compress(ready)])
+                cand_times = np.concatenate([new.times, pending_at.compress(ready, axis=0)])
+                self.pending_keys, self.pending_at = self.pending_keys.compress(late), pending_at.compress(late, axis=0)
+                self._pending_distinct = min(self._pending_distinct, len(self.pending_keys))
+        else:
+            cand_keys, cand_times = new.data[0], new.times
         if len(cand_keys):
             self._process(cand_keys, cand_times, frontier)
         for h in (self.handle, self.output_handle):
@@ -140,8 +158,17 @@ class Reduce(Node):
         keys = distinct(cand_keys)
         inner = cand_times[0, 1:]
         if self.compiled and (len(inner) == 0 or (cand_times[:, 1:] == inner).all()):
+            size = self.config.reduce_chunk_keys
+            if len(keys) <= size:  # one chunk (the common case): no copies of the candidates
+                inp, out = self.handle.lookup(keys), self.output.lookup(keys)
+                e, k, t = reduce_round(keys, cand_keys, cand_times[:, 0], inner, inp, out, self.logic)
+                if len(t) and frontier.split(t)[1] != len(t):  # a time to revisit that is already complete
+                    return self._general(cand_keys, cand_times, frontier, inp, out)
+                self._add_pending(k, t)
+                self.rounds_compiled += 1
+                return self._publish(e, frontier)
             emitted, pend_k, pend_t = [], [], []
-            for chunk_keys, ck, co in _key_chunks(keys, cand_keys, cand_times[:, 0], self.config.reduce_chunk_keys):
+            for chunk_keys, ck, co in _key_chunks(keys, cand_keys, cand_times[:, 0], size):
                 inp, out = self.handle.lookup(chunk_keys), self.output.lookup(chunk_keys)
                 e, k, t = reduce_round(chunk_keys, ck, co, inner, inp, out, self.logic)
                 if not frontier.beyond(t).all():  # a time to revisit that is already complete
@@ -201,22 +228,24 @@ class Reduce(Node):
             self.output.advance_upper(frontier)
 
     def _add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
-        """Keep ``(keys, times)`` to revisit, deduplicated among themselves. The whole set is
-        deduplicated again only once it has doubled since it last was (amortized: a time found
-        again in later rounds is kept twice until then, which revisiting tolerates)."""
+        """Keep ``(keys, times)`` to revisit. Repeats are kept (revisiting a time twice changes
+        nothing) until the set has doubled since it was last deduplicated; then it is deduplicated
+        as a whole (amortized: one pass over it per doubling)."""
         if len(keys):
-            cols = distinct_rows((keys, *times.T))
-            self.pending_keys = np.concatenate([self.pending_keys, cols[0]])
-            self.pending_at = np.concatenate([self.pending_at, np.stack(cols[1:], axis=1)])
+            if len(self.pending_keys):
+                self.pending_keys = np.concatenate([self.pending_keys, keys])
+                self.pending_at = np.concatenate([self.pending_at, times])
+            else:
+                self.pending_keys, self.pending_at = keys, times
             if len(self.pending_keys) > 2 * max(self._pending_distinct, 256):
                 self._dedupe_pending()
                 self._pending_distinct = len(self.pending_keys)
 
     def _publish(self, emitted: Updates, frontier: Antichain) -> None:
         """Record output diffs ``(key, out)`` in the output trace and send the output records on."""
-        u = consolidate(emitted)
-        self.output.insert(u, frontier)
-        if len(u):
+        batch = self.output.insert(emitted, frontier)  # consolidated on the way
+        if len(batch):
+            u = batch.flat()
             k, o = u.data
             if self.logic.output_is_key:  # one out per key: (key, time) already distinct and sorted
                 self.emit(Updates((k,), u.times, u.diffs))
