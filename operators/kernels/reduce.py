@@ -21,7 +21,9 @@ Modes of :func:`reduce_points` (the ``out`` of a triple, per point with a non-em
 
 * ``GROUPS``: every slot with a non-zero count, in slot order: ``(point, val, count)`` — the group
   handed to logic written in Python.
-* ``TOTAL``: ``(point, total count, 1)`` (count, distinct, threshold).
+* ``TOTAL``: ``(point, total count, 1)`` (count, threshold).
+* ``POSITIVE``: ``(point, k, 1)`` where the total count is positive (distinct: ``k`` the id of its
+  one output).
 * ``LEAST``: ``(point, val, 1)`` for the first slot with a positive count (min; max with the order
   column negated).
 * ``TOP``: the ``k`` last elements, in slot order, of the multiset of vals with positive counts:
@@ -43,7 +45,7 @@ import numpy as np
 
 from . import helper, kernel
 
-GROUPS, TOTAL, LEAST, TOP, SUM = 0, 1, 2, 3, 4
+GROUPS, TOTAL, LEAST, TOP, SUM, POSITIVE = 0, 1, 2, 3, 4, 5
 OK, DIFF_OVERFLOW, VALUE_OVERFLOW = 0, 1, 2
 _MAX = np.iinfo(np.int64).max
 _MIN = np.iinfo(np.int64).min
@@ -227,7 +229,7 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
     candidates ``(cand_k, cand_t)`` (outer times) in any order; input rows ``(in_k, in_v, in_t,
     in_d)`` with ``in_o`` their vals' order column and output rows ``(out_k, out_t)``, in any order,
     times ``(rows, depth)``; ``inner`` the round's ``depth - 1`` inner coordinates; ``mode`` and ``k``
-    (``TOP``'s count) as in the module docstring.
+    (``TOP``'s count, ``POSITIVE``'s output) as in the module docstring.
 
     Returns ``(first, pk, pa, dp, dv, dc, pend_k, pend_t, status, at)``: per key its earliest
     candidate outer time; the points ``(pk, pa)`` (key index, outer time) sorted by key, then time; the
@@ -365,7 +367,7 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
                     wraps[s] += carry
                     wrapped += (wraps[s] != 0) - (old_wraps != 0)
                 nonzero += (new != 0 or wraps[s] != 0) - (old != 0 or old_wraps != 0)
-                if mode == TOTAL:
+                if mode == TOTAL or mode == POSITIVE:
                     total, carry = _wrapping_add(total, d)
                     total_wraps += carry
                 elif mode == SUM:
@@ -400,6 +402,11 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
                         nd += 1
                         left -= take
                     s -= 1
+            elif mode == POSITIVE:
+                if total > 0:
+                    dp, dv, dc = _grow(dp, nd), _grow(dv, nd), _grow(dc, nd)
+                    dp[nd], dv[nd], dc[nd] = p, k, 1
+                    nd += 1
             elif (best < hi) if mode == LEAST else (nonzero > 0):
                 dp, dv, dc = _grow(dp, nd), _grow(dv, nd), _grow(dc, nd)
                 dp[nd], dc[nd] = p, 1
@@ -423,13 +430,14 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
 
 @kernel
 def reduce_emit(keys, first, pk, pa, dp, dv, dc, out_k, out_v, out_t, out_d, inner):
-    """Output diffs of one round, unconsolidated: ``(key, out, outer time, diff)`` columns.
+    """Output diffs of one round, unconsolidated: ``(key, out, time, diff)`` columns, each time a row
+    ``(outer, *inner)`` of an ``(e, depth)`` array.
 
     Entry: ``keys``, ``first``, the points ``(pk, pa)`` and the desired triples ``(dp, dv, dc)`` as
     :func:`reduce_points` returned them (``dv`` now out ids); the output rows ``(out_k, out_v, out_t,
     out_d)`` of the round's keys in any order; ``inner`` the round's inner coordinates. Returns the
-    diffs (to be consolidated, where they cancel; their times are ``(outer, *inner)``) and the index
-    of the first diff that could not be negated (``-2**63``), or ``-1``."""
+    diffs (to be consolidated, where they cancel) and the index of the first diff that could not be
+    negated (``-2**63``), or ``-1``."""
     n, n_pts, q = dp.shape[0], pk.shape[0], out_k.shape[0]
     size = 2 * n + q
     ek = np.empty(size, np.int64)
@@ -461,7 +469,13 @@ def reduce_emit(keys, first, pk, pa, dp, dv, dc, out_k, out_v, out_t, out_d, inn
             else:
                 ed[e] = -out_d[j]
             e += 1
-    return ek[:e], eo[:e], et[:e], ed[:e], bad
+    depth = out_t.shape[1]
+    times = np.empty((e, depth), np.int64)
+    for i in range(e):
+        times[i, 0] = et[i]
+        for c in range(1, depth):
+            times[i, c] = inner[c - 1]
+    return ek[:e], eo[:e], times, ed[:e], bad
 
 
 # -- reference ----------------------------------------------------------------------------------
@@ -501,7 +515,8 @@ def reduce_points_reference(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, 
             if rk == key_i and t[0] <= a and _le_inner(t, inner):
                 counts[(o, v)] = counts.get((o, v), 0) + d
         total = sum(counts.values())
-        if any(not _MIN <= c <= _MAX for c in counts.values()) or (mode == TOTAL and not _MIN <= total <= _MAX):
+        if any(not _MIN <= c <= _MAX for c in counts.values()) or (
+                mode in (TOTAL, POSITIVE) and not _MIN <= total <= _MAX):
             status, first_bad = DIFF_OVERFLOW, (p if first_bad < 0 else first_bad)
             counts = {ov: 0 for ov in counts}
         group = sorted(counts.items())
@@ -510,6 +525,9 @@ def reduce_points_reference(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, 
             triples += [(p, v, c) for (_, v), c in group if c]
         elif mode == TOTAL and nonempty:
             triples.append((p, sum(c for _, c in group), 1))
+        elif mode == POSITIVE and nonempty:
+            if sum(c for _, c in group) > 0:
+                triples.append((p, k, 1))
         elif mode == SUM and nonempty:
             value = sum(o * c for (o, _), c in group)
             if not _MIN <= value <= _MAX:

@@ -61,12 +61,12 @@ class Join(Node):
         d_b = self.take_complete(frontier, 1, 2)
         if len(d_a) or len(d_b):
             parts: list[Columns] = []
-            if len(d_a):
+            if len(d_a):  # a trace's lookup is sorted by key, as int64 columns
                 d_a = by_key(d_a)
-                parts.append(product(d_a, by_key(self.right_handle.lookup(d_a.data[0]))))
+                parts.append(product(d_a, self.right_handle.lookup(d_a.data[0])))
             if len(d_b):
                 d_b = by_key(d_b)
-                parts.append(product(by_key(self.left_handle.lookup(d_b.data[0])), d_b))
+                parts.append(product(self.left_handle.lookup(d_b.data[0]), d_b))
                 if len(d_a):
                     parts.append(product(d_a, d_b, -1))
             self._emit([p for p in parts if len(p[0])])

@@ -291,8 +291,14 @@ class Spine:
     def _table(self) -> np.ndarray:
         """Every batch as a row ``(address, nk, nv, n)`` of a kernel table, oldest first."""
         if self._batch_table is None:
-            rows = [b.row for b in self.batches()]
-            self._batch_table = np.asarray(rows, dtype=np.int64).reshape(len(rows), 4)
+            rows = []
+            for item in self.items:
+                if type(item) is Merge:
+                    rows.append(item.older.row)
+                    rows.append(item.newer.row)
+                else:
+                    rows.append(item.row)
+            self._batch_table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
         return self._batch_table
 
     def lookup(self, keys: np.ndarray) -> Updates:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ddflow.operators.kernels import reduce as kr
 
 MIN, MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
-MODES = [kr.GROUPS, kr.TOTAL, kr.LEAST, kr.TOP, kr.SUM]
+MODES = [kr.GROUPS, kr.TOTAL, kr.LEAST, kr.TOP, kr.SUM, kr.POSITIVE]
 
 diffs_st = st.one_of(st.sampled_from([-2, -1, 1, 2]), st.sampled_from([MIN, MAX, MAX - 1, MIN + 1]))
 small_diffs = st.sampled_from([-2, -1, 1, 2])
@@ -55,7 +55,7 @@ def columns(depth, keys, cands, in_rows, out_rows, order):
 
 def run_points(fn, c, inner, mode, k):
     return fn(c["keys"], c["cand_k"], c["cand_t"], c["in_k"], c["in_v"],
-              c["in_v"] if mode in (kr.GROUPS, kr.TOTAL) else c["in_o"], c["in_t"], c["in_d"],
+              c["in_v"] if mode in (kr.GROUPS, kr.TOTAL, kr.POSITIVE) else c["in_o"], c["in_t"], c["in_d"],
               c["out_k"], c["out_t"], inner, mode, k)
 
 
@@ -83,8 +83,9 @@ def check_round(r, mode, k):
         assert MIN in [*c["out_d"].tolist(), *dc.tolist()]
         return
     got_e: Counter = Counter()
+    assert e[2].shape == (len(e[0]), depth) and (e[2][:, 1:] == inner).all(), "times (outer, *inner)"
     for key, v, t, d in zip(*[x.tolist() for x in e[:4]]):
-        got_e[(key, v, t)] += d
+        got_e[(key, v, t[0])] += d
     assert {kv: d for kv, d in got_e.items() if d} == want_e
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...kernels.reduce import DIFF_OVERFLOW, GROUPS, VALUE_OVERFLOW, reduce_emit, reduce_points
+from ...kernels.reduce import DIFF_OVERFLOW, GROUPS, POSITIVE, VALUE_OVERFLOW, reduce_emit, reduce_points
 from ...traces.batch import Updates, sum_error
 from ...traces.trie import int64
 from .logic import Logic, PointOverflow
@@ -29,11 +29,11 @@ def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray
     ``keys``: the sorted distinct candidate keys; ``cand_outer``: the candidates' outer times;
     ``inner``: the inner coordinates all candidates share (empty at depth 1); ``inp`` and ``out``: the
     input and output histories of ``keys`` (``data == (key, val)``, any order). The output diffs are
-    not consolidated. An accumulation outside int64 raises ``DiffError`` naming the key and time."""
-    depth = 1 + len(inner)
+    not consolidated. An accumulation outside int64 raises ``DiffError`` naming the key and time.
+    ``inp`` and ``out`` hold C-contiguous int64 columns, as trace lookups give them."""
     inner = _c(inner)
-    in_k, in_v, in_t, in_d = _c(inp.data[0]), _c(inp.data[1]), _c(inp.times), _c(inp.diffs)
-    out_k, out_v, out_t, out_d = _c(out.data[0]), _c(out.data[1]), _c(out.times), _c(out.diffs)
+    in_k, in_v, in_t, in_d = inp.data[0], inp.data[1], inp.times, inp.diffs  # lookups: int64 columns
+    out_k, out_v, out_t, out_d = out.data[0], out.data[1], out.times, out.diffs
     cand_keys, cand_outer = _c(cand_keys), _c(cand_outer)
     mode, order, k = logic.plan(in_v)
     while True:
@@ -49,15 +49,12 @@ def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray
     if status == DIFF_OVERFLOW:  # the key's input accumulated at the point leaves int64
         raise sum_error((int(keys[pk[at]]),), when(pa[at]))
     try:
-        dp, dv, dc = logic.finish(mode, keys.take(pk), dp, dv, dc)
+        if mode != POSITIVE:  # POSITIVE's triples are the desired output already
+            dp, dv, dc = logic.finish(mode, keys.take(pk), dp, dv, dc)
     except PointOverflow as exc:  # counts of a point's group (or of one of its outputs) leave int64
         raise sum_error((int(keys[pk[exc.point]]),), when(pa[exc.point])) from exc
     ek, eo, et, ed, bad = reduce_emit(keys, first, pk, pa, _c(dp), _c(dv), _c(dc), out_k, out_v, out_t, out_d,
                                       inner)
     if bad >= 0:  # a diff of -2**63 has no negation in int64
-        raise sum_error((int(ek[bad]), int(eo[bad])), when(et[bad]))
-    times = np.empty((len(et), depth), dtype=np.int64)
-    times[:, 0] = et
-    if depth > 1:
-        times[:, 1:] = inner
-    return Updates((ek, eo), times, ed), pend_k, pend_t
+        raise sum_error((int(ek[bad]), int(eo[bad])), tuple(et[bad].tolist()))
+    return Updates((ek, eo), et, ed), pend_k, pend_t

@@ -20,7 +20,7 @@ import numpy as np
 from ...config import DEFAULT
 from ...errors import DiffError
 from ...kernels.consolidate import INT64_LIMIT, outside_int64, sums_fit
-from ...kernels.reduce import GROUPS, LEAST, SUM, TOP, TOTAL
+from ...kernels.reduce import GROUPS, LEAST, POSITIVE, SUM, TOP, TOTAL
 from ...kernels.sorting import distinct
 from ...values.interner import Interner
 from ...values.ordering import sort_values
@@ -231,9 +231,13 @@ class Threshold(Logic):
         return pts, np.full(len(pts), self.unit, dtype=np.int64), mult[pts]
 
     def plan(self, vals):
+        if self.f is None:  # distinct: the kernel emits the record where its count is positive
+            return POSITIVE, vals, self.unit
         return TOTAL, vals, 0
 
     def finish(self, mode, keys, dp, dv, dc):
+        if mode == POSITIVE:
+            return dp, dv, dc
         if self.f is None:
             mult = (dv > 0).astype(np.int64)
         else:  # f once per distinct (record, count) of the round
