@@ -152,8 +152,12 @@ class Node:
                 node.push(port, updates)
 
     def take_all(self, port: int = 0, width: int = 1) -> Updates:
-        parts, self.buffers[port] = self.buffers[port], []
-        return concat(parts, width, self.scope.depth)
+        """Remove and return every update buffered on ``port``."""
+        parts = self.buffers[port]
+        if not parts:
+            return Updates.empty(width, self.scope.depth)
+        self.buffers[port] = []
+        return parts[0] if len(parts) == 1 else concat(parts, width, self.scope.depth)
 
     def take_complete(self, frontier: Antichain, port: int = 0, width: int = 1) -> Updates:
         """Remove and return the buffered updates at times not beyond ``frontier``."""

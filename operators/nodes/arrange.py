@@ -14,7 +14,10 @@ from ..traces.spine import Spine, TraceHandle
 
 
 class Arrange(Node):
-    """Seals complete updates into batches of a trace, and forwards each batch to its readers."""
+    """Seals complete updates into batches of a trace, and forwards each batch to its readers.
+
+    Readers may assume that every batch they receive holds only times complete for the frontier of
+    the pass that sends it (and so for every later one): they take their buffers whole."""
 
     observes_frontier = True  # the trace's upper follows the frontier
 

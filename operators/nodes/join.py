@@ -57,8 +57,10 @@ class Join(Node):
         self.output = output
 
     def step(self, frontier: Antichain) -> None:
-        d_a = self.take_complete(frontier, 0, 2)
-        d_b = self.take_complete(frontier, 1, 2)
+        # an arrangement sends only complete batches, in the pass of the frontier they are complete
+        # for: everything buffered is complete (no split by the frontier)
+        d_a = self.take_all(0, 2)
+        d_b = self.take_all(1, 2)
         if len(d_a) or len(d_b):
             parts: list[Columns] = []
             if len(d_a):  # a trace's lookup is sorted by key, as int64 columns

@@ -128,7 +128,7 @@ class Reduce(Node):
         yield self.pending_keys
 
     def step(self, frontier: Antichain) -> None:
-        new = self.take_complete(frontier, 0, 2)
+        new = self.take_all(0, 2)  # from the arrangement: complete batches only
         pending_at = self.pending_at
         if len(pending_at):
             late, count = frontier.split(pending_at)
