@@ -19,6 +19,7 @@ import numpy as np
 
 from ..frontier import Antichain
 from ..graph import Node, Scope
+from ..kernels.frontier import least_ready
 from ..lattice import T_MIN
 from ..traces.batch import consolidate
 
@@ -42,10 +43,9 @@ class Loop(Node):
     def step(self, frontier: Antichain) -> None:
         inner = self.inner
         worker = self.scope.dataflow.worker
+        outer = frontier.array(self.scope.depth)
         while True:
-            pending = inner.pending_times()
-            ready = pending[~frontier.beyond(pending[:, :-1])] if len(pending) else pending
-            r = int(ready[:, -1].min()) if len(ready) else None
+            r = self._next_round(outer)
             if worker is not None:
                 r = worker.least_round(r)
             if r is None:
@@ -60,6 +60,19 @@ class Loop(Node):
         egress = self.take_all(0)
         if len(egress):
             self.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
+
+    def _next_round(self, outer: np.ndarray) -> int | None:
+        """The least iteration of the work the inner nodes hold at outer times complete for the
+        enclosing frontier (``outer``, its array), or ``None``: one compiled pass per holding node."""
+        r = None
+        for node in self.inner.holding:
+            times = node.pending_times()
+            if len(times):
+                count, least = least_ready(times if times.flags.c_contiguous else np.ascontiguousarray(times),
+                                           outer)
+                if count and (r is None or least < r):
+                    r = least
+        return None if r is None else int(r)
 
     def holds_work(self) -> bool:
         # as one of several workers, stepped in every pass: its rounds are agreed with the others

@@ -43,3 +43,20 @@ def test_antichain_split_agrees_with_the_kernel_reference(case):
     assert frontier.beyond(times).tolist() == want.tolist()
     strided = np.repeat(times, 2, axis=0)[::2]  # a non-contiguous view of the same rows
     assert frontier.split(strided)[0].tolist() == want.tolist()
+
+
+@st.composite
+def loop_cases(draw):
+    depth = draw(st.integers(2, 4))
+    row = st.lists(coordinate, min_size=depth, max_size=depth)
+    outer_row = st.lists(coordinate, min_size=depth - 1, max_size=depth - 1)
+    times = np.array(draw(st.lists(row, max_size=20)), dtype=np.int64).reshape(-1, depth)
+    outer = np.array(draw(st.lists(outer_row, max_size=3)), dtype=np.int64).reshape(-1, depth - 1)
+    return times, outer
+
+
+@settings(max_examples=300, deadline=None)
+@given(loop_cases())
+def test_least_ready_matches_reference(case):
+    times, outer = case
+    assert kf.least_ready(times, outer) == kf.least_ready_reference(times, outer)
