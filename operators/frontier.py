@@ -46,19 +46,20 @@ _FALSE.flags.writeable = False
 class Antichain:
     """A set of mutually incomparable times (tuples); inserting keeps only the minimal ones."""
 
-    __slots__ = ("_elements", "_array", "_one")
+    __slots__ = ("_elements", "_array", "_one", "_hash")
 
     def __init__(self, elements: Iterable[Time] = ()) -> None:
         self._elements: list[tuple[int, ...]] = []
         self._array: np.ndarray | None = None  # array() of the elements, kept until they change
         self._one: int | None = None  # the coordinate of a frontier of one 1-dimensional time, else None
+        self._hash: int | None = None
         for e in elements:
             self.insert(e)
 
     def insert(self, time: Time) -> bool:
         """Insert ``time`` unless some element is ``<=`` it; drop elements it dominates."""
         t = time if type(time) is tuple else as_tuple(time)
-        self._array = None
+        self._array = self._hash = None
         if not self._elements:  # the common frontier of one time
             self._elements.append(t)
             self._one = t[0] if len(t) == 1 else None
@@ -151,7 +152,10 @@ class Antichain:
         return a[0] == b[0] if len(a) == 1 else set(a) == set(b)
 
     def __hash__(self) -> int:
-        return hash(frozenset(self._elements))
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(frozenset(self._elements))
+        return h
 
     def __repr__(self) -> str:
         return f"Antichain({self.elements})"
@@ -180,7 +184,6 @@ class MutableAntichain:
     def __init__(self) -> None:
         self._counts: dict[tuple[int, ...], int] = {}
         self._frontier: Antichain | None = None
-        self._latest: Antichain | None = None  # the last frontier a holder moved to
 
     def update(self, time: Time, delta: int) -> None:
         """Add ``delta`` to the count of ``time`` (counts never go negative)."""
@@ -202,7 +205,6 @@ class MutableAntichain:
             gone, added = old._elements, new._elements
             if gone == added:
                 return
-            self._latest = new
             for u in gone:
                 if counts.get(u, 0) < 1:
                     raise CompactionError(f"MutableAntichain count for {u} went negative")
@@ -217,7 +219,6 @@ class MutableAntichain:
                     counts[u] = c - 1
             return
         if new is not None:
-            self._latest = new
             for t in new._elements:
                 self.update(t, +1)
         if old is not None:
@@ -228,16 +229,10 @@ class MutableAntichain:
         """The minimal times with a positive count."""
         if self._frontier is None:
             counts = self._counts
-            latest = self._latest
-            if latest is not None and len(latest._elements) == len(counts) and all(
-                    t in counts for t in latest._elements):
-                # the times held are those of the last frontier a holder moved to (every holder is
-                # there): that antichain itself, so callers comparing by identity see the same one
-                self._frontier = latest
-            elif len(counts) == 1:  # one time held: it is the frontier
+            if len(counts) == 1:  # one time held: it is the frontier
                 (t,) = counts
                 f = Antichain.__new__(Antichain)
-                f._elements, f._array, f._one = [t], None, t[0] if len(t) == 1 else None
+                f._elements, f._array, f._one, f._hash = [t], None, t[0] if len(t) == 1 else None, None
                 self._frontier = f
             else:
                 self._frontier = Antichain(counts)

@@ -23,6 +23,51 @@ if TYPE_CHECKING:
     from .spine import Spine
 
 
+class Holds:
+    """The frontiers a trace's readers hold, counted per frontier: the trace may compact to their
+    meet. Readers of one trace usually stand at one frontier (the frontier they are all stepped
+    with), so moving a reader is two dict updates and the meet is that frontier itself, the same
+    object, until the readers part."""
+
+    __slots__ = ("_counts", "_frontier")
+
+    def __init__(self) -> None:
+        self._counts: dict[Antichain, int] = {}
+        self._frontier: Antichain | None = None
+
+    def update_frontier(self, old: Antichain | None, new: Antichain | None) -> None:
+        """Replace one holder's frontier ``old`` by ``new`` (either may be ``None``: a holder arrives
+        or leaves). ``old`` must be held."""
+        counts = self._counts
+        if new is not None:
+            counts[new] = counts.get(new, 0) + 1
+        if old is not None:
+            c = counts.get(old, 0)
+            if c < 1:
+                raise CompactionError(f"no reader holds the frontier {old}")
+            if c == 1:
+                del counts[old]
+            else:
+                counts[old] = c - 1
+        self._frontier = None
+
+    def frontier(self) -> Antichain:
+        """The meet of the held frontiers (the empty antichain when nothing is held)."""
+        f = self._frontier
+        if f is None:
+            counts = self._counts
+            if len(counts) == 1:
+                (f,) = counts
+            else:
+                f = Antichain(t for held in counts for t in held._elements)
+            self._frontier = f
+        return f
+
+    def is_empty(self) -> bool:
+        """True when no holder holds a time."""
+        return self.frontier().is_empty()
+
+
 class TraceHandle:
     """A reader's hold on a trace: the trace never compacts past this handle's frontiers."""
 

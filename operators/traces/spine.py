@@ -18,13 +18,13 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..config import DEFAULT, EngineConfig
-from ..frontier import Antichain, MutableAntichain
+from ..frontier import Antichain
 from ..kernels.lookup import flatten
 from ..kernels.lookup import lookup as lookup_kernel
 from ..lattice import T_MIN
 from .batch import Updates, consolidate
 from .cursor import TraceCursor
-from .handle import TraceHandle
+from .handle import Holds, TraceHandle
 from ..kernels.merge import cascade as merge_cascade
 from ..kernels.trie import size as trie_size
 from .merge import Merge, frontier_array, merge_error
@@ -44,8 +44,8 @@ class Spine:
         self.name = name
         self.items: list[TrieBatch | Merge] = []
         self.upper = Antichain([(T_MIN,) * depth])
-        self._logical_holds = MutableAntichain()
-        self._physical_holds = MutableAntichain()
+        self._logical_holds = Holds()
+        self._physical_holds = Holds()
         self._since = Antichain([(T_MIN,) * depth])
         self._compacted = Antichain([(T_MIN,) * depth])  # the last logical frontier given out
         self.merge_work = 0

@@ -226,3 +226,35 @@ def test_advance_by_collapses_a_window_onto_the_frontier():
     two = Antichain([(0, 2), (2, 0)])
     assert advance_by(np.asarray([[0, 0], [1, 1], [3, 0]]), two).tolist() == [[0, 0], [1, 1], [3, 0]]
     assert advance_by(np.asarray([[0, 0], [R, 0]]), Antichain([(1, 1)])).tolist() == [[1, 1], [R, 1]]
+
+
+@dataplane
+@given(st.data())
+def test_trace_holds_are_the_meet_of_the_held_frontiers(data):
+    """A trace's reader holds (``traces.handle.Holds``): readers arrive, move and leave; the frontier is
+    the minimal elements of everything held, the same object as a reader's when all stand there."""
+    from ddflow.operators.traces.handle import Holds
+
+    d = data.draw(depths)
+    holds, held = Holds(), []
+    for _ in range(data.draw(st.integers(1, 12))):
+        action = data.draw(st.sampled_from(["arrive", "move", "leave"] if held else ["arrive"]))
+        if action == "arrive":
+            f = data.draw(antichains(d))
+            holds.update_frontier(None, f)
+            held.append(f)
+        else:
+            i = data.draw(st.integers(0, len(held) - 1))
+            new = data.draw(antichains(d)) if action == "move" else None
+            holds.update_frontier(held[i], new)
+            if new is None:
+                held.pop(i)
+            else:
+                held[i] = new
+        frontier = holds.frontier()
+        assert set(frontier.elements) == minimal([t for f in held for t in f.elements])
+        assert holds.is_empty() == (not any(f.elements for f in held))
+        if held and all(f == held[0] for f in held):
+            assert frontier == held[0]
+    with pytest.raises(ValueError, match="no reader holds"):
+        holds.update_frontier(Antichain([(R + 1,) * d]), None)
