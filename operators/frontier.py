@@ -16,7 +16,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from . import lattice
 from .errors import CompactionError
 from .kernels.frontier import beyond as beyond_kernel
 from .lattice import Time, as_tuple
@@ -125,7 +124,8 @@ class Antichain:
         """The times as an ``(n, depth)`` int64 array (read-only; the same array while the elements stay)."""
         a = self._array
         if a is None or a.shape[1] != depth:
-            a = self._array = lattice.to_array(self._elements, depth)
+            # the elements are tuples of ints already: no conversion of each
+            a = self._array = np.array(self._elements, dtype=np.int64).reshape(len(self._elements), depth)
             a.flags.writeable = False
         return a
 
