@@ -160,12 +160,20 @@ def _key_indices(keys, ids):
 @helper
 def _by_key(kidx, perm, nk):
     """``perm`` stably reordered by ``kidx[perm]`` (keys ``0..nk-1``), and per key the offsets of
-    its run: ``[offs[k], offs[k + 1])``."""
+    its run: ``[offs[k], offs[k + 1])``. A ``perm`` already in key order is copied as it is."""
     offs = np.zeros(nk + 1, np.int64)
+    grouped = True  # already in key order (rows from a trace lookup are): no scatter needed
+    last = -1
     for i in perm:
-        offs[kidx[i] + 1] += 1
+        k = kidx[i]
+        offs[k + 1] += 1
+        if k < last:
+            grouped = False
+        last = k
     for k in range(nk):
         offs[k + 1] += offs[k]
+    if grouped:
+        return perm.copy(), offs
     pos = np.empty(nk, np.int64)
     for k in range(nk):
         pos[k] = offs[k]
