@@ -7,6 +7,8 @@ receives each new batch; the trace compacts only as far as the meet of its reade
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..traces.batch import Updates
@@ -32,11 +34,11 @@ class Arrange(Node):
         if len(u):
             ids = u.data[0]
             if self.by_self:
-                keys, vals = ids, ids * 0 + self.unit
+                keys, vals = ids, np.full(len(ids), self.unit, dtype=np.int64)
             else:
                 keys, vals = self.interner.split(ids, f"{self.name}")
             batch = self.trace.insert(Updates((keys, vals), u.times, u.diffs), frontier)
-            if len(batch):
+            if len(batch) and self.consumers:
                 self.emit(batch.flat())
         elif self.trace.upper != frontier:
             self.trace.advance_upper(frontier)
