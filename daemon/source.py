@@ -111,6 +111,7 @@ class KafkaSource:
         self._backlog: deque[Any] = deque()  # messages read and not taken yet, in order
         self._peeked: tuple[Any, Decoded] | None = None  # the backlog's first message, decoded already
         self._read_updates = self._read_messages = 0  # read so far (how many messages a poll reads)
+        self._last_wanted = 10_000  # what `_wanted` last asked for
         self._paused: set[tuple[str, int]] = set()  # partitions whose messages wait (see `pause_ahead`)
         self._unpaused: set[tuple[str, int]] = set()  # those of them the consumer still reads (into the stash)
         self._hold: int | None = None  # while paused: the frontier the partitions read hold
@@ -517,11 +518,15 @@ class KafkaSource:
     def _wanted(self, max_messages: int, max_updates: int | None) -> int:
         """How many messages to read from the consumer for a poll that may take ``max_updates``:
         about twice what that many updates came in so far (markers included), so that messages
-        read ahead of the epochs do not pile up here (the consumer's own queue holds the rest)."""
-        if max_updates is None or not self._read_updates:
-            return max_messages
-        per_message = self._read_updates / max(self._read_messages, 1)
-        return max(1, min(max_messages, int(2 * max_updates / per_message) + 1))
+        read ahead of the epochs do not pile up here (the consumer's own queue holds the rest);
+        as many as last time while partitions are held up to their next marker (`pause_ahead`)."""
+        if max_updates is None:
+            return max_messages if self._hold is None else self._last_wanted
+        if self._read_updates:
+            per_message = self._read_updates / max(self._read_messages, 1)
+            self._last_wanted = max(1, min(max_messages, int(2 * max_updates / per_message) + 1))
+            return self._last_wanted
+        return max_messages
 
     def _past_hold(self, topic: str, partition: int) -> bool:
         """Whether a partition read while others are paused (see `pause_ahead`) is now beyond the

@@ -141,6 +141,11 @@ def test_the_committer_runs_one_commit_at_a_time_and_raises_in_the_callers_threa
         committer.result(timeout=0.01)
     gate.set()
     assert committer.result() == "ddflow-commit" and not committer.busy
+    threads = set()
+    for _ in range(3):  # one thread serves every commit: starting one does not wait for a new thread
+        committer.start(threading.current_thread)
+        threads.add(committer.result())
+    assert len(threads) == 1 and threading.current_thread() not in threads
     committer.start(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         committer.result()
