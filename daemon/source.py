@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +38,7 @@ from .deadletter import DeadLetterWriter
 from .exceptions import KafkaClientError, OptionsError, RecoveryError
 from .floors import FloorLog
 from .inputs import InputSpec
+from .intake import Intake
 from .block import Block
 from .io import Polled, Update
 from .kafka import client_config, topic_partitions
@@ -108,14 +108,7 @@ class KafkaSource:
         self._next: dict[tuple[str, int], int] = {}  # next offset to read per (topic, partition)
         self._bindings: dict[str, ReclockBindings] = {}
         self._floors: dict[str, FloorLog] = {}
-        self._backlog: deque[Any] = deque()  # messages read and not taken yet, in order
-        self._peeked: tuple[Any, Decoded] | None = None  # the backlog's first message, decoded already
-        self._read_updates = self._read_messages = 0  # read so far (how many messages a poll reads)
-        self._last_wanted = 10_000  # what `_wanted` last asked for
-        self._paused: set[tuple[str, int]] = set()  # partitions whose messages wait (see `pause_ahead`)
-        self._unpaused: set[tuple[str, int]] = set()  # those of them the consumer still reads (into the stash)
-        self._hold: int | None = None  # while paused: the frontier the partitions read hold
-        self._stash: dict[tuple[str, int], list[Any]] = {}  # messages of paused partitions, in order
+        self._intake = Intake()  # messages read and not taken yet, partitions paused (see `pause_ahead`)
         self._consumer: Any = None
         self._lag_interval = lag_interval
         self._last_lag = 0.0
@@ -260,19 +253,14 @@ class KafkaSource:
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
-        self._backlog.clear()
-        self._peeked = None
-        self._paused.clear()
-        self._unpaused.clear()
-        self._hold = None
-        self._stash.clear()
+        self._intake.clear()
         if consumer is not None:
             consumer.close()
 
     @property
     def paused(self) -> set[tuple[str, int]]:
         """The (topic, partition)s not read for now (see `pause_ahead`)."""
-        return set(self._paused)
+        return set(self._intake.paused)
 
     def pause_ahead(self, frontier: int | None, *, hold: bool = True) -> None:
         """Read only the partitions that hold the inputs' ``frontier`` (the worker's input
@@ -284,7 +272,8 @@ class KafkaSource:
         beyond ``frontier``: each is read up to its next marker, no further."""
         if frontier is None:
             return
-        self._hold = frontier if hold else None
+        intake = self._intake
+        intake.hold = frontier if hold else None
         ahead = set()
         bounds = self.bounds()
         for topic, state in self._inputs.items():
@@ -296,30 +285,24 @@ class KafkaSource:
                     beyond = ps.frontier > frontier
                 if beyond:
                     ahead.add((topic, p))
-        self._resume_only(sorted(self._paused - ahead))
-        new = sorted((ahead - self._paused) | (ahead & self._unpaused))
+        self._resume_only(sorted(intake.paused - ahead))
+        new = sorted((ahead - intake.paused) | (ahead & intake.unpaused))
         if new:
             self._pause(new)
-            self._paused.update(new)
-            self._unpaused.difference_update(new)
+            intake.pausing(new)
             log.debug("epoch full at frontier %s: paused %s", frontier, new)
 
     def resume(self) -> None:
         """Read every partition again; the messages waiting for paused ones come first."""
-        self._hold = None
-        self._resume_only(sorted(self._paused))
+        self._intake.hold = None
+        self._resume_only(sorted(self._intake.paused))
 
     def _resume_only(self, partitions: list[tuple[str, int]]) -> None:
         """Read ``partitions`` (paused) again; their waiting messages come first, in order."""
-        if not partitions:
-            return
-        paused = [key for key in partitions if key not in self._unpaused]
-        if paused:
-            self._resume(paused)
-        self._paused.difference_update(partitions)
-        self._unpaused.difference_update(partitions)
-        waiting = [msg for key in partitions for msg in self._stash.pop(key, ())]
-        self._backlog.extendleft(reversed(waiting))
+        if partitions:
+            resume = self._intake.release(partitions)
+            if resume:
+                self._resume(resume)
 
     def bounds(self) -> dict[str, Bound | None]:
         """Each input's frontier now."""
@@ -387,11 +370,12 @@ class KafkaSource:
         (a worker has raised every partition to it already, see `raise_to`). With ``max_updates``,
         take no message with updates once that many are taken (the rest of a message included),
         but the progress markers that follow: messages read and not taken wait, in order, for the
-        next poll, and the consumer is asked for about as many as that will take (`_wanted`).
+        next poll, and the consumer is asked for about as many as that will take (`intake`).
         Messages of `paused` partitions wait too."""
-        backlog = self._backlog
+        intake = self._intake
+        backlog = intake.backlog
         if not backlog:
-            backlog.extend(self._consume(self._wanted(max_messages, max_updates), timeout))
+            backlog.extend(self._consume(intake.wanted(max_messages, max_updates), timeout))
         now_mono = self._monotonic()
         now_wall = time.time()
         polled = Polled({s.spec.name: [] for s in self._inputs.values()})
@@ -403,13 +387,12 @@ class KafkaSource:
             taken += 1
             err = msg.error()
             topic, partition = msg.topic(), msg.partition()
-            if self._hold is not None and (topic, partition) not in self._paused and self._past_hold(topic, partition):
+            if intake.hold is not None and (topic, partition) not in intake.paused and self._past_hold(topic, partition):
                 # it moved past the frontier held: its next messages wait, without pausing the
                 # consumer (the next `pause_ahead` reads it again if it now holds the frontier)
-                self._paused.add((topic, partition))
-                self._unpaused.add((topic, partition))
-            if (topic, partition) in self._paused and (err is None or err.code() == RdKafkaError._PARTITION_EOF):
-                self._stash.setdefault((topic, partition), []).append(msg)  # read again once resumed
+                intake.held((topic, partition))
+            if (topic, partition) in intake.paused and (err is None or err.code() == RdKafkaError._PARTITION_EOF):
+                intake.wait((topic, partition), msg)  # read again once resumed
                 continue
             if err is not None:
                 if err.code() == RdKafkaError._PARTITION_EOF:
@@ -428,16 +411,14 @@ class KafkaSource:
             state = self._inputs[topic]
             spec, stats = state.spec, state.stats
             value = msg.value()
-            peeked, self._peeked = self._peeked, None
-            decoded = peeked[1] if peeked is not None and peeked[0] is msg else None
+            decoded = intake.decoded(msg)
             if max_updates is not None and got >= max_updates:
                 # the updates wanted are taken: read on only what brings none (progress markers),
                 # so that the epoch they close can close now
                 if decoded is None:
                     decoded = spec.decoder.decode(value)
                 if len(decoded):
-                    backlog.appendleft(msg)
-                    self._peeked = (msg, decoded)  # not decoded again
+                    intake.put_back(msg, decoded)  # not decoded again
                     break
             offset = msg.offset()
             self._next[(topic, partition)] = offset + 1
@@ -501,8 +482,7 @@ class KafkaSource:
             ts_type, ts_ms = msg.timestamp()
             arrival = ts_ms / 1000.0 if ts_type != 0 and 0 < ts_ms / 1000.0 <= now_wall else now_wall
             polled.batches.append((spec.name, arrival, len(block), max(hi, frontier)))
-        self._read_messages += polled.messages
-        self._read_updates += got
+        intake.counted(polled.messages, got)
         if fresh and reclock_time is not None:
             for topic, upper in fresh.items():
                 self._bindings[topic].bind(reclock_time, upper)
@@ -515,27 +495,15 @@ class KafkaSource:
             self._update_lag()
         return polled
 
-    def _wanted(self, max_messages: int, max_updates: int | None) -> int:
-        """How many messages to read from the consumer for a poll that may take ``max_updates``:
-        about twice what that many updates came in so far (markers included), so that messages
-        read ahead of the epochs do not pile up here (the consumer's own queue holds the rest);
-        as many as last time while partitions are held up to their next marker (`pause_ahead`)."""
-        if max_updates is None:
-            return max_messages if self._hold is None else self._last_wanted
-        if self._read_updates:
-            per_message = self._read_updates / max(self._read_messages, 1)
-            self._last_wanted = max(1, min(max_messages, int(2 * max_updates / per_message) + 1))
-            return self._last_wanted
-        return max_messages
-
     def _past_hold(self, topic: str, partition: int) -> bool:
         """Whether a partition read while others are paused (see `pause_ahead`) is now beyond the
         frontier they wait for (its marker moved it): its next updates are not needed yet."""
         state = self._inputs.get(topic)
-        if state is None or state.spec.policy == "reclock" or self._hold is None:
+        hold = self._intake.hold
+        if state is None or state.spec.policy == "reclock" or hold is None:
             return False
         ps = state.progress.partitions.get(partition)
-        return ps is not None and ps.frontier > self._hold
+        return ps is not None and ps.frontier > hold
 
     def _apply_floors(self, state: _Input, topic: str, partition: int, offset: int) -> None:
         """Raise ``partition`` by the floors recorded at offsets up to ``offset``."""
