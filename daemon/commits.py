@@ -28,7 +28,7 @@ from typing import Any
 
 from .exceptions import OptionsError
 
-__all__ = ["CommitWindow", "Window", "Committer"]
+__all__ = ["CommitWindow", "Committer", "Window", "WindowCommits"]
 
 
 @dataclass
@@ -193,3 +193,40 @@ class Committer:
         if not ok:
             raise value
         return value
+
+
+class WindowCommits:
+    """When a sink commits: the two entry points every sink with a commit window shares.
+
+    The sink provides ``_commits`` (its `Committer`), ``_window`` (its `CommitWindow`), ``_staged``
+    (dead letters waiting for a commit), ``_start()`` (hand the window to the committer) and
+    ``_collect()`` (wait for the commit in flight and take its outcome: whether it landed)."""
+
+    _commits: Committer
+    _window: CommitWindow
+    _staged: list
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _collect(self) -> bool:
+        raise NotImplementedError
+
+    def maybe_commit(self) -> bool:
+        """Take the outcome of a commit that finished (raising its failure), and start committing
+        the window if its interval has passed and no commit is in flight; whether a commit landed."""
+        landed = self._commits.busy and self._commits.done() and self._collect()
+        if not self._commits.busy and self._window.due():
+            self._start()
+            if self._commits.done():  # it ran in this thread (or was that quick)
+                landed = self._collect()
+        return landed
+
+    def commit(self) -> bool:
+        """Commit the window's epochs and the staged dead letters now, after the commit in flight,
+        and wait for both; whether anything landed."""
+        landed = self._commits.busy and self._collect()
+        if not self._window.epochs and not self._staged:
+            return landed
+        self._start()
+        return self._collect()

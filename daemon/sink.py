@@ -56,7 +56,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 
 from .block import Block
-from .commits import Committer, CommitWindow, Window
+from .commits import Committer, CommitWindow, Window, WindowCommits
 from .deadletter import DeadLetterWriter
 from .exceptions import BrokerTimeout, KafkaClientError, OptionsError
 from .formats import Encoder, Message, encoder
@@ -104,7 +104,7 @@ class OutputSpec:
         object.__setattr__(self, "encoder", made)
 
 
-class KafkaSink:
+class KafkaSink(WindowCommits):
     """Publishes epochs to the output topics (and dead letters) through one producer, committing
     the consumed input offsets with them (an `io.Sink`)."""
 
@@ -299,25 +299,6 @@ class KafkaSink:
         self._marked.update(marked)
         self.maybe_commit()
         return written
-
-    def maybe_commit(self) -> bool:
-        """Take the outcome of a commit that finished (raising its failure), and start committing
-        the window if its interval has passed and no commit is in flight; whether a commit landed."""
-        landed = self._commits.busy and self._commits.done() and self._collect()
-        if not self._commits.busy and self._window.due():
-            self._start()
-            if self._commits.done():  # it ran in this thread (or was that quick)
-                landed = self._collect()
-        return landed
-
-    def commit(self) -> bool:
-        """Commit the window's epochs and the staged dead letters now, after the commit in flight,
-        and wait for both; whether anything landed."""
-        landed = self._commits.busy and self._collect()
-        if not self._window.epochs and not self._staged:
-            return landed
-        self._start()
-        return self._collect()
 
     def pending(self) -> int:
         """Epochs published and not committed yet (in the window or in the commit in flight)."""

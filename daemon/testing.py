@@ -34,7 +34,7 @@ from typing import Any
 from confluent_kafka import KafkaError as RdKafkaError
 
 from .block import Block
-from .commits import Committer, CommitWindow, Window
+from .commits import Committer, CommitWindow, Window, WindowCommits
 from .deadletter import DeadLetter, DeadLetterWriter, decode_dead_letter
 from .exceptions import OptionsError
 from .io import Offsets, Update
@@ -239,7 +239,7 @@ class Epoch:
     offsets: dict[tuple[str, int], int]
 
 
-class ListSink:
+class ListSink(WindowCommits):
     """A sink keeping what it commits in lists (an `io.Sink`).
 
     ``outputs``: `OutputSpec`\\ s or output names; ``dead_letter_topic`` None: no dead letters
@@ -304,21 +304,6 @@ class ListSink:
     def commit_dead_letters(self) -> None:
         if self._staged:
             self.commit()
-
-    def commit(self) -> bool:
-        landed = self._commits.busy and self._collect()
-        if not self._window.epochs and not self._staged:
-            return landed
-        self._start()
-        return self._collect()
-
-    def maybe_commit(self) -> bool:
-        landed = self._commits.busy and self._commits.done() and self._collect()
-        if not self._commits.busy and self._window.due():
-            self._start()
-            if self._commits.done():  # it ran in this thread (or was that quick)
-                landed = self._collect()
-        return landed
 
     def _start(self) -> None:
         window = self._window.take()
