@@ -10,11 +10,18 @@ epoch close the workers agree on the upper, each advances its inputs to it (upda
 wait for the next epoch, held by the engine) and runs its dataflow once. A worker with nothing to
 do still takes part in every agreement and every exchange step.
 
-A restarted worker rejoins the generation (see `exchange`) and replays it: its inputs from the
-beginning, the agreements and the exchange steps as they were first decided and sent; it closes
-each agreed epoch once its own inputs have caught up with it, and the sink publishes only what
-its writer had not made final. The others wait for it, each wait bounded by ``wait_timeout``
-(`exchange.ExchangeTimeout`: the worker exits 1 for its supervisor to restart it).
+A restarted worker rejoins the generation (see `exchange`). With a checkpoint of it (each worker
+keeps its own, under ``<checkpoint.location>/worker-<i>``) it restores alone, the others running on:
+its inputs as a single worker does, and what each exchange point held at the checkpoint's frontier
+``F`` (the keys it owns there, entries ``exchange:<c>`` of the checkpoint), in one run that makes
+no agreement and exchanges nothing (``operators.workers.Worker.restore``); then it takes its place
+in the common sequence back (agreements and exchange steps counted as at ``F``) and re-reads its
+inputs, the agree topic and its exchange partitions from the offsets the checkpoint recorded.
+Without one it replays the generation from its start. Either way it takes every agreement and
+exchange step as first decided and sent, closes each agreed epoch once its own inputs have caught
+up with it, and its sink publishes only what its writer had not made final. The others wait for
+it, each wait bounded by ``wait_timeout`` (`exchange.ExchangeTimeout`: the worker exits 1 for its
+supervisor to restart it).
 
 Stopping (SIGTERM): the worker says so in the next agreement; the epoch agreed there closes on
 every worker and the stopping one leaves (the others wait for it to come back). A stopped worker
@@ -24,15 +31,25 @@ commits what it closed and exits (a restart replays from there).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from .checkpoint import InputState
 from .clock import EpochClock
+from .exceptions import SnapshotError
 from .exchange import Interrupted, KafkaTransport
+from .recovery import INTERNAL
 from .stats import EpochReport
 from .worker import Worker
+
+GENERATION_FILE = "generation.json"
 
 __all__ = ["ClusterWorker"]
 
@@ -60,6 +77,8 @@ class ClusterWorker(Worker):
         self.stop_grace = stop_grace
         self._stop_at: float | None = None
         self._departed: set[int] = set()  # workers that said they stop (no epoch is agreed without them)
+        self._snapshot: Any = None  # the checkpoint to restore (of the generation the workers are in)
+        self._position: dict[str, Any] | None = None  # its place in the common sequence
 
     def stop(self) -> None:
         if self._stop_at is None:
@@ -84,15 +103,36 @@ class ClusterWorker(Worker):
     def _new_dataflow(self) -> Any:
         from ..operators.workers import worker_dataflow
 
+        snapshot = self.recovery.choose() if self.recovery is not None else None
+        recorded = None if snapshot is None else snapshot.manifest.extra.get("cluster")
+        known = self._generation_file()
         transport = KafkaTransport(self.count, self.index, self.kafka_options, prefix=self.prefix, run=self.run_tag,
                                    timeout=self.wait_timeout, stop=self._give_up)
         try:
             self._doing(f"joining the workers' generation (worker {self.index} of {self.count})")
-            transport.join()
+            if recorded is not None:
+                resume = transport.join(recorded["generation"], start=recorded["start"],
+                                        agree_offset=recorded["agree_offset"],
+                                        exchange_offsets={int(c): o for c, o in recorded["exchange_offsets"].items()})
+            else:
+                generation, start = known or (None, None)
+                resume = transport.join(generation, start=start)
             df = worker_dataflow(self.index, self.count, transport)
         except BaseException:
             transport.close()
             raise
+        if snapshot is not None and not resume:
+            log.warning("%s belongs to generation %s; the workers are in generation %s: worker %d starts empty and "
+                        "replays it", snapshot, None if recorded is None else recorded["generation"],
+                        transport.generation, self.index)
+            snapshot = None
+            if self.recovery is not None:
+                self.recovery.restored = None
+        self._snapshot = snapshot
+        self._position = None if snapshot is None else recorded
+        self._generation_file(transport.generation, transport.start)
+        if self.recovery is not None and self.recovery.enabled:
+            self.recovery.more = self._exchange_entries
         self.transport = transport
         worker = df.worker
         self.clock = EpochClock(self.epoch_policy, agree=worker.agree, seq=lambda: worker.agreements,
@@ -100,6 +140,87 @@ class ClusterWorker(Worker):
         log.info("worker %d of %d: generation %s (agree topic from offset %d)", self.index, self.count,
                  transport.generation, transport.start)
         return df
+
+    def _generation_file(self, generation: str | None = None, start: int | None = None) -> tuple[str, int] | None:
+        """The generation this worker was last in, kept beside its checkpoints (so that worker 0
+        restarted before its first checkpoint continues the generation instead of starting a new
+        one); with arguments, record them. None without a checkpoint directory or record."""
+        store = None if self.recovery is None else self.recovery.store
+        if store is None:
+            return None
+        path = Path(store.directory) / GENERATION_FILE
+        if generation is not None:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"generation": generation, "start": start}))
+            os.replace(tmp, path)
+            return generation, int(start or 0)
+        try:
+            known = json.loads(path.read_text())
+            return str(known["generation"]), int(known["start"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _choose_snapshot(self) -> Any:
+        return self._snapshot  # decided when joining the generation (a checkpoint of another one is not restored)
+
+    def _checkpoint_extra(self) -> dict[str, Any]:
+        """Besides `Worker`'s: the generation, this worker's place in the common sequence and where
+        its exchange and agree topics are to be re-read from (see ``exchange.KafkaTransport.join``)."""
+        extra = super()._checkpoint_extra()
+        assert self.transport is not None and self.dataflow is not None
+        position = self.dataflow.worker.position()
+        where = self.transport.positions()
+        extra["cluster"] = {"generation": self.transport.generation, "start": self.transport.start,
+                            "agreements": position["agreements"], "steps": position["steps"],
+                            "upper": position["upper"], "agree_offset": where["agree"],
+                            "exchange_offsets": {str(c): o for c, o in where["exchange"].items()}}
+        return extra
+
+    def _exchange_entries(self, frontier: int) -> list[tuple[str, str, Any, InputState, dict[int, int]]]:
+        """What each exchange point holds (the keys this worker owns there), as checkpoint entries
+        ``exchange:<c>`` of rows ``(record, loop rounds)`` at ``frontier - 1`` with their counts."""
+        from .shards import columns_for_fields
+
+        df = self.dataflow
+        entries = []
+        columns = columns_for_fields(["record", "rounds"])
+        for channel, (ids, times, diffs) in enumerate(df.worker.states(frontier)):
+            rounds = [tuple(t) for t in times[:, 1:].tolist()]
+            rows = list(zip(df.interner.value_list(ids), rounds))
+            entries.append((f"{INTERNAL}{channel}", f"{self.prefix}-exchange-{channel}", columns,
+                            InputState(rows, diffs), {}))
+        return entries
+
+    def _finish_loading(self) -> EpochReport:
+        """Restore alone (see the module): the inputs as `Worker` does, what each exchange point
+        held, then back in the common sequence where the checkpoint left it."""
+        assert self._loading is not None and self._position is not None and self.transport is not None
+        loaded = self._loading.result()  # the loader keeps this dict: the inputs stay for `Worker`
+        frontier = self._loading.snapshot.frontier
+        worker = self.dataflow.worker
+        held = {name: loaded.pop(name) for name in [n for n in loaded if n.startswith(INTERNAL)]}
+        unknown = sorted(set(held) - {f"{INTERNAL}{c}" for c in range(len(worker.exchanges))})
+        if unknown:
+            raise SnapshotError(f"{self._loading.snapshot}: it holds {unknown}; this dataflow has "
+                                f"{len(worker.exchanges)} exchange points")
+        states = []
+        for channel, node in enumerate(worker.exchanges):
+            base, _ = held.get(f"{INTERNAL}{channel}", ([], []))
+            ids = self.dataflow.interner.ids([row[0] for row, _ in base])
+            times = np.asarray([(frontier - 1, *row[1]) for row, _ in base], dtype=np.int64)
+            states.append((ids, times.reshape(len(base), node.scope.depth),
+                           np.asarray([d for _, d in base], dtype=np.int64)))
+        worker.restore(states)
+        try:
+            report = super()._finish_loading()
+        finally:
+            worker.restoring = False
+        position = self._position
+        worker.resume(position)
+        self.transport.resume(int(position["agreements"]), [int(s) for s in position["steps"]])
+        log.info("worker %d restored at frontier %d: %d exchange points' state, agreement %d", self.index,
+                 frontier, len(states), position["agreements"])
+        return report
 
     def exchange_summary(self) -> dict[str, float]:
         """What this worker's exchanges cost so far: ``steps`` (every exchange point's steps),

@@ -117,12 +117,15 @@ class KafkaTransport:
         self._starts: dict[int, int] = {}  # channel -> offset its partition is read from (join)
         self._boxes: dict[tuple[int, int], tuple[dict[int, dict[str, dict]], dict[int, dict]]] = {}
         self._votes: dict[int, dict[int, Any]] = {}
+        self._vote_at: dict[int, int] = {}  # per agreement pending here, the offset of its first vote read
+        self._read: dict[tuple[str, int], int] = {}  # per partition read, the offset after the last message
         self._next_vote = 0  # agreements before it are decided: their votes are dropped on arrival
         self._next_step: dict[int, int] = {}  # per channel, the steps before it are received
         self._error: BaseException | None = None
         self._admin: Any = _admin(self.kafka_options)
         self._agree = self._ensure(f"{prefix}-agree", 1)
         self._assigned = False
+        self._agree_from = 0
         self._announced: tuple[str, int] | None = None  # (generation, start) worker 0 announced, seen by others
         self._delivered: dict[str, int] = {}
         self.sent_messages = 0
@@ -154,6 +157,8 @@ class KafkaTransport:
     def _assign_agree(self, offset: int) -> None:
         self.consumer.assign([TopicPartition(self._agree, 0, offset)])
         self._assigned = True
+        self._agree_from = max(offset, 0)
+        self._read.pop((self._agree, 0), None)
 
     def _channel(self, channel: int) -> str:
         topic = self._topics.get(channel)
@@ -167,15 +172,18 @@ class KafkaTransport:
 
     def join(self, generation: str | None = None, *, start: int | None = None, agree_offset: int | None = None,
              exchange_offsets: Mapping[int, int] | None = None) -> bool:
-        """Enter a generation (see the module); ``generation``/``start``/``agree_offset``/``exchange_offsets``:
-        what this worker's checkpoint recorded (None: it has none). Returns whether the worker resumes
-        from its checkpoint (False: it starts empty and replays the generation from its start)."""
+        """Enter a generation (see the module). ``generation`` and ``start``: the generation this
+        worker was in (its checkpoint's, or, for worker 0, the one it last announced); with
+        ``agree_offset`` and ``exchange_offsets`` its checkpoint's positions (see `positions`).
+        Returns whether the worker resumes from its checkpoint (False: it starts empty and replays
+        the generation from its start)."""
         if self.index == 0:
-            resume = generation is not None
-            self.generation = generation if resume else uuid.uuid4().hex[:16]
-            offset = self._write({"kind": "generation", "generation": self.generation, "start": start if resume else None})
-            self.start = start if resume and start is not None else offset
+            known = generation is not None and start is not None
+            self.generation = generation if known else uuid.uuid4().hex[:16]
+            offset = self._write({"kind": "generation", "generation": self.generation, "start": start if known else None})
+            self.start = start if known and start is not None else offset
             self._announced = (self.generation, self.start)
+            resume = known and agree_offset is not None
         else:
             hello = self._write({"kind": "hello", "source": self.index})
             self._assign_agree(hello + 1)
@@ -189,7 +197,7 @@ class KafkaTransport:
                     self.waiting_on = ()
             self.waiting_since = None
             self.generation, self.start = self._announced
-            resume = generation == self.generation
+            resume = generation == self.generation and agree_offset is not None
         if resume:
             self._starts = dict(exchange_offsets or {})
         self._assign_agree(agree_offset if resume and agree_offset is not None else self.start)
@@ -290,8 +298,33 @@ class KafkaTransport:
         self._wait(lambda: len(votes) == self.workers, f"agreement {seq}",
                    lambda: sorted(set(range(self.workers)) - set(votes)))
         del self._votes[seq]
+        self._vote_at.pop(seq, None)
         self._next_vote = max(self._next_vote, seq + 1)
         return [votes[i] for i in range(self.workers)]
+
+    def positions(self) -> dict[str, Any]:
+        """Where a restart re-reads the topics to find every agreement and exchange step not
+        decided here yet: ``agree`` (offset) and ``exchange`` (channel -> offset of this worker's
+        partition); see `join`. Taken between two steps, with `resume`'s counters."""
+        agree = min([*self._vote_at.values(), self._read.get((self._agree, 0), self._agree_from)])
+        exchange = {}
+        for channel, topic in self._topics.items():
+            pending = [m["_at"] for (c, _), (parts, markers) in self._boxes.items() if c == channel
+                       for m in [*markers.values(), *(m for incs in parts.values() for ms in incs.values()
+                                                      for m in ms.values())]]
+            exchange[channel] = min([*pending, self._read.get((topic, self.index), self._starts.get(channel, 0))])
+        return {"agree": agree, "exchange": exchange}
+
+    def resume(self, agreements: int, steps: list[int]) -> None:
+        """A restored worker is at agreement ``agreements`` and at ``steps[c]`` of exchange point
+        ``c``: messages of earlier ones are dropped."""
+        self._next_vote = agreements
+        self._next_step = dict(enumerate(steps))
+        for seq in [s for s in self._votes if s < agreements]:
+            del self._votes[seq]
+            self._vote_at.pop(seq, None)
+        for key in [k for k in self._boxes if k[1] < self._next_step.get(k[0], 0)]:
+            del self._boxes[key]
 
     def voted(self, seq: int) -> bool:
         """Whether some worker (this one's earlier incarnation included) voted in agreement ``seq``,
@@ -341,6 +374,7 @@ class KafkaTransport:
     def _take(self, messages: list[Any]) -> None:
         for msg in messages:
             if msg.error() is None:
+                self._read[(msg.topic(), msg.partition())] = msg.offset() + 1
                 self._file(msg.value(), msg.offset())
 
     def _file(self, value: bytes, offset: int) -> None:
@@ -354,9 +388,11 @@ class KafkaTransport:
         if m.get("gen") != self.generation:
             return
         self.received_messages += 1
+        m["_at"] = offset
         if kind == "vote":
             if m["seq"] >= self._next_vote:
                 self._votes.setdefault(m["seq"], {}).setdefault(m["source"], m["value"])
+                self._vote_at.setdefault(m["seq"], offset)
         elif kind in ("batch", "marker") and m["seq"] >= self._next_step.get(m["channel"], 0):
             parts, markers = self._boxes.setdefault((m["channel"], m["seq"]), ({}, {}))
             if kind == "batch":

@@ -122,12 +122,11 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
     from .identity import worker_identity
 
     index, count = worker_identity(config)  # (the index ddflow run resolved, or the env's / host name's)
-    if count > 1 and (config.checkpoint.location is not None or snapshot_from is not None):
+    if count > 1 and snapshot_from is not None:
         from ..config import ConfigError
 
-        raise ConfigError.one(config.source, "checkpoint.location" if snapshot_from is None else "workers.count",
-                              f"worker {index} of {count}: checkpoints and snapshots are not supported with several "
-                              "workers yet (a restarted worker replays its generation from the start)")
+        raise ConfigError.one("--snapshot-from", "workers.count", f"worker {index} of {count}: loading a snapshot "
+                              "(a backfill) is not supported with several workers yet")
     resolve_dataflow(config)  # import errors become ConfigErrors on dataflow.function
 
     def build(df: Any, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -155,7 +154,8 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
         epochs=epochs,
         max_epoch_updates=config.epoch.max_updates,
         dead_letter_topic=config.dead_letter_topic,
-        checkpoint_dir=None if config.checkpoint.location is None else str(config.checkpoint.location),
+        checkpoint_dir=None if config.checkpoint.location is None else  # each worker its own checkpoints
+        str(config.checkpoint.location / (f"worker-{index}" if count > 1 else "")),
         checkpoint_interval=config.checkpoint.interval_ns / 1e9,
         checkpoint_keep=config.checkpoint.keep,
         checkpoint_shards=config.checkpoint.shards,

@@ -90,6 +90,12 @@ class _View:
         self.staged: list[Update] = []
         self.view: dict[Any, int] = {}
         self.frontier = MIN_TIME
+        self.only: int | None = None  # follow only this writer (a sink resuming as one writer of several)
+
+    def _other(self, state: _Partition, incarnation: str) -> bool:
+        """Whether ``incarnation`` is a writer's this follower does not follow (see ``only``)."""
+        writer = state.writer_of.get(incarnation)
+        return self.only is not None and writer is not None and writer != self.only
 
     def topics(self) -> dict[str, int]:
         """The topics this follower reads, with their partition counts."""
@@ -169,7 +175,7 @@ class _Follower(_View):
         upper = CLOSED if msg.upper is None else msg.upper
         key = (msg.incarnation, msg.lower, msg.upper)
         if isinstance(msg, OutputBatch):
-            if upper <= state.final:
+            if upper <= state.final or self._other(state, msg.incarnation):
                 self.stats.dropped_updates += len(msg.updates)
             else:
                 state.pending[key].extend(msg.updates)
@@ -177,6 +183,9 @@ class _Follower(_View):
         found = state.pending.pop(key, [])
         where = f"{self.topic}[{partition}] offset {offset}: epoch [{msg.lower}, {msg.upper}) of incarnation {msg.incarnation}"
         writer = self._writer(state, msg.incarnation, msg.writer, msg.writers, where)
+        if self._other(state, msg.incarnation):
+            self.stats.dropped_updates += len(found)
+            return None
         final = state.writer_final(writer)
         if upper <= final:
             self.stats.duplicate_epochs += 1
@@ -237,7 +246,7 @@ class _CompanionFollower(_View):
         except WireError as exc:
             raise ProtocolError(f"{where}: {exc}") from exc
         state = self.partitions[partition]
-        if (CLOSED if key[2] is None else key[2]) <= state.final:
+        if (CLOSED if key[2] is None else key[2]) <= state.final or self._other(state, key[0]):
             self.stats.dropped_updates += len(updates)
             return None
         state.pending[key].extend(updates)
@@ -257,9 +266,11 @@ class _CompanionFollower(_View):
                          f"{marker.incarnation}")
                 writer = self._writer(state, marker.incarnation, marker.writer, marker.writers, where)
                 final = state.writer_final(writer)
-                if upper <= final:
+                if upper <= final or self._other(state, marker.incarnation):
                     state.waiting.remove(marker)
-                    self.stats.duplicate_epochs += 1
+                    state.counts.pop(key, None)
+                    self.stats.dropped_updates += len(state.pending.pop(key, []))
+                    self.stats.duplicate_epochs += upper <= final
                     continue
                 seen = state.counts.get(key, 0)
                 if marker.lower > final or seen < marker.count:

@@ -50,7 +50,11 @@ from .reclock import ReclockBindings
 from .snapshot import Snapshot, columns_for_fields, prepare_writes
 from .source import InputSpec
 
-__all__ = ["Recovery", "SnapshotLoader", "check_offsets"]
+__all__ = ["INTERNAL", "Recovery", "SnapshotLoader", "check_offsets"]
+
+# a snapshot's entries that are not inputs: one worker of several keeps what each of its exchange
+# points holds as "exchange:<c>" (see `cluster`); restores skip them where they expect inputs
+INTERNAL = "exchange:"
 
 log = logging.getLogger("ddflow.daemon.recovery")
 
@@ -124,6 +128,9 @@ class Recovery:
         if self.store is not None:
             prepare_writes()  # not in the first background write, which a crash soon after start would lose
         self.states: dict[str, Any] = {}  # input name -> the engine's InputState (`attach`)
+        # entries a checkpoint writes besides the inputs: more(frontier) -> [(name, topic, columns,
+        # InputState, offsets)], read in the worker's thread (a worker of several: its exchange points)
+        self.more: Callable[[int], list[tuple[str, str, Any, InputState, dict[int, int]]]] | None = None
         self._bounds: dict[str, int] = {}  # input name -> the sum of |diff| fed, a bound of any count
         self.bindings: dict[str, ReclockBindings] = {}
         self.floors: dict[str, FloorLog] = {}
@@ -169,6 +176,8 @@ class Recovery:
         """SnapshotError unless the snapshot's inputs are the worker's (names, topics, columns)."""
         specs = {spec.name: spec for spec in self.inputs}
         for name, entry in snapshot.inputs.items():
+            if name.startswith(INTERNAL):
+                continue
             spec = specs.get(name)
             if spec is None:
                 raise SnapshotError(f"{snapshot}: it holds input {name!r}, which this dataflow does not have "
@@ -191,6 +200,8 @@ class Recovery:
         offsets: dict[tuple[str, int], int] = {}
         if snapshot is not None:
             for entry in snapshot.inputs.values():
+                if entry.name.startswith(INTERNAL):
+                    continue
                 if entry.offsets is None:
                     log.warning("%s records no offsets for input %r: topic %r is read from the beginning",
                                 snapshot, entry.name, entry.topic)
@@ -329,6 +340,8 @@ class Recovery:
             offsets = {p: o for (topic, p), o in next_offsets.items() if topic == spec.topic}
             state = InputState(records, counts, pending)
             inputs.append((spec.name, spec.topic, columns_for_fields(spec.fields), state, offsets))
+        if self.more is not None:
+            inputs.extend(self.more(frontier))
         store = self.store
         extra = dict(extra or {})
         if wait:

@@ -340,6 +340,7 @@ def read_result_positions(
         format, progress = (formats or {}).get(t, ("msgpack", None))
         followers[t] = _follower(t, kafka_options, format=format, progress_topic=progress, fields=None,
                                  keep_view=False, stats=stats)
+        followers[t].only = writer  # other writers' epochs need not be read whole (nor from their start)
     routes = _Routes(list(followers.values()))
     for topic, recorded in (finals or {}).items():
         follower = followers.get(topic)

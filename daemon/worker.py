@@ -174,7 +174,7 @@ class Worker:
         self.dataflow = df
         start_offsets, snapshot, bindings, floors = self.start_offsets, None, None, None
         if self.recovery is not None:
-            snapshot = self.recovery.choose()
+            snapshot = self._choose_snapshot()
             offsets = self.recovery.start_offsets(snapshot)
             if snapshot is not None:
                 start_offsets = offsets
@@ -201,6 +201,11 @@ class Worker:
             self.epoch_policy, self.sink.incarnation,
         )
         return self
+
+    def _choose_snapshot(self) -> Any:
+        """The snapshot to restore (`Recovery.choose`; one worker of several may refuse it)."""
+        assert self.recovery is not None
+        return self.recovery.choose()
 
     def _new_dataflow(self) -> Any:
         """The engine dataflow to build (one worker's of several in `cluster.ClusterWorker`)."""

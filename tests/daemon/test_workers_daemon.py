@@ -35,8 +35,8 @@ def stream(flow: str, rounds: int = 3) -> list[list[tuple[object, int, int]]]:
     """Per round, updates at times in that round's 10 ms (removals of earlier records included)."""
     rng = random.Random(7)
     out, alive = [], []
-    for r in range(rounds):
-        ups = []
+    for r in range(rounds):  # a record is removed only after the round that inserted it
+        ups, added = [], []
         for k in range(40):
             t = T0 + (10 * r + k % 10) * MS
             if alive and rng.random() < 0.25:
@@ -44,8 +44,9 @@ def stream(flow: str, rounds: int = 3) -> list[list[tuple[object, int, int]]]:
                 continue
             record = (f"u{rng.randrange(30)}", f"p{rng.randrange(12)}") if flow == "count-per-page" else \
                 (rng.randrange(30), rng.randrange(30))
-            alive.append(record)
+            added.append(record)
             ups.append((record, t, 1))
+        alive.extend(added)
         out.append(ups)
     return out
 
