@@ -16,7 +16,6 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from ...operators.kernels.pack import INT, max_packed_size, pack_updates
 from ...operators.partition import finish, int_elements
 from ..block import Block
 from ..wire import (
@@ -72,6 +71,8 @@ class MsgpackEncoder:
         records = block.records
         if not isinstance(records, np.ndarray):
             return self.epoch(lower, upper, incarnation, partition, block.rows(), writer)
+        from ...operators.kernels.pack import INT, max_packed_size, pack_updates  # numba: by the first output only
+
         n = len(block)
         scalar = records.ndim == 1
         values = np.ascontiguousarray(records.reshape(n, 1) if scalar else records, dtype=np.int64)
