@@ -59,15 +59,13 @@ class Join(Node):
     def step(self, frontier: Antichain) -> None:
         # an arrangement sends only complete batches, in the pass of the frontier they are complete
         # for: everything buffered is complete (no split by the frontier)
-        d_a = self.take_all(0, 2)
-        d_b = self.take_all(1, 2)
+        d_a = self._take_by_key(0)
+        d_b = self._take_by_key(1)
         if len(d_a) or len(d_b):
             parts: list[Columns] = []
             if len(d_a):  # a trace's lookup is sorted by key, as int64 columns
-                d_a = by_key(d_a)
                 parts.append(product(d_a, self.right_handle.lookup(d_a.data[0])))
             if len(d_b):
-                d_b = by_key(d_b)
                 parts.append(product(self.left_handle.lookup(d_b.data[0]), d_b))
                 if len(d_a):
                     parts.append(product(d_a, d_b, -1))
@@ -76,6 +74,15 @@ class Join(Node):
             h.set_compaction(frontier)
             if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads
                 h.drop()
+
+    def _take_by_key(self, port: int) -> Updates:
+        """The updates buffered on ``port``, sorted by key as int64 columns: one batch of the
+        arrangement is (a trie's rows, flat), several are concatenated and sorted."""
+        parts = self.buffers[port]
+        if len(parts) == 1:
+            self.buffers[port] = []
+            return parts[0]
+        return by_key(self.take_all(port, 2))
 
     def _emit(self, parts: list[Columns]) -> None:
         if not parts:
