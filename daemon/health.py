@@ -60,7 +60,9 @@ class _BoundedServer(ThreadingHTTPServer):
         self.max_connections = max_connections
         self.request_timeout = request_timeout
         self.refused = 0  # connections answered 503 because every slot was taken
-        self.cut = 0  # connections closed at their deadline
+        self.cut = 0  # times a connection past its deadline was shut down
+        self.served = 0  # connections given a slot
+        self.peak = 0  # the most connections served at once
         self._slots = threading.BoundedSemaphore(max_connections)
         self._deadlines: dict[socket.socket, float] = {}
         self._lock = threading.Lock()
@@ -84,6 +86,8 @@ class _BoundedServer(ThreadingHTTPServer):
             return
         with self._lock:
             self._deadlines[request] = time.monotonic() + self.request_timeout
+            self.served += 1
+            self.peak = max(self.peak, len(self._deadlines))
         try:
             super().process_request(request, client_address)
         except BaseException:
@@ -165,6 +169,16 @@ class EndpointServer:
     def refused(self) -> int:
         """Connections answered 503 because ``max_connections`` were being served."""
         return self._server.refused
+
+    @property
+    def served(self) -> int:
+        """Connections given a slot so far (each accepted connection is either served or refused)."""
+        return self._server.served
+
+    @property
+    def peak_connections(self) -> int:
+        """The most connections served at once so far (never above ``max_connections``)."""
+        return self._server.peak
 
     @property
     def url(self) -> str:

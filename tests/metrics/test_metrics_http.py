@@ -202,8 +202,10 @@ def test_half_sent_requests_hold_at_most_max_connections_and_are_cut(registry: C
     with EndpointServer(registry, port=0, max_connections=4, request_timeout=1.0) as server:
         held = _half_sent(server, 300)
         try:
-            _until(lambda: server.refused >= 290, "the connections beyond the cap were not refused")
-            assert server.connections <= 4
+            # each connection is served or refused; a slot frees only when its holder is cut, so on a
+            # slow machine more than 4 may be served in all, but never more than 4 at once
+            _until(lambda: server.served + server.refused == 300, "a connection was neither served nor refused")
+            assert server.peak_connections == 4 and server.refused > 0
             assert threading.active_count() <= threads_before + 1 + 4  # the server thread + one per slot
             # the held connections are cut at their deadline, so a scrape gets through again
             status = None
@@ -215,7 +217,7 @@ def test_half_sent_requests_hold_at_most_max_connections_and_are_cut(registry: C
                     time.sleep(0.1)
             assert 'ddflow_epochs_total{worker="0"} 0.0' in text
             _until(lambda: server.connections == 0, "the half-sent requests were not cut")
-            assert server.refused >= 290
+            assert server.peak_connections == 4
         finally:
             for sock in held:
                 sock.close()
