@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .capture import Capture
-from .errors import GraphError
+from .errors import ConfigurationError, GraphError
 from .graph import Node, Scope
 from .nodes import linear
 from .nodes.arrange import Arrange, Arranged
@@ -209,9 +209,17 @@ class Collection:
         return self._reduce(Threshold, f, by_self=True, name="threshold", _arranged=_arranged)
 
     # -- iteration -------------------------------------------------------------------------------
-    def iterate(self, body: Callable[[Collection], Collection]) -> Collection:
-        """The fixed point of ``body`` starting from this collection (nestable)."""
-        loop = Loop(self.scope)
+    def iterate(self, body: Callable[[Collection], Collection], *, max_iterations: int | None = None) -> Collection:
+        """The fixed point of ``body`` starting from this collection (nestable).
+
+        ``max_iterations``: when given, a loop that still has work at iteration ``max_iterations``
+        (``v_n`` for ``n = max_iterations`` differs from ``v_{n-1}`` at some time) raises
+        :class:`~ddflow.operators.errors.IterationLimitError` instead of iterating on; without it a
+        loop with no fixed point (negative multiplicities can make a clamping step oscillate) runs
+        for ever, as in differential dataflow."""
+        if max_iterations is not None and (type(max_iterations) is not int or max_iterations < 1):
+            raise ConfigurationError(f"iterate max_iterations must be a positive int or None, got {max_iterations!r}")
+        loop = Loop(self.scope, max_iterations=max_iterations)
         inner = loop.inner
         entered = self.enter(inner)
         variable_node = linear.Concat(inner, ports=2, name="variable")

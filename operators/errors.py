@@ -10,6 +10,7 @@
     ├── CompactionError         a trace handle's frontier moved backwards, or a dropped handle used
     ├── ConfigurationError      an engine tuning knob out of its range
     ├── IdLimitError            more distinct records (and their parts) alive at once than ids
+    ├── IterationLimitError     a loop still had work at its ``iterate(..., max_iterations=n)`` limit
     └── TransportAborted        another worker failed, so an exchange with it cannot complete
 """
 
@@ -63,6 +64,18 @@ class IdLimitError(DataflowError):
     """The dataflow holds more distinct records (counting the pairs inside them and their components)
     than record ids can number (``2**31``): ids are given back when no state holds their record, so
     this means the live state itself is that large."""
+
+
+class IterationLimitError(DataflowError):
+    """A loop built with ``iterate(body, max_iterations=n)`` still had work at iteration ``n``: for
+    the inputs given, iterating ``body`` reaches no fixed point (e.g. negative multiplicities fed to a
+    step that clamps, such as ``distinct``, can make the iterates oscillate for ever) or needs more
+    iterations than allowed. ``iteration`` is the iteration the work was at, ``limit`` the limit.
+    Raised by the ``run()`` or ``step()`` that reached it; the dataflow is not usable afterwards."""
+
+    def __init__(self, message: str, *, iteration: int, limit: int) -> None:
+        super().__init__(message)
+        self.iteration, self.limit = iteration, limit
 
 
 class TransportAborted(DataflowError):

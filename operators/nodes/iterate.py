@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import IterationLimitError
 from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..kernels.frontier import least_ready
@@ -33,8 +34,9 @@ class Loop(Node):
 
     observes_frontier = True
 
-    def __init__(self, scope: Scope) -> None:
+    def __init__(self, scope: Scope, *, max_iterations: int | None = None) -> None:
         super().__init__(scope, name="iterate")
+        self.max_iterations = max_iterations
         self.inner = Scope(scope.dataflow, scope.depth + 1, parent=scope, loop=self)
         self.finished = Antichain([(T_MIN,) * scope.depth])
         self.rounds = 0
@@ -50,6 +52,11 @@ class Loop(Node):
                 r = worker.least_round(r)
             if r is None:
                 break
+            if self.max_iterations is not None and r >= self.max_iterations:
+                raise IterationLimitError(
+                    f"iterate: work remains at iteration {r} of the epoch before {frontier.elements}, at its "
+                    f"max_iterations={self.max_iterations}: the loop reaches no fixed point for these inputs "
+                    "or needs more iterations", iteration=r, limit=self.max_iterations)
             round_frontier = Antichain([*lift(frontier, 0), *((*f, r + 1) for f in self.finished.elements)])
             self.round = r
             inner.step(round_frontier)
