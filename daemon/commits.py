@@ -1,10 +1,12 @@
 """The commit window, and commits that run while the next epochs compute.
 
-Short epochs must not pay a commit each (a Kafka transaction costs broker round trips whatever
-its size). A sink adds every epoch it publishes to its window and commits the window (outputs,
-progress markers, dead letters and the consumed input offsets of all its epochs, at once) when
-``commit_interval`` seconds have passed since the window's first epoch, when the worker stops, and
-before a checkpoint is written. Like Kafka Streams' ``commit.interval.ms`` under exactly-once: an
+Short epochs must not pay a commit each while input keeps coming (a Kafka transaction costs broker
+round trips whatever its size). A sink adds every epoch it publishes to its window and commits the
+window (outputs, progress markers, dead letters and the consumed input offsets of all its epochs,
+at once) when ``commit_interval`` seconds have passed since the window's first epoch, when the
+worker has read all the input there is (`WindowCommits.maybe_commit` with ``idle``: an idle period
+does not wait out the interval), when the worker stops, and before a checkpoint is written.
+Like Kafka Streams' ``commit.interval.ms`` under exactly-once: an
 epoch's output is final when the commit holding it lands, never before, and a crash before that
 loses nothing (the input offsets were not committed either, so the epochs are computed again).
 An interval of 0 commits every epoch as soon as the commit before it has landed.
@@ -212,11 +214,13 @@ class WindowCommits:
     def _collect(self) -> bool:
         raise NotImplementedError
 
-    def maybe_commit(self) -> bool:
+    def maybe_commit(self, idle: bool = False) -> bool:
         """Take the outcome of a commit that finished (raising its failure), and start committing
-        the window if its interval has passed and no commit is in flight; whether a commit landed."""
+        the window if no commit is in flight and its interval has passed, or at once when ``idle``
+        (the caller has read all the input there is: waiting would batch nothing, it would only
+        delay the epochs' outputs); whether a commit landed."""
         landed = self._commits.busy and self._commits.done() and self._collect()
-        if not self._commits.busy and self._window.due():
+        if not self._commits.busy and (self._window.due() or (idle and self._window.epochs > 0)):
             self._start()
             if self._commits.done():  # it ran in this thread (or was that quick)
                 landed = self._collect()

@@ -161,9 +161,10 @@ class Sink(Protocol):
         so far to land; whether anything landed."""
         ...
 
-    def maybe_commit(self) -> bool:
+    def maybe_commit(self, idle: bool = False) -> bool:
         """Take the outcome of a commit that finished (raising its failure) and commit the window
-        if its interval has passed; whether a commit landed."""
+        if its interval has passed, or at once when ``idle`` (the worker read all the input there
+        is) and no commit is in flight; whether a commit landed."""
         ...
 
     def pending(self) -> int:

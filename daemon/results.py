@@ -99,10 +99,17 @@ OutOfRange = Callable[[str, int], None]
 def _messages(
     consumer: Consumer, routes: _Routes, timeout: float, max_messages: int, out_of_range: OutOfRange | None = None
 ) -> Iterator[Any]:
-    """The messages of one consume call, end-of-partition events recorded and left out;
-    ``out_of_range(topic, partition)`` handles a start offset the partition does not hold."""
+    """The messages of one read, end-of-partition events recorded and left out;
+    ``out_of_range(topic, partition)`` handles a start offset the partition does not hold. Waits
+    at most ``timeout`` seconds for the first message only, then takes what the consumer already
+    holds (up to ``max_messages``): librdkafka's own batch call would wait the whole ``timeout``
+    for ``max_messages``, which a marker that just became final would sit through."""
     try:
-        messages = consumer.consume(num_messages=max_messages, timeout=timeout)
+        messages = consumer.consume(num_messages=max_messages, timeout=0)
+        if not messages and timeout > 0:
+            messages = consumer.consume(num_messages=1, timeout=timeout)
+            if messages and max_messages > 1:
+                messages += consumer.consume(num_messages=max_messages - 1, timeout=0)
     except KafkaException as exc:
         raise KafkaClientError(f"reading result topics {sorted(routes.counts)}: {exc}") from exc
     for msg in messages:

@@ -14,7 +14,10 @@ epochs of bounded size, in bounded memory.
 When the epoch policy says so, the epoch ``[lower, upper)`` closes: every input advances to
 ``upper``, the dataflow runs, each output capture drains the updates that became final (times
 below ``upper``), and the sink publishes them with progress markers, committing the consumed
-input offsets (and the dead letters written meanwhile) in the same transaction when it can. A
+input offsets (and the dead letters written meanwhile) in the same transaction when it can.
+While published epochs wait for their commit, a poll waits at most ``COMMIT_POLL_S``; one that
+finds nothing to read commits them at once (an idle loop does not wait for the commit interval,
+see `commits`), and a commit's outcome is taken within that much of its landing. A
 multiplicity outside int64 (the engine's `DiffError`, or an input's count in the checkpoint state)
 stops the worker with a `WorkerError` naming the step, operator, record and time, before anything
 of that epoch is published or committed.
@@ -68,6 +71,9 @@ log = logging.getLogger("ddflow.daemon.worker")
 # why an epoch stopped the worker when a multiplicity would leave int64 (see `Worker._close_epoch`)
 REFUSED = ("a multiplicity outside int64 was refused (nothing of this epoch is published; a restart stops here "
            "again until the input is corrected)")
+
+# the poll's timeout while published epochs wait for their commit (the loop is otherwise idle)
+COMMIT_POLL_S = 0.001
 
 # factory(dataflow, {input name: Collection}) -> {output name: Collection}
 DataflowFactory = Callable[[Any, Mapping[str, Any]], Mapping[str, Any]]
@@ -279,7 +285,11 @@ class Worker:
                 # half full: partitions ahead of the frontier wait, so that those holding it have
                 # the other half to catch up in (epochs then close on the policy's grid)
                 self.source.pause_ahead(self.source.frontier(), hold=False)
-        polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=self.poll_timeout,
+        # epochs waiting for a commit: look for more input without blocking for long, so that an
+        # idle loop commits them at once and takes a commit's outcome as soon as it landed
+        waiting = self.sink.pending() > 0
+        timeout = min(self.poll_timeout, COMMIT_POLL_S) if waiting else self.poll_timeout
+        polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=timeout,
                                   max_updates=room)
         for name, blocks in polled.blocks.items():
             if not blocks:
@@ -306,7 +316,7 @@ class Worker:
             self._settle()
         elif self._unsettled:
             self._committing()
-            if self.sink.maybe_commit():
+            if self.sink.maybe_commit(idle=waiting and polled.messages == 0):
                 self._settle()
         if self.recovery is not None:
             self.recovery.collect()

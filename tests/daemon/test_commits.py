@@ -131,6 +131,35 @@ def test_a_failed_commit_commits_nothing_after_it_and_a_replay_gives_the_same_ou
     assert all(again.view(o, at=first.upper) == sink.view(o) for o in OUTPUTS)
 
 
+def test_an_idle_worker_commits_at_once_and_a_busy_one_batches_its_epochs_by_the_interval():
+    """The commit interval batches epochs while input keeps coming; once the worker has read all
+    there is, waiting out the interval would batch nothing and only delay the outputs (the demo's
+    changes each waited ~50 ms for it), so the window commits at once."""
+    stream = random_stream(25, steps=8, per_step=30)
+    sink = ListSink(OUTPUTS, commit_interval=3600.0, background=True)
+    worker, source = make(sink)  # four messages per poll: reading the backlog takes many steps
+    end = send(source, stream)
+    worker.open()
+    closed = step_until(worker, end)
+    assert len(closed) >= 6 and not sink.epochs  # every epoch closed while input kept coming: none committed
+    for _ in range(1000):  # the next polls find nothing: the window commits, within the hour's interval
+        worker.step()
+        if sink.epochs:
+            break
+    assert [[(r.lower, r.upper) for r in closed]] == sink.transactions  # one transaction holds them all
+    assert worker.stats.epochs == len(closed) and sink.pending() == 0
+    assert_exact(sink, stream)
+    source.send_updates("a", [((1, 1), end + 10, 1)], partition=0)  # one more epoch, then idle again
+    source.advance_to("a", end + STEP)
+    source.advance_to("b", end + STEP)
+    for _ in range(1000):
+        worker.step()
+        if len(sink.transactions) == 2:
+            break
+    assert sink.transactions[1] == [(end, end + STEP)] and worker.stats.epochs == len(closed) + 1
+    worker.close()
+
+
 def test_the_committer_runs_one_commit_at_a_time_and_raises_in_the_callers_thread():
     committer = Committer()
     gate = threading.Event()

@@ -278,3 +278,39 @@ def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
     with pytest.raises(KafkaClientError, match=r"results\[0\].*nothing read for 30.0 s"):
         _catch_up(Consumer(epochs[:5]), stalled, 30.0, clock=lambda: now[0])
     assert 35 <= now[0] <= 37
+
+
+def test_a_poll_waits_for_the_first_message_not_for_a_full_batch(kafka_options, make_topic):
+    """librdkafka's batch call waits its whole timeout unless the batch fills up, so a marker that
+    just became final sat in the consumer for up to the poll's timeout (the demo polled with
+    0.1 s: ~50 ms of its end-to-end latency). The client may wait for the first message only;
+    every call that asks for a batch takes what is already there (timeout 0)."""
+    topic = make_topic("out", partitions=2)
+    sink = sink_for(kafka_options, topic)
+    sink.publish(MIN_TIME, 10, {"out": [(("a", 1), 5, 1), (("b", 2), 7, 1)]})
+    sink.close()
+    calls = []
+
+    class Recording:
+        def __init__(self, consumer):
+            self.consumer = consumer
+
+        def consume(self, num_messages, timeout):
+            messages = self.consumer.consume(num_messages=num_messages, timeout=timeout)
+            calls.append((num_messages, timeout, len(messages)))
+            return messages
+
+    with ResultClient(topic, kafka_options) as client:
+        real = client._consumer
+        client._consumer = Recording(real)
+        try:
+            frontiers = []
+            for _ in range(200):
+                frontiers += [c.frontier for c in client.poll(5.0)]
+                if frontiers and frontiers[-1] == 10:
+                    break
+        finally:
+            client._consumer = real
+    assert frontiers[-1] == 10 and client.view == {("a", 1): 1, ("b", 2): 1}
+    waiting_for_a_batch = [c for c in calls if c[0] > 1 and c[1] > 0]
+    assert calls and not waiting_for_a_batch, calls
