@@ -16,6 +16,7 @@ from ..graph import Node, Scope
 from ..lattice import to_scalar
 from ..traces.batch import Updates, concat, consolidate
 from ..values.memo import Memo
+from .records import MapBuilder
 
 
 class Linear(Node):
@@ -72,8 +73,19 @@ class Map(Memoized):
 
     def __init__(self, scope: Scope, f: Callable) -> None:
         super().__init__(scope, f, "map")
+        self.columns = MapBuilder(self.interner, f)  # builds from id columns when f only rearranges
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
+        if self.columns.shape is None:
+            return self._call(ids)
+        out, built = self.columns(ids)
+        if built is not None and not built.all():
+            rest = ~built
+            out[rest] = self._call(ids[rest])
+        return out
+
+    def _call(self, ids: np.ndarray) -> np.ndarray:
+        """Ids of ``f`` of the records ``ids``: one Python call each, in chunks."""
         interner, f, chunk = self.interner, self.f, self.config.user_chunk
 
         def chunks():

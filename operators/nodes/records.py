@@ -8,6 +8,11 @@ is built from the id columns by the interner's ``pair`` without running any Pyth
 tuple building, then a return: nothing that could inspect a value), so the shortcut never changes a
 result. Any other function goes through the interner's memoized builder: one Python call per new
 ``(key, left, right)`` triple.
+
+``map`` uses the same shapes with one argument, whose items may also be read (``lambda e: (e[1],
+e[0])``, ``lambda root: (root, root)``): an item of a record that is a plain 2-tuple is its component
+id, so such a map builds its output ids from id columns too; a record that is not a plain 2-tuple
+(another value, a tuple subclass whose ``__getitem__`` could differ) gets the Python call.
 """
 
 from __future__ import annotations
@@ -21,15 +26,16 @@ import numpy as np
 
 from ..values.interner import Interner
 
-Shape = tuple  # ("arg", i) | ("const", value) | ("tuple", [Shape, Shape])
+Shape = tuple  # ("arg", i) | ("item", i, 0 | 1) | ("const", value) | ("tuple", [Shape, Shape])
 
 _IGNORED = frozenset(("RESUME", "NOP", "CACHE", "EXTENDED_ARG"))
 _LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"))
 
 
-def shape_of(f: Callable, arity: int = 3) -> Shape | None:
+def shape_of(f: Callable, arity: int = 3, *, items: bool = False) -> Shape | None:
     """How ``f(*args)`` (``arity`` positional args) is built from its arguments, when its body is one
-    expression of argument names, constants and 2-tuples of those; ``None`` otherwise."""
+    expression of argument names, constants and 2-tuples of those (with ``items``, also an argument's
+    item ``a[0]``, ``a[1]``, ``a[-1]`` or ``a[-2]``, meaningful for a 2-tuple); ``None`` otherwise."""
     if type(f) is not types.FunctionType:
         return None
     code = f.__code__
@@ -54,6 +60,13 @@ def shape_of(f: Callable, arity: int = 3) -> Shape | None:
             stack += [("arg", first), ("arg", second)]
         elif op == "LOAD_CONST":
             stack.append(("const", ins.argval))
+        elif op == "BINARY_SUBSCR" and items:
+            if len(stack) < 2 or stack[-2][0] != "arg" or stack[-1][0] != "const" \
+                    or type(stack[-1][1]) is not int or stack[-1][1] not in (0, 1, -1, -2):
+                return None
+            item = ("item", stack[-2][1], stack[-1][1] % 2)
+            del stack[-2:]
+            stack.append(item)
         elif op == "BUILD_TUPLE":
             if ins.arg != 2 or len(stack) < 2:
                 return None
@@ -99,6 +112,46 @@ class PythonBuilder:
 
     def __call__(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self._build(keys, a, b)
+
+
+def uses_items(shape: Shape) -> bool:
+    """True when ``shape`` reads an item of an argument (so it holds only for 2-tuple arguments)."""
+    if shape[0] == "item":
+        return True
+    return shape[0] == "tuple" and (uses_items(shape[1][0]) or uses_items(shape[1][1]))
+
+
+class MapBuilder:
+    """Ids of ``f(record)`` for a :func:`shape_of` shape of one argument (``items`` allowed), from id
+    columns: every record when the shape reads no item, else the records that are plain 2-tuples;
+    ``None`` for a function of another shape."""
+
+    def __init__(self, interner: Interner, f: Callable) -> None:
+        self.interner = interner
+        self.shape = shape_of(f, 1, items=True)
+        self.items = self.shape is not None and uses_items(self.shape)
+
+    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(out, built)``: ``out[i]`` is the id of ``f(record i)`` where ``built[i]`` (``built`` None:
+        everywhere); elsewhere ``out`` is undefined and the caller calls ``f``."""
+        if not self.items:
+            return self._build(self.shape, ids, None, None), None
+        built, firsts, seconds = self.interner.plain_pairs(ids)
+        out = np.empty(len(ids), dtype=np.int64)
+        out[built] = self._build(self.shape, ids[built], firsts, seconds)
+        return out, built
+
+    def _build(self, shape: Shape, ids: np.ndarray, firsts: np.ndarray | None,
+               seconds: np.ndarray | None) -> np.ndarray:
+        kind = shape[0]
+        if kind == "arg":
+            return ids
+        if kind == "item":
+            return firsts if shape[2] == 0 else seconds
+        if kind == "const":
+            return np.full(len(ids), self.interner.id(shape[1]), dtype=np.int64)
+        return self.interner.pair(self._build(shape[1][0], ids, firsts, seconds),
+                                  self._build(shape[1][1], ids, firsts, seconds))
 
 
 def record_builder(interner: Interner, f: Callable) -> PairBuilder | PythonBuilder:

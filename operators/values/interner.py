@@ -394,6 +394,14 @@ class Interner:
             raise ShapeError(f"{step} needs (key, val) records, got {rec!r}")
         return unpack(space.payload.take(ids))
 
+    def plain_pairs(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(is_pair, firsts, seconds)``: which of ``ids`` name plain 2-tuples (not tuple subclasses),
+        and the component ids of those, in order."""
+        space = self._space
+        is_pair = space.kinds.take(ids) == PAIR
+        firsts, seconds = unpack(space.payload.take(ids[is_pair]))
+        return is_pair, firsts, seconds
+
     def pair(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Ids of the records ``(key, val)`` for id columns ``keys`` and ``vals``."""
         if len(keys) == 0:
