@@ -15,8 +15,8 @@ When the epoch policy says so, the epoch ``[lower, upper)`` closes: every input 
 ``upper``, the dataflow runs, each output capture drains the updates that became final (times
 below ``upper``), and the sink publishes them with progress markers, committing the consumed
 input offsets (and the dead letters written meanwhile) in the same transaction when it can.
-While published epochs wait for their commit, a poll waits at most ``COMMIT_POLL_S``; one that
-finds nothing to read commits them at once (an idle loop does not wait for the commit interval,
+While published epochs wait for their commit, a poll waits at most ``COMMIT_POLL_S`` (not at
+all right after an epoch closed); one that finds nothing to read commits them at once (an idle loop does not wait for the commit interval,
 see `commits`), and a commit's outcome is taken within that much of its landing. A
 multiplicity outside int64 (the engine's `DiffError`, or an input's count in the checkpoint state)
 stops the worker with a `WorkerError` naming the step, operator, record and time, before anything
@@ -146,6 +146,7 @@ class Worker:
         self._waiting: deque[tuple[str, float, int, int]] = deque()  # latency bookkeeping per batch
         self._unsettled: deque[EpochReport] = deque()  # closed epochs whose commit has not landed yet
         self._closed_epochs = 0
+        self._just_closed = False  # an epoch closed in the last step (the next poll does not wait)
         self._open_times: list[Any] = []  # times (numpy) of the updates fed at or beyond the frontier
         self.open_updates = 0  # updates fed and in no closed epoch yet (held by the engine)
         self.peak_open_updates = 0
@@ -285,12 +286,15 @@ class Worker:
                 # half full: partitions ahead of the frontier wait, so that those holding it have
                 # the other half to catch up in (epochs then close on the policy's grid)
                 self.source.pause_ahead(self.source.frontier(), hold=False)
-        # epochs waiting for a commit: look for more input without blocking for long, so that an
-        # idle loop commits them at once and takes a commit's outcome as soon as it landed
+        # epochs waiting for a commit: look for more input without blocking (right after an epoch
+        # closed) or not for long, so that an idle loop commits them at once and takes a commit's
+        # outcome as soon as it landed
         waiting = self.sink.pending() > 0
-        timeout = min(self.poll_timeout, COMMIT_POLL_S) if waiting else self.poll_timeout
+        timeout = self.poll_timeout if not waiting else 0.0 if self._just_closed else \
+            min(self.poll_timeout, COMMIT_POLL_S)
         polled = self.source.poll(late_at, max_messages=self.max_poll_messages, timeout=timeout,
                                   max_updates=room)
+        self._just_closed = False
         for name, blocks in polled.blocks.items():
             if not blocks:
                 continue
@@ -411,6 +415,7 @@ class Worker:
         written = self.sink.publish(lower, upper, outputs, offsets=self.source.next_offsets())
         self.frontier = upper
         self._closed_epochs += 1
+        self._just_closed = True
         report = EpochReport(
             number=self._closed_epochs,
             lower=lower,

@@ -138,7 +138,16 @@ def test_an_idle_worker_commits_at_once_and_a_busy_one_batches_its_epochs_by_the
     stream = random_stream(25, steps=8, per_step=30)
     sink = ListSink(OUTPUTS, commit_interval=3600.0, background=True)
     worker, source = make(sink)  # four messages per poll: reading the backlog takes many steps
+    worker.poll_timeout = 0.05
     end = send(source, stream)
+    timeouts = []  # (the poll's timeout, whether an epoch closed in the step before)
+    polling = source.poll
+
+    def poll(*args, **kwargs):
+        timeouts.append((kwargs["timeout"], worker._just_closed))
+        return polling(*args, **kwargs)
+
+    source.poll = poll
     worker.open()
     closed = step_until(worker, end)
     assert len(closed) >= 6 and not sink.epochs  # every epoch closed while input kept coming: none committed
@@ -157,6 +166,10 @@ def test_an_idle_worker_commits_at_once_and_a_busy_one_batches_its_epochs_by_the
         if len(sink.transactions) == 2:
             break
     assert sink.transactions[1] == [(end, end + STEP)] and worker.stats.epochs == len(closed) + 1
+    # with epochs waiting for a commit the loop does not block: not at all right after an epoch
+    # closed, 1 ms otherwise; with none, the poll waits up to poll_timeout for input
+    assert {t for t, just in timeouts if just} == {0.0}
+    assert {t for t, just in timeouts if not just} == {0.001, 0.05}
     worker.close()
 
 
