@@ -83,10 +83,11 @@ def traces() -> None:
 
 def edge_cases() -> None:
     """Kernels a small dataflow does not reach: the consolidation of rows wider than 64 bits (times
-    far apart with large diffs), the radix sort's own entry point, the input batch decoder and the
-    output batch encoder."""
+    far apart with large diffs), the radix sort's own entry point, the input batch decoder, the
+    output batch encoder and the int columns of drained ids."""
     import numpy as np
 
+    from .columns import int_columns
     from .consolidate import consolidate
     from .pack import max_packed_size, pack_updates
     from .sorting import radix_sort
@@ -101,6 +102,9 @@ def edge_cases() -> None:
                  False, np.array([3], dtype=np.int64), np.array([1], dtype=np.int64),
                  np.empty(max_packed_size(1, 3), dtype=np.uint8))
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), None)
+    # record ids back to int columns (a capture drained as columns): the pair (5, 6) of ids 0 and 1
+    int_columns(np.array([2], dtype=np.int64), np.array([0, 0, 1], dtype=np.int8), np.array([5, 6, 1], dtype=np.int64),
+                0, 1, 1 << 62)
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), np.arange(3))
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..config import DEFAULT
 from ..errors import ShapeError
+from ..kernels import columns
 from ..partition import combine, element_hash, int_elements
 from .builder import RecordBuilder
 from .ids import COMPOSITE, ID_LIMIT, INT, OBJ, OBJ_INT, OBJ_PAIR, PAIR, IdSpace, pack, unpack
@@ -365,16 +366,14 @@ class Interner:
     def int_columns(self, ids: np.ndarray) -> np.ndarray | None:
         """The values of ``ids`` as int columns when that loses nothing: an int64 column when every
         one is a plain int, an ``(n, 2)`` array when every one is a plain pair of plain ints (ints of
-        magnitude below ``2**62``), else ``None``. ``ids_of_columns`` maps them back."""
-        ints = self.int_values(ids)
-        if ints is not None:
-            return ints
+        magnitude below ``2**62``), else ``None``. ``ids_of_columns`` maps them back. One compiled
+        pass over the ids (:func:`ddflow.operators.kernels.columns.int_columns`)."""
+        if len(ids) == 0:
+            return np.empty(0, dtype=np.int64)
         space = self._space
-        if len(ids) == 0 or not (space.kinds.take(ids) == PAIR).all():
-            return None
-        first, second = unpack(space.payload.take(ids))
-        a, b = self.int_values(first), self.int_values(second)
-        return None if a is None or b is None else np.stack([a, b], axis=1)
+        width, out = columns.int_columns(np.ascontiguousarray(ids, dtype=np.int64), space.kinds, space.payload, INT,
+                                         PAIR, _SMALL_INT)
+        return out[:, 0] if width == 1 else out if width == 2 else None
 
     def ids_of_columns(self, columns: np.ndarray) -> np.ndarray:
         """Ids of the records in int columns: ints (one column) or pairs of ints (two columns)."""
