@@ -30,8 +30,9 @@ def reachability(df: Any, inputs: Mapping[str, Any], *, roots: Iterable[int] = (
     start = seeds.collection
 
     def step(reach: Any) -> Any:
-        # (node, root) ⋈ (node, dst) -> (node, (root, dst)) -> (dst, root)
-        return reach.join(edges).map(_follow).concat(start).distinct()
+        # (node, root) ⋈ (node, dst) -> (dst, root), built by the join itself (no intermediate
+        # (node, (root, dst)) records and no map after it: ~12% of a change's epoch on 1k/2k)
+        return reach.join_map(edges, _follow).concat(start).distinct()
 
     reached = start.iterate(step)
     return {"reachable": reached.map(_swap)}
@@ -71,8 +72,7 @@ def _title(joined: tuple[Any, tuple[Any, Any]]) -> Any:
     return title
 
 
-def _follow(joined: tuple[Any, tuple[Any, Any]]) -> tuple[Any, Any]:
-    _node, (root, dst) = joined
+def _follow(_node: Any, root: Any, dst: Any) -> tuple[Any, Any]:
     return (dst, root)
 
 
