@@ -161,7 +161,7 @@ class Reachability:
             records = np.asarray(records, dtype=np.int64).reshape(-1, 2)
         self.pending.append((records[:, 0] * self.nodes + records[:, 1], diffs))
         self.pending_rows += len(diffs)
-        if self.pending_rows >= max(1 << 20, len(self.codes)):
+        if self.pending_rows >= max(1 << 24, len(self.codes)):  # bounded, and rarely in a timed phase
             self._fold()
 
     def _fold(self) -> None:
