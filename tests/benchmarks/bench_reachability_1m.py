@@ -56,10 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     cpu = time.process_time()
     initial = run.load()
     cpu = time.process_time() - cpu
-    loaded_rss = rss_mb()
+    loaded_rss, loaded_peak = rss_mb(), peak_rss_mb()
     pairs = run.check()
     print(f"ddflow initial computation: {initial:.1f} s ({cpu:.1f} s CPU), {pairs:,} pairs (checked by BFS), "
-          f"RSS {loaded_rss:,.0f} MB", flush=True)
+          f"RSS {loaded_rss:,.0f} MB, peak RSS so far {loaded_peak:,.0f} MB (the process's: the workload, "
+          f"the baseline and the initial computation)", flush=True)
     print(f"{'E':>7} {'changes':>9} {'ddflow changes/s':>17} {'per CPU s':>10} {'x numpy full-res':>17} "
           f"{'RSS MB':>8}", flush=True)
     for ep, changes in per_e.items():
