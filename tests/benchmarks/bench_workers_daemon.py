@@ -16,14 +16,17 @@ from pathlib import Path
 
 import numpy as np
 from bench_reachability import workload
+from confluent_kafka import Consumer, TopicPartition
 
 from ddflow.daemon.broker import EmbeddedBroker
 from ddflow.daemon.kafka import ensure_topics
 from ddflow.daemon.producer import UpdateProducer
 from ddflow.daemon.results import ResultClient
+from ddflow.daemon.wire import OutputProgress, decode_output
 
 DDFLOW = str(Path(sys.executable).parent / "ddflow")
 PAGES = 1000
+RESULT_PARTITIONS = 2
 US = 1000  # ns between two views
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -110,26 +113,59 @@ class Run:
         return out
 
 
+def watch_end(bootstrap: str, topic: str, partitions: int, end: int, workers: int, run: Run,
+              timeout: float = 3600) -> None:
+    """Wait until every writer's progress marker reaching ``end`` is committed on every partition of
+    ``topic``, reading as a read_committed consumer that decodes only the small messages (the
+    markers: the batches of updates are left undecoded, so the benchmark's own reading does not
+    compete with the workers for the cores, as a ResultClient decoding every update in Python would)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "fetch.wait.max.ms": 5})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    waiting = {(p, w) for p in range(partitions) for w in range(workers)}
+    deadline = time.monotonic() + timeout
+    try:
+        while waiting:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in run.procs):
+                raise SystemExit(f"the output did not reach {end} on {topic}: still waiting for (partition, "
+                                 f"writer) {sorted(waiting)}:\n" + "".join(line for log in run.logs for line in log[-20:]))
+            for m in c.consume(10_000, 0.05):
+                if m.error() is not None:
+                    raise SystemExit(str(m.error()))
+                value = m.value()
+                if value is None or len(value) > 512:
+                    continue  # a batch of updates (markers are small maps)
+                marker = decode_output(value)
+                if isinstance(marker, OutputProgress) and (marker.upper is None or marker.upper >= end):
+                    waiting.discard((m.partition(), marker.writer))
+    finally:
+        c.close()
+
+
 def measure(options, bootstrap, flow, source, end, workers, resolution_ns, roots) -> tuple[float, list, dict, list]:
+    """Seconds from every worker open to the output complete at ``end`` (watched by its markers), CPU
+    seconds per worker process, the final view (read after, untimed) and the exchange figures."""
     tag = uuid.uuid4().hex[:6]
     results = f"bench-out-{tag}"
-    ensure_topics(options, {results: 2, f"{source}-dead": 1})
+    ensure_topics(options, {results: RESULT_PARTITIONS, f"{source}-dead": 1})
     with tempfile.TemporaryDirectory() as tmp:
         path = config(Path(tmp) / "daemon.toml", bootstrap, f"bench-{tag}", flow, source, results, workers,
                       resolution_ns, roots)
         run = Run(path, workers)
         try:
-            with ResultClient(results, options) as client:
-                run.wait_open()
-                started = time.perf_counter()
-                cpu0 = [cpu_seconds(p.pid) for p in run.procs]
-                if not client.wait_for(end, timeout=3600):
-                    raise SystemExit(f"{flow}: the output did not reach {end}")
-                seconds = time.perf_counter() - started
-                cpu = [cpu_seconds(p.pid) - c for p, c in zip(run.procs, cpu0)]
-                view = client.view
+            run.wait_open()
+            started = time.perf_counter()
+            cpu0 = [cpu_seconds(p.pid) for p in run.procs]
+            watch_end(bootstrap, results, RESULT_PARTITIONS, end, workers, run)
+            seconds = time.perf_counter() - started
+            cpu = [cpu_seconds(p.pid) - c for p, c in zip(run.procs, cpu0)]
         finally:
             run.stop()
+    with ResultClient(results, options) as client:
+        if not client.wait_for(end, timeout=600):
+            raise SystemExit(f"{flow}: the result client did not reach {end}")
+        view = client.view
     return seconds, cpu, view, run.exchange()
 
 
