@@ -60,8 +60,8 @@ def kafka_worker(
     skip); ``worker``: ``(i, W)``, worker i of W reads the input partitions ``p % W == i``, publishes
     as writer i of W with transactional id ``ddflow-{group_id}-{i}``, and exchanges and agrees with
     the others over the topics ``ddflow-{group_id}-exchange-*`` and ``-agree`` (`cluster.ClusterWorker`;
-    ``wait_timeout``: seconds it waits for them); ``commit_interval``: seconds of epochs committed in one transaction (0: one per epoch,
-    `commits.CommitWindow`); ``watch_interval`` None turns the topic watch off."""
+    ``wait_timeout``: seconds it waits for them); ``commit_interval``: seconds of epochs committed in one transaction while input keeps coming (0: one per
+    epoch; an idle worker commits at once, `commits.CommitWindow`); ``watch_interval`` None turns the topic watch off."""
     stats = stats or Stats()
     sink = KafkaSink(
         outputs, kafka_options,

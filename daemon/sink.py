@@ -25,7 +25,8 @@ not the topics' whole history.
 The sink owns the commit (it is an `io.Sink`): `publish` takes the epoch's output diffs and the
 input offsets consumed so far into its commit window (`commits.CommitWindow`), and a commit makes
 the window's epochs durable together once ``commit_interval`` has passed since its first epoch
-(0: as soon as the commit before has landed), committing the offsets for the consumer group
+(0: as soon as the commit before has landed), or at once when the worker has read all the input
+there is (`maybe_commit` with ``idle``), committing the offsets for the consumer group
 ``group_id`` itself (through a consumer of its own that reads nothing). In a worker the commit
 runs in a thread of its own while the next epochs compute, which go into the next window
 (``background``, `commits.Committer`); its outcome is taken in the worker's thread. With a

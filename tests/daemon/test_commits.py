@@ -151,7 +151,7 @@ def test_an_idle_worker_commits_at_once_and_a_busy_one_batches_its_epochs_by_the
     worker.open()
     closed = step_until(worker, end)
     assert len(closed) >= 6 and not sink.epochs  # every epoch closed while input kept coming: none committed
-    for _ in range(1000):  # the next polls find nothing: the window commits, within the hour's interval
+    for _ in range(100_000):  # the next polls find nothing: the window commits, within the hour's interval
         worker.step()
         if sink.epochs:
             break
@@ -161,7 +161,7 @@ def test_an_idle_worker_commits_at_once_and_a_busy_one_batches_its_epochs_by_the
     source.send_updates("a", [((1, 1), end + 10, 1)], partition=0)  # one more epoch, then idle again
     source.advance_to("a", end + STEP)
     source.advance_to("b", end + STEP)
-    for _ in range(1000):
+    for _ in range(100_000):
         worker.step()
         if len(sink.transactions) == 2:
             break
