@@ -44,8 +44,9 @@ import numpy as np
 from .checkpoint import InputState
 from .clock import EpochClock
 from .exceptions import SnapshotError
-from .exchange import Interrupted, KafkaTransport
+from .exchange import UNKNOWN, Interrupted, KafkaTransport
 from .recovery import INTERNAL
+from .snapshot import Snapshot
 from .stats import EpochReport
 from .worker import Worker
 
@@ -54,6 +55,10 @@ GENERATION_FILE = "generation.json"
 __all__ = ["ClusterWorker"]
 
 log = logging.getLogger("ddflow.daemon.cluster")
+
+
+def _named(origin: str | None) -> str:
+    return "empty inputs (no snapshot)" if origin is None else f"snapshot {origin}"
 
 
 class ClusterWorker(Worker):
@@ -103,9 +108,12 @@ class ClusterWorker(Worker):
     def _new_dataflow(self) -> Any:
         from ..operators.workers import worker_dataflow
 
-        snapshot = self.recovery.choose() if self.recovery is not None else None
-        recorded = None if snapshot is None else snapshot.manifest.extra.get("cluster")
+        recovery = self.recovery
+        snapshot = recovery.choose() if recovery is not None else None
+        shared = recovery is not None and recovery.shared(snapshot)  # a backfill: every worker its share
+        recorded = None if snapshot is None or shared else snapshot.manifest.extra.get("cluster")
         known = self._generation_file()
+        own = self._origin()
         transport = KafkaTransport(self.count, self.index, self.kafka_options, prefix=self.prefix, run=self.run_tag,
                                    timeout=self.wait_timeout, stop=self._give_up)
         try:
@@ -113,24 +121,34 @@ class ClusterWorker(Worker):
             if recorded is not None:
                 resume = transport.join(recorded["generation"], start=recorded["start"],
                                         agree_offset=recorded["agree_offset"],
-                                        exchange_offsets={int(c): o for c, o in recorded["exchange_offsets"].items()})
+                                        exchange_offsets={int(c): o for c, o in recorded["exchange_offsets"].items()},
+                                        origin=recorded.get("origin", UNKNOWN))
             else:
-                generation, start = known or (None, None)
-                resume = transport.join(generation, start=start)
+                generation, start, origin = known or (None, None, own)
+                resume = transport.join(generation, start=start, origin=origin)
+            if not resume and transport.origin not in (UNKNOWN, own):
+                raise SnapshotError(
+                    f"worker {self.index} of {self.count} replays generation {transport.generation} from its start "
+                    f"(it has no checkpoint of it), which began from {_named(transport.origin)}; this worker would "
+                    f"start from {_named(own)}: start every worker with the same --snapshot-from")
             df = worker_dataflow(self.index, self.count, transport)
         except BaseException:
             transport.close()
             raise
-        if snapshot is not None and not resume:
-            log.warning("%s belongs to generation %s; the workers are in generation %s: worker %d starts empty and "
-                        "replays it", snapshot, None if recorded is None else recorded["generation"],
-                        transport.generation, self.index)
-            snapshot = None
-            if self.recovery is not None:
-                self.recovery.restored = None
+        if snapshot is not None and not resume and not shared:
+            assert recovery is not None
+            try:
+                named = recovery.named()  # the generation starts from it (if it was given), else empty
+            except BaseException:
+                transport.close()
+                raise
+            log.warning("%s belongs to generation %s; the workers are in generation %s: worker %d replays it from "
+                        "%s", snapshot, None if recorded is None else recorded["generation"], transport.generation,
+                        self.index, "the start" if named is None else named)
+            snapshot = named
         self._snapshot = snapshot
-        self._position = None if snapshot is None else recorded
-        self._generation_file(transport.generation, transport.start)
+        self._position = None if snapshot is None or recovery is None or recovery.shared(snapshot) else recorded
+        self._generation_file(transport.generation, transport.start, transport.origin)
         if self.recovery is not None and self.recovery.enabled:
             self.recovery.more = self._exchange_entries
         self.transport = transport
@@ -141,24 +159,34 @@ class ClusterWorker(Worker):
                  transport.generation, transport.start)
         return df
 
-    def _generation_file(self, generation: str | None = None, start: int | None = None) -> tuple[str, int] | None:
-        """The generation this worker was last in, kept beside its checkpoints (so that worker 0
-        restarted before its first checkpoint continues the generation instead of starting a new
-        one); with arguments, record them. None without a checkpoint directory or record."""
+    def _generation_file(self, generation: str | None = None, start: int | None = None,
+                         origin: Any = UNKNOWN) -> tuple[str, int, Any] | None:
+        """The generation this worker was last in and what it started from, kept beside its
+        checkpoints (so that worker 0 restarted before its first checkpoint continues the
+        generation instead of starting a new one); with arguments, record them. None without a
+        checkpoint directory or record."""
         store = None if self.recovery is None else self.recovery.store
         if store is None:
             return None
         path = Path(store.directory) / GENERATION_FILE
         if generation is not None:
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"generation": generation, "start": start}))
+            tmp.write_text(json.dumps({"generation": generation, "start": start, "origin": origin}))
             os.replace(tmp, path)
-            return generation, int(start or 0)
+            return generation, int(start or 0), origin
         try:
             known = json.loads(path.read_text())
-            return str(known["generation"]), int(known["start"])
+            return str(known["generation"]), int(known["start"]), known.get("origin", UNKNOWN)
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def _origin(self) -> str | None:
+        """What this worker starts a generation from when it has no checkpoint of it: the identity
+        of its ``--snapshot-from`` snapshot (`Snapshot.identity`), None for empty inputs."""
+        recovery = self.recovery
+        if recovery is None or recovery.snapshot_from is None:
+            return None
+        return Snapshot.open(recovery.snapshot_from).identity
 
     def _choose_snapshot(self) -> Any:
         return self._snapshot  # decided when joining the generation (a checkpoint of another one is not restored)
@@ -172,7 +200,7 @@ class ClusterWorker(Worker):
         where = self.transport.positions()
         extra["cluster"] = {"generation": self.transport.generation, "start": self.transport.start,
                             "agreements": position["agreements"], "steps": position["steps"],
-                            "upper": position["upper"], "agree_offset": where["agree"],
+                            "upper": position["upper"], "agree_offset": where["agree"], "origin": self.transport.origin,
                             "exchange_offsets": {str(c): o for c, o in where["exchange"].items()}}
         return extra
 
@@ -193,8 +221,12 @@ class ClusterWorker(Worker):
 
     def _finish_loading(self) -> EpochReport:
         """Restore alone (see the module): the inputs as `Worker` does, what each exchange point
-        held, then back in the common sequence where the checkpoint left it."""
-        assert self._loading is not None and self._position is not None and self.transport is not None
+        held, then back in the common sequence where the checkpoint left it. A shared snapshot (a
+        backfill): this worker's share of the inputs, then the epoch up to its frontier is the
+        first one every worker closes (its run exchanges as any other)."""
+        if self._position is None:
+            return super()._finish_loading()
+        assert self._loading is not None and self.transport is not None
         loaded = self._loading.result()  # the loader keeps this dict: the inputs stay for `Worker`
         frontier = self._loading.snapshot.frontier
         worker = self.dataflow.worker

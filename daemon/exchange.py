@@ -30,8 +30,9 @@ agreements a worker is past are dropped on arrival.
 **Generations.** A run's exchange history is valid only for the state it was built from. Worker 0
 decides the generation (`join`): it continues the one its checkpoint names, else starts a new one
 (its state is gone, so every worker's is void); it announces it in the agree topic
-``{"run", "kind": "generation", "generation", "start"}`` (``start``: the agree-topic offset where the
-generation began) at its start and in answer to every ``{"run", "kind": "hello", "source"}`` a
+``{"run", "kind": "generation", "generation", "start", "origin"}`` (``start``: the agree-topic offset
+where the generation began; ``origin``: the snapshot it started from, so that a worker replaying it
+from its start can tell whether it would start from the same) at its start and in answer to every ``{"run", "kind": "hello", "source"}`` a
 joining worker writes. A joining worker takes the first announcement after its hello: it resumes
 from its checkpoint if that names the generation, else it joins fresh, reading the agree topic
 from the generation's start and the exchange topics from their beginning. A worker that sees worker
@@ -73,6 +74,10 @@ def _bytes(column: np.ndarray) -> bytes:
     return np.ascontiguousarray(column, dtype="<i8").tobytes()
 
 
+# a generation's origin that was not recorded (announced by a worker 0 that did not record one)
+UNKNOWN = "?"
+
+
 class ExchangeTimeout(DaemonError):
     """The other workers did not complete an exchange step or agreement in time."""
 
@@ -105,6 +110,7 @@ class KafkaTransport:
         self.kafka_options = dict(kafka_options)
         self.generation: str | None = None  # set by join(); None: messages name no generation
         self.start: int = 0  # the agree-topic offset where the generation began
+        self.origin: Any = UNKNOWN  # what the generation started from (join): a snapshot's identity or None
         self.incarnation = uuid.uuid4().hex[:12]
         who = f"exchange worker {index}"
         self.producer = Producer(client_config(kafka_options, {"enable.idempotence": True, "linger.ms": 1,
@@ -126,7 +132,7 @@ class KafkaTransport:
         self._agree = self._ensure(f"{prefix}-agree", 1)
         self._assigned = False
         self._agree_from = 0
-        self._announced: tuple[str, int] | None = None  # (generation, start) worker 0 announced, seen by others
+        self._announced: tuple[str, int, Any] | None = None  # (generation, start, origin) worker 0 announced
         self._delivered: dict[str, int] = {}
         self.sent_messages = 0
         self.waited: dict[int, float] = {}  # seconds this worker spent blocked on each other worker
@@ -171,18 +177,21 @@ class KafkaTransport:
         return topic
 
     def join(self, generation: str | None = None, *, start: int | None = None, agree_offset: int | None = None,
-             exchange_offsets: Mapping[int, int] | None = None) -> bool:
+             exchange_offsets: Mapping[int, int] | None = None, origin: Any = UNKNOWN) -> bool:
         """Enter a generation (see the module). ``generation`` and ``start``: the generation this
         worker was in (its checkpoint's, or, for worker 0, the one it last announced); with
         ``agree_offset`` and ``exchange_offsets`` its checkpoint's positions (see `positions`).
-        Returns whether the worker resumes from its checkpoint (False: it starts empty and replays
-        the generation from its start)."""
+        ``origin`` (worker 0): what the generation starts from (a snapshot's identity or None; for
+        a known generation, what it started from, `UNKNOWN` if not recorded), announced with it and
+        then in `origin` on every worker. Returns whether the worker resumes from its checkpoint
+        (False: it starts empty and replays the generation from its start)."""
         if self.index == 0:
             known = generation is not None and start is not None
             self.generation = generation if known else uuid.uuid4().hex[:16]
-            offset = self._write({"kind": "generation", "generation": self.generation, "start": start if known else None})
+            self.origin = origin
+            offset = self._write(self._announcement(start if known else None))
             self.start = start if known and start is not None else offset
-            self._announced = (self.generation, self.start)
+            self._announced = (self.generation, self.start, self.origin)
             resume = known and agree_offset is not None
         else:
             hello = self._write({"kind": "hello", "source": self.index})
@@ -196,12 +205,18 @@ class KafkaTransport:
                 finally:
                     self.waiting_on = ()
             self.waiting_since = None
-            self.generation, self.start = self._announced
+            self.generation, self.start, self.origin = self._announced
             resume = generation == self.generation and agree_offset is not None
         if resume:
             self._starts = dict(exchange_offsets or {})
         self._assign_agree(agree_offset if resume and agree_offset is not None else self.start)
         return resume
+
+    def _announcement(self, start: int | None) -> dict:
+        message = {"kind": "generation", "generation": self.generation, "start": start}
+        if self.origin is not UNKNOWN:
+            message["origin"] = self.origin
+        return message
 
     def _write(self, message: dict) -> int:
         """Produce a generation message to the agree topic and wait for its offset."""
@@ -404,10 +419,10 @@ class KafkaTransport:
     def _generation_message(self, m: dict, offset: int) -> None:
         if m["kind"] == "hello":
             if self.index == 0 and self.generation is not None:
-                self._write({"kind": "generation", "generation": self.generation, "start": self.start})
+                self._write(self._announcement(self.start))
             return
         generation, start = m.get("generation"), m.get("start")
-        announced = (generation, offset if start is None else start)
+        announced = (generation, offset if start is None else start, m.get("origin", UNKNOWN))
         if self.index != 0 and self.generation is not None and generation != self.generation:
             raise GenerationChanged(
                 f"worker 0 started generation {generation} (agree-topic offset {announced[1]}) while worker "

@@ -116,17 +116,12 @@ def kafka_worker(
 
 def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from: str | None = None) -> Worker:
     """The data path's worker for a validated ``Config``; ``snapshot_from``: a snapshot (e.g. a
-    backfill) to load when there is no checkpoint yet."""
+    backfill) to load when there is no checkpoint yet (one worker of several loads the keys it owns)."""
     from ..config import build_dataflow, resolve_dataflow
 
     from .identity import worker_identity
 
     index, count = worker_identity(config)  # (the index ddflow run resolved, or the env's / host name's)
-    if count > 1 and snapshot_from is not None:
-        from ..config import ConfigError
-
-        raise ConfigError.one("--snapshot-from", "workers.count", f"worker {index} of {count}: loading a snapshot "
-                              "(a backfill) is not supported with several workers yet")
     resolve_dataflow(config)  # import errors become ConfigErrors on dataflow.function
 
     def build(df: Any, inputs: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -66,9 +66,11 @@ Loaded = dict[str, tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]]
 class SnapshotLoader:
     """Reads a snapshot's inputs in a background thread (Parquet decoding releases the GIL)."""
 
-    def __init__(self, snapshot: Snapshot, names: Sequence[str]) -> None:
+    def __init__(self, snapshot: Snapshot, names: Sequence[str], *, owner: tuple[int, int] | None = None) -> None:
+        """``owner``: ``(i, W)`` to read only worker i's share of each input (`Snapshot.read_input`)."""
         self.snapshot = snapshot
         self.names = list(names)
+        self.owner = owner
         self.started = time.perf_counter()
         self.seconds: float | None = None
         self._result: Loaded | None = None
@@ -78,7 +80,7 @@ class SnapshotLoader:
 
     def _load(self) -> None:
         try:
-            self._result = {name: self.snapshot.read_input(name) for name in self.names}
+            self._result = {name: self.snapshot.read_input(name, owner=self.owner) for name in self.names}
         except BaseException as exc:  # re-raised by result() in the worker's thread
             self._error = exc
         self.seconds = time.perf_counter() - self.started
@@ -144,6 +146,7 @@ class Recovery:
         self._monotonic = monotonic
         self._last = monotonic()
         self.restored: Snapshot | None = None
+        self._named: Snapshot | None = None  # the snapshot_from snapshot, once opened (`named`)
         self.written: list[Snapshot] = []
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._writer: threading.Thread | None = None
@@ -160,17 +163,37 @@ class Recovery:
     def choose(self) -> Snapshot | None:
         """The newest valid checkpoint, else the ``snapshot_from`` snapshot (checked), else None."""
         snapshot = self.store.latest() if self.store is not None else None
-        if snapshot is None and self.snapshot_from is not None:
-            snapshot = Snapshot.open(self.snapshot_from)  # a named snapshot must be valid: no fallback
-            snapshot.verify()
-            log.info("loading snapshot %s (origin %s) at frontier %d", snapshot.path, snapshot.manifest.origin,
-                     snapshot.frontier)
-        elif snapshot is not None:
-            log.info("restoring checkpoint %s at frontier %d", snapshot.path.name, snapshot.frontier)
-        if snapshot is not None:
-            self.check_fits(snapshot)
+        if snapshot is None:
+            return self.named()
+        log.info("restoring checkpoint %s at frontier %d", snapshot.path.name, snapshot.frontier)
+        self.check_fits(snapshot)
         self.restored = snapshot
         return snapshot
+
+    def named(self) -> Snapshot | None:
+        """The ``snapshot_from`` snapshot, opened, verified and checked (None without one), as the
+        snapshot to restore. It must hold every worker's inputs: one worker's checkpoint of several
+        (entries ``exchange:<c>``, only its share of the inputs) is refused."""
+        snapshot = None
+        if self.snapshot_from is not None:
+            snapshot = Snapshot.open(self.snapshot_from)  # a named snapshot must be valid: no fallback
+            snapshot.verify()
+            if any(name.startswith(INTERNAL) for name in snapshot.inputs):
+                raise SnapshotError(f"{snapshot}: it is the checkpoint of one worker of several (it holds only "
+                                    "that worker's share of the inputs and its exchange state); start from a snapshot "
+                                    "of the whole inputs: a backfill, or a single worker's checkpoint")
+            log.info("loading snapshot %s (origin %s) at frontier %d%s", snapshot.path, snapshot.manifest.origin,
+                     snapshot.frontier, "" if self.worker[1] == 1 else
+                     f": worker {self.worker[0]} of {self.worker[1]} loads the keys it owns")
+            self.check_fits(snapshot)
+        self.restored = self._named = snapshot
+        return snapshot
+
+    def shared(self, snapshot: Snapshot | None) -> bool:
+        """Whether ``snapshot`` is the named one (``snapshot_from``, not a checkpoint of this worker's)
+        loaded by one worker of several: each loads its share of it (`load`) and the workers close
+        its epoch together; what it says of the result topics is not this worker's to resume from."""
+        return snapshot is not None and snapshot is self._named and self.worker[1] > 1
 
     def check_fits(self, snapshot: Snapshot) -> None:
         """SnapshotError unless the snapshot's inputs are the worker's (names, topics, columns)."""
@@ -248,7 +271,8 @@ class Recovery:
             raise SnapshotError(f"{snapshot}: its recorded partition frontiers are malformed ({exc})") from exc
 
     def load(self, snapshot: Snapshot) -> SnapshotLoader:
-        return SnapshotLoader(snapshot, list(snapshot.inputs))
+        """Load ``snapshot`` in the background: whole, or this worker's share when `shared`."""
+        return SnapshotLoader(snapshot, list(snapshot.inputs), owner=self.worker if self.shared(snapshot) else None)
 
     # -- checkpointing --------------------------------------------------------------------------
 

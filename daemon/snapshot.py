@@ -34,6 +34,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import os
 import shutil
 import uuid
@@ -382,6 +383,12 @@ class Snapshot:
     def inputs(self) -> dict[str, InputEntry]:
         return self.manifest.inputs
 
+    @property
+    def identity(self) -> str:
+        """What tells this snapshot from another, wherever it is copied: ``frontier@digest``
+        (the start of the sha256 of its manifest, which names every file's sha256)."""
+        return f"{self.frontier}@{hashlib.sha256(self.manifest.to_json().encode()).hexdigest()[:16]}"
+
     def files(self) -> list[tuple[InputEntry, FileEntry, bool]]:
         return [(e, f, pending) for e in self.inputs.values()
                 for pending, part in ((False, e.base), (True, e.pending)) for f in part]
@@ -427,11 +434,20 @@ class Snapshot:
             self._read_bytes(f)
 
     def read_input(
-        self, name: str, *, shards: Iterable[int] | None = None
+        self, name: str, *, shards: Iterable[int] | None = None, owner: tuple[int, int] | None = None
     ) -> tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]:
         """An input's ``base`` as (record, diff) and ``pending`` as (record, time, diff), from
         every shard or only ``shards`` (which a snapshot of a legacy format refuses: its shards
-        follow another hash, so they do not hold the keys ``shard_of`` assigns them)."""
+        follow another hash, so they do not hold the keys ``shard_of`` assigns them).
+
+        ``owner=(i, W)``: only the records worker ``i`` of ``W`` owns, those whose key hash is
+        ``i`` modulo ``W`` (`shard_of(record, W) == i`); the workers' shares partition the input.
+        Only the shards that can hold such keys are read: shard ``s`` holds the keys of hash ``s``
+        modulo ``shards``, so with ``g = gcd(shards, W)`` the shards ``s % g == i % g``, filtered
+        by key unless ``W`` divides ``shards`` (then they hold exactly worker ``i``'s keys). A
+        legacy snapshot is read whole and filtered."""
+        if owner is not None:
+            return self._read_share(name, owner)
         entry = self.inputs.get(name)
         if entry is None:
             raise SnapshotError(f"snapshot {self.path}: no input {name!r} (it has {sorted(self.inputs)})")
@@ -456,6 +472,29 @@ class Snapshot:
                 else:
                     base.extend(zip(records, diffs, strict=True))
         return base, pending
+
+    def _read_share(
+        self, name: str, owner: tuple[int, int]
+    ) -> tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]:
+        index, count = owner
+        if type(count) is not int or count < 1 or type(index) is not int or not 0 <= index < count:
+            raise SnapshotError(f"snapshot {self.path}: reading the share of worker {index!r} of {count!r}")
+        if self.manifest.format in LEGACY_FORMATS:
+            shards, exact = None, False
+        else:
+            g = math.gcd(self.manifest.shards, count)
+            shards, exact = range(index % g, self.manifest.shards, g), g == count
+        base, pending = self.read_input(name, shards=shards)
+        if exact:
+            return base, pending
+
+        def mine(rows: list) -> list:
+            if not rows:
+                return rows
+            keep = shard_ids([record_key(row[0]) for row in rows], count) == index
+            return [row for row, k in zip(rows, keep.tolist()) if k]
+
+        return mine(base), mine(pending)
 
     def __repr__(self) -> str:
         return f"Snapshot({str(self.path)!r}, frontier={self.frontier}, origin={self.manifest.origin!r})"

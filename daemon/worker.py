@@ -187,7 +187,8 @@ class Worker:
                 start_offsets = offsets
             bindings, floors = self.recovery.bindings, self.recovery.floors
         with contextlib.ExitStack() as stack:
-            self.sink.open(Recovery.output_positions(snapshot))
+            shared = self.recovery is not None and self.recovery.shared(snapshot)  # one worker's share of it
+            self.sink.open(None if shared else Recovery.output_positions(snapshot))
             stack.callback(self.sink.close)
             self.source.open(start_offsets, bindings, floors=floors, progress=Recovery.progress(snapshot),
                              floor=None if snapshot is None else snapshot.frontier)

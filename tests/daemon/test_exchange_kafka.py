@@ -188,3 +188,38 @@ def test_a_new_generation_of_worker_0_voids_the_others(kafka_options):
         for t in (zero, one, restarted):
             if t is not None:
                 t.close()
+
+
+def test_the_generation_names_what_it_started_from(kafka_options):
+    """Worker 0 announces the snapshot a new generation starts from (its identity, None: empty
+    inputs); every joining worker learns it, and a known generation keeps what it recorded."""
+    from ddflow.daemon.exchange import UNKNOWN
+
+    prefix = f"ex-{uuid.uuid4().hex[:8]}"
+    zero = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)
+    one = KafkaTransport(2, 1, kafka_options, prefix=prefix, run="r", timeout=30)
+    again = older = None
+    try:
+        zero.join(origin="1000@abc")
+        joined(zero, one)
+        assert zero.origin == one.origin == "1000@abc"
+        again = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)
+        again.join(zero.generation, start=zero.start, origin=None)  # a generation that began empty
+        older = KafkaTransport(2, 1, kafka_options, prefix=prefix, run="r", timeout=30)
+        joined(again, older)
+        assert older.generation == zero.generation and older.origin is None
+        unknown = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)
+        try:
+            unknown.join(zero.generation, start=zero.start)  # recorded before origins were: not announced
+            late = KafkaTransport(2, 1, kafka_options, prefix=prefix, run="r", timeout=30)
+            try:
+                joined(unknown, late)
+                assert late.origin == UNKNOWN
+            finally:
+                late.close()
+        finally:
+            unknown.close()
+    finally:
+        for t in (zero, one, again, older):
+            if t is not None:
+                t.close()

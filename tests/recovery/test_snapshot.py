@@ -178,3 +178,64 @@ def test_a_snapshot_sharded_by_the_old_hash_is_read_whole_and_refused_by_shard(t
     (path / MANIFEST).write_text(json.dumps(body))
     with pytest.raises(SnapshotError, match="format 'ddflow-snapshot/9' is not 'ddflow-snapshot/2'"):
         Snapshot.open(path)
+
+
+@pytest.mark.parametrize("shards,workers", [(4, 2), (3, 2), (6, 4), (1, 3)])
+def test_a_workers_share_holds_the_keys_it_owns_read_from_the_shards_that_can_hold_them(tmp_path, monkeypatch,
+                                                                                        shards, workers):
+    from math import gcd
+
+    rng = random.Random(shards * 10 + workers)
+    base = {(rng.randrange(500), f"v{rng.randrange(5)}"): rng.choice([1, 2, -1]) for _ in range(600)}
+    pending = [(r, 100 + rng.randrange(20), 1) for r in list(base)[:80]]
+    writer = SnapshotWriter(tmp_path / "s", 100, shards=shards, origin="backfill")
+    writer.add_input("in", "t", columns_for_fields({"k": "int", "v": "str"}), base, pending, {0: 3})
+    snapshot = Snapshot.open(writer.commit())
+    read = []
+    real = Snapshot._read_file
+    monkeypatch.setattr(Snapshot, "_read_file", lambda self, e, f, p: read.append(f.shard) or real(self, e, f, p))
+    whole_base, whole_pending = snapshot.read_input("in")
+    shares = []
+    for i in range(workers):
+        read.clear()
+        shares.append(snapshot.read_input("in", owner=(i, workers)))
+        g = gcd(shards, workers)
+        assert set(read) == {s for s in range(shards) if s % g == i % g}  # only shards that can hold its keys
+        assert {shard_of(r, workers) for r, _ in shares[-1][0]} | {shard_of(r, workers) for r, _, _ in shares[-1][1]} \
+            <= {i}
+    assert sorted(b for s in shares for b in s[0]) == sorted(whole_base) and all(s[0] for s in shares)
+    assert sorted(p for s in shares for p in s[1]) == sorted(whole_pending)
+    with pytest.raises(SnapshotError, match="the share of worker 2 of 2"):
+        snapshot.read_input("in", owner=(2, 2))
+
+
+def test_a_legacy_snapshot_is_read_whole_for_a_workers_share(tmp_path):
+    from ddflow.daemon.snapshot import _checksum
+
+    records = {(i, "v"): 1 for i in range(40)}
+    writer = SnapshotWriter(tmp_path / "s", 100, shards=4, origin="backfill")
+    writer.add_input("in", "t", columns_for_fields(None), records)
+    path = writer.commit()
+    body = json.loads((path / MANIFEST).read_text())
+    body.pop("checksum")
+    body["format"] = "ddflow-snapshot/1"
+    body["checksum"] = _checksum(body)
+    (path / MANIFEST).write_text(json.dumps(body))
+    old = Snapshot.open(path)
+    shares = [dict(old.read_input("in", owner=(i, 3))[0]) for i in range(3)]
+    assert all(shard_of(r, 3) == i for i, share in enumerate(shares) for r in share)
+    assert {r: d for share in shares for r, d in share.items()} == records and all(shares)
+
+
+def test_one_workers_checkpoint_of_several_is_refused_as_a_snapshot_to_start_from(tmp_path):
+    from ddflow.daemon.recovery import Recovery
+    from ddflow.daemon.source import InputSpec
+
+    writer = SnapshotWriter(tmp_path / "s", 100, shards=2, origin="checkpoint")
+    writer.add_input("in", "t", columns_for_fields({"k": "int"}), {(1,): 1}, offsets={0: 1})
+    writer.add_input("exchange:0", "x-exchange-0", columns_for_fields(["record", "rounds"]), {(1, ()): 1})
+    path = writer.commit()
+    for worker in ((0, 1), (1, 2)):
+        recovery = Recovery([InputSpec("in", "t", {"k": "int"})], {}, snapshot_from=str(path), worker=worker)
+        with pytest.raises(SnapshotError, match="the checkpoint of one worker of several"):
+            recovery.choose()
