@@ -100,11 +100,15 @@ class KafkaTransport:
     ``interruptible`` is set raises `Interrupted`."""
 
     def __init__(self, workers: int, index: int, kafka_options: Mapping[str, Any], *, prefix: str, run: str,
-                 timeout: float = 60.0, max_batch: int = 5000, stop: Callable[[], bool] | None = None) -> None:
+                 timeout: float = 60.0, max_batch: int = 5000, stop: Callable[[], bool] | None = None,
+                 read_ahead: int = 2) -> None:
         if type(workers) is not int or workers < 1 or type(index) is not int or not 0 <= index < workers:
             raise DaemonError(f"exchange: worker {index!r} of {workers!r} is not a worker index below a positive count")
         self.workers, self.index, self.prefix, self.run = workers, index, prefix, run
         self.timeout, self.max_batch = timeout, max_batch
+        if type(read_ahead) is not int or read_ahead < 2:
+            raise DaemonError(f"exchange: read_ahead must be an int of at least 2 steps, got {read_ahead!r}")
+        self.read_ahead = read_ahead
         self.stop = stop or (lambda: False)
         self.interruptible = False
         self.kafka_options = dict(kafka_options)
@@ -139,6 +143,9 @@ class KafkaTransport:
         self.waiting_on: tuple[int, ...] = ()  # the workers it is blocked on right now
         self.waiting_since: float | None = None  # monotonic time the current wait began (None: not waiting)
         self.received_messages = 0
+        self.held = 0  # exchange messages read and kept for steps not received yet
+        self.peak_held = 0
+        self._ahead: dict[tuple[str, int], tuple[int, int]] = {}  # paused partition -> (channel, step) of the message held
 
     # -- topics and generations ----------------------------------------------------------------------
 
@@ -285,8 +292,9 @@ class KafkaTransport:
         box = self._boxes.setdefault((channel, seq), ({}, {}))
         self._wait(lambda: self._complete(box), f"exchange {channel} step {seq}",
                    lambda: sorted(set(range(self.workers)) - {worker} - set(box[1])))
-        del self._boxes[(channel, seq)]
+        self._drop((channel, seq))
         self._next_step[channel] = max(self._next_step.get(channel, 0), seq + 1)
+        self._read_on()
         out = []
         for source, marker in sorted(box[1].items()):
             parts = box[0].get(source, {}).get(marker["inc"], {})
@@ -339,7 +347,32 @@ class KafkaTransport:
             del self._votes[seq]
             self._vote_at.pop(seq, None)
         for key in [k for k in self._boxes if k[1] < self._next_step.get(k[0], 0)]:
-            del self._boxes[key]
+            self._drop(key)
+        self._read_on()
+
+    def _drop(self, key: tuple[int, int]) -> None:
+        """Forget the messages of exchange step ``key`` (received, or one this worker is past)."""
+        parts, markers = self._boxes.pop(key)
+        self.held -= len(markers) + sum(len(ms) for incs in parts.values() for ms in incs.values())
+
+    def _hold(self, topic: str, partition: int, channel: int, seq: int, offset: int) -> None:
+        """The message at ``offset`` is a step further ahead than ``read_ahead``: stop reading the
+        partition there (paused, and sought back so that the message is read again) until this
+        worker's steps of ``channel`` move on. A step is complete before any message of a step two
+        further is written after it (every sender needs the step in between from every worker), so
+        a worker never waits for what lies beyond the message held."""
+        tp = TopicPartition(topic, partition, offset)
+        self.consumer.pause([tp])
+        self.consumer.seek(tp)
+        self._ahead[(topic, partition)] = (channel, seq)
+        self._read[(topic, partition)] = offset  # what `positions` re-reads from
+
+    def _read_on(self) -> None:
+        """Read on the partitions held whose message held is now within ``read_ahead`` steps."""
+        for (topic, partition), (channel, seq) in list(self._ahead.items()):
+            if seq < self._next_step.get(channel, 0) + self.read_ahead:
+                del self._ahead[(topic, partition)]
+                self.consumer.resume([TopicPartition(topic, partition)])
 
     def voted(self, seq: int) -> bool:
         """Whether some worker (this one's earlier incarnation included) voted in agreement ``seq``,
@@ -389,10 +422,13 @@ class KafkaTransport:
     def _take(self, messages: list[Any]) -> None:
         for msg in messages:
             if msg.error() is None:
-                self._read[(msg.topic(), msg.partition())] = msg.offset() + 1
-                self._file(msg.value(), msg.offset())
+                key = (msg.topic(), msg.partition())
+                if key in self._ahead:  # held: read again from the message held once the worker gets there
+                    continue
+                self._read[key] = msg.offset() + 1
+                self._file(msg.value(), msg.offset(), key)
 
-    def _file(self, value: bytes, offset: int) -> None:
+    def _file(self, value: bytes, offset: int, where: tuple[str, int] | None = None) -> None:
         m = msgpack.unpackb(value, raw=False, use_list=True, strict_map_key=False)
         if not isinstance(m, dict) or m.get("run") != self.run:
             return
@@ -409,12 +445,21 @@ class KafkaTransport:
                 self._votes.setdefault(m["seq"], {}).setdefault(m["source"], m["value"])
                 self._vote_at.setdefault(m["seq"], offset)
         elif kind in ("batch", "marker") and m["seq"] >= self._next_step.get(m["channel"], 0):
-            parts, markers = self._boxes.setdefault((m["channel"], m["seq"]), ({}, {}))
+            channel = m["channel"]
+            if where is not None and m["seq"] >= self._next_step.get(channel, 0) + self.read_ahead:
+                self._hold(*where, channel, m["seq"], offset)
+                return
+            parts, markers = self._boxes.setdefault((channel, m["seq"]), ({}, {}))
             if kind == "batch":
                 m["n"] = len(m["diffs"]) // 8
-                parts.setdefault(m["source"], {}).setdefault(m.get("inc", ""), {}).setdefault(m["part"], m)
-            else:
-                markers.setdefault(m["source"], m)  # the first complete attempt of a step wins
+                box = parts.setdefault(m["source"], {}).setdefault(m.get("inc", ""), {})
+                if m["part"] not in box:
+                    box[m["part"]] = m
+                    self.held += 1
+            elif m["source"] not in markers:  # the first complete attempt of a step wins
+                markers[m["source"]] = m
+                self.held += 1
+            self.peak_held = max(self.peak_held, self.held)
 
     def _generation_message(self, m: dict, offset: int) -> None:
         if m["kind"] == "hello":

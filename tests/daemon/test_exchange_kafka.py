@@ -223,3 +223,39 @@ def test_the_generation_names_what_it_started_from(kafka_options):
         for t in (zero, one, again, older):
             if t is not None:
                 t.close()
+
+
+def test_a_replaying_worker_holds_only_the_steps_it_is_at(kafka_options):
+    """A worker replaying a long exchange history reads ahead only up to the steps it is at: what
+    lies further is read again from its offset when the worker gets there (nothing is lost, and a
+    checkpoint taken meanwhile records where to re-read from). Without the bound the whole history
+    would be held (shown by a transport that reads ahead without limit)."""
+    prefix = f"ex-{uuid.uuid4().hex[:8]}"
+    steps = 300
+    zero = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)
+    replays = []
+    try:
+        zero.join()
+        for seq in range(steps):  # worker 0 ran ahead: 300 steps wait in worker 1's partition
+            b, m = batch_of(seq, 0, 1, [seq, seq + 1])
+            zero.send(b)
+            zero.mark(m)
+        zero.producer.flush(10)
+        for read_ahead in (2, 10**9):
+            one = KafkaTransport(2, 1, kafka_options, prefix=prefix, run="r", timeout=30, read_ahead=read_ahead)
+            replays.append(one)
+            assert joined(zero, one) is False  # fresh: it replays the exchange topic from its start
+            time.sleep(0.5)  # the broker has every step ready to be fetched
+            for seq in range(steps):
+                [got] = one.receive(1, 0, seq)
+                assert got.records.tolist() == [seq, seq + 1]
+                if read_ahead == 2 and seq % 37 == 0:
+                    assert one.positions()["exchange"][0] <= 2 * (seq + 1)  # re-read from the next step at most
+            one.close()
+        bounded, unbounded = replays
+        print(f"exchange messages held at most: {bounded.peak_held} reading 2 steps ahead, {unbounded.peak_held} "
+              f"without a bound ({2 * steps} in the partition)")
+        assert bounded.peak_held <= 2 * 2 and bounded.held == 0  # a batch and a marker per step, 2 steps
+        assert unbounded.peak_held > 100, unbounded.peak_held
+    finally:
+        zero.close()
