@@ -66,6 +66,7 @@ def test_overlay_changes_what_it_says(overlay_docs: list[dict]) -> None:
     assert {doc["metadata"]["namespace"] for doc in overlay_docs} == {"analytics"}
     assert container(objects)["image"].startswith("registry.example.com/analytics/ddflow:")
     assert objects["PrometheusRule"]["metadata"]["labels"]["release"] == "prometheus"
+    assert objects["StatefulSet"]["spec"]["replicas"] == 2  # several workers (the config's workers.count)
 
 
 def test_one_pod_per_worker_each_knowing_its_index(rendered: dict[str, dict]) -> None:
