@@ -91,14 +91,22 @@ class Workers:
     def start(self, i: int) -> subprocess.Popen:
         p = subprocess.Popen([DDFLOW, "run", "--config", str(self.cfg), "--worker-index", str(i), "--snapshot-from",
                               str(self.snapshot)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=environment())
+                             env={**environment(), "PYTHONFAULTHANDLER": "1"})
         lines = self.logs[i]
         lines.append("=== start\n")
         threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True).start()
         return p
 
     def log(self) -> str:
-        return "\n".join(f"--- worker {i}\n" + "".join(lines[-60:]) for i, lines in enumerate(self.logs))
+        return "\n".join(f"--- worker {i}\n" + "".join(lines[-200:]) for i, lines in enumerate(self.logs))
+
+    def stacks(self) -> str:
+        """The log after the running workers print every thread's stack (SIGABRT, faulthandler)."""
+        for p in self.processes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGABRT)
+        time.sleep(2)
+        return self.log()
 
     def stop(self) -> list[int | None]:
         for p in self.processes:
@@ -158,7 +166,7 @@ def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark
     workers = Workers(cfg, result.path)
     views: dict = {}
     try:
-        follow(kafka_options, topics, captures, end, views, workers.log)
+        follow(kafka_options, topics, captures, end, views, workers.stacks)
         assert {min(v) for v in views.values()} == {F}  # the output at F comes first
         assert views["counts"][F] and views["matched"][F]
         # worker 1 killed: restarted without the snapshot it refuses to replay the generation (which
@@ -172,7 +180,7 @@ def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark
         assert f"began from snapshot {snapshot.identity}" in wrong.stderr
         workers.processes[1] = workers.start(1)
         end = max(produce(kafka_options, topics[n], second[n], STEP) for n in INPUTS)
-        follow(kafka_options, topics, captures, end, views, workers.log)
+        follow(kafka_options, topics, captures, end, views, workers.stacks)
         codes = workers.stop()
         assert codes == [0, 0], workers.log()
     finally:
@@ -201,7 +209,7 @@ def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark
     again = Workers(cfg, result.path)
     try:
         final = max(produce(kafka_options, topics[n], more[n], STEP) for n in INPUTS)
-        follow(kafka_options, topics, captures, final, log=again.log)
+        follow(kafka_options, topics, captures, final, log=again.stacks)
         assert again.stop() == [0, 0], again.log()
     finally:
         again.stop()
