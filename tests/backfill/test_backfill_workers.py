@@ -216,3 +216,47 @@ def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark
     for i in range(2):
         log = "".join(again.logs[i])
         assert "restoring checkpoint" in log and "loads the keys it owns" not in log, again.log()
+
+
+def test_a_void_generation_starts_again_from_the_snapshot(kafka_options, make_topic, tmp_path):
+    """Worker 0 lost its state (its checkpoint directory is gone): it starts a new generation from
+    the snapshot; worker 1's checkpoint belongs to the old one, so it loads its share of the
+    snapshot too instead of starting empty. Every writer drops what it had made final already, and
+    the views equal the engine's. (The snapshot is written here, as a backfill would, without Spark.)"""
+    import shutil
+
+    from test_backfill import consolidate
+
+    from ddflow.daemon.snapshot import SnapshotWriter, columns_for_fields
+
+    past = history(31, 4000, F, keys=500)
+    live = tail(32, F, steps=2, step=STEP, per_step=100, keys=500)
+    more = tail(33, F + 2 * STEP, steps=2, step=STEP, per_step=100, keys=500)
+    topics = {n: make_topic(n, partitions=4) for n in INPUTS}
+    topics |= {n: make_topic(n, partitions=3) for n in OUTPUTS}
+    topics["dlq"] = make_topic("dlq")
+    writer = SnapshotWriter(tmp_path / "snapshot", F, shards=4, origin="backfill")
+    for n in INPUTS:
+        writer.add_input(n, topics[n], columns_for_fields(FIELDS), consolidate(past[n], F)[0], (),
+                         {p: 0 for p in range(4)})
+    snapshot = writer.commit()
+    cfg = config(tmp_path / "daemon.toml", kafka_options["bootstrap.servers"], topics, tmp_path / "ckpt")
+    end = max(produce(kafka_options, topics[n], live[n], STEP) for n in INPUTS)
+    captures = oracle({n: past[n] + live[n] + more[n] for n in INPUTS})
+    first = Workers(cfg, snapshot)
+    try:
+        follow(kafka_options, topics, captures, end, log=first.stacks)
+        assert first.stop() == [0, 0], first.log()
+    finally:
+        first.stop()
+    shutil.rmtree(tmp_path / "ckpt" / "worker-0")  # its checkpoints and the generation it was in
+    again = Workers(cfg, snapshot)
+    try:
+        final = max(produce(kafka_options, topics[n], more[n], STEP) for n in INPUTS)
+        follow(kafka_options, topics, captures, final, log=again.stacks)
+        assert again.stop() == [0, 0], again.log()
+    finally:
+        again.stop()
+    one = "".join(again.logs[1])
+    assert "belongs to generation" in one and f"replays it from {Snapshot.open(snapshot)}" in one, again.log()
+    assert all("loads the keys it owns" in "".join(again.logs[i]) for i in range(2)), again.log()
