@@ -11,6 +11,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -89,8 +90,8 @@ class Supervised:
             time.sleep(0.1)
         raise AssertionError(f"worker {i} serves no metrics:\n{self.log()}")
 
-    def log(self) -> str:
-        return "\n".join(f"--- worker {i}\n" + "".join(lines[-60:]) for i, lines in enumerate(self.logs))
+    def log(self, last: int | None = 60) -> str:
+        return "\n".join(f"--- worker {i}\n" + "".join(lines[-last if last else 0:]) for i, lines in enumerate(self.logs))
 
     def stop(self) -> list[int | None]:
         self.done.set()
@@ -194,6 +195,9 @@ def test_a_worker_killed_at_random_points_and_restarted_ends_equal_to_the_engine
                     break
             assert client.frontier is not None and client.frontier >= final, (seed, workers.log())
             assert client.view == want.at(final - 1) and client.view
+    except BaseException:  # the assertion's message is cut: every worker's whole log, for the record
+        sys.stderr.write(f"seed {seed}, victims {victims}\n{workers.log(last=None)}\n")
+        raise
     finally:
         codes = workers.stop()
     assert codes == [0, 0], (codes, workers.log())
