@@ -51,11 +51,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from result_markers import committed_markers, marker_consumer
 
 from ddflow.daemon.broker import EmbeddedBroker
 from ddflow.daemon.producer import UpdateProducer
 from ddflow.daemon.results import ResultClient
-from ddflow.daemon.wire import OutputProgress, decode_output
 
 HERE = Path(__file__).resolve().parent
 PAGES = 100
@@ -194,17 +194,12 @@ address = "127.0.0.1:{free_port()}"
 def watch_end(bootstrap: str, topic: str, end: int, proc: subprocess.Popen[str], log: Path,
               timeout: float = 600) -> tuple[float, float, float, int, int]:
     """Wait until the daemon's progress marker reaching ``end`` is committed on ``topic`` (one
-    partition), reading it as a read_committed consumer that decodes only the small messages (the
-    markers; the batches of updates are left undecoded, so the benchmark's own reading costs about
-    what the pipe's consumer does and does not compete with the daemon for the cores). Returns (when
+    partition), watched by `result_markers` (the batches of updates left undecoded). Returns (when
     the first marker was seen, the daemon's CPU seconds then, its CPU seconds from then to the end,
     the markers seen: one per published epoch, and those of them read after the first read that
     brought markers: the epochs of the daemon's first commit, which includes its start, are left
     out of the figures per epoch)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                  "fetch.wait.max.ms": 5})  # the marker is seen when committed, not at the next long poll
-    c.assign([TopicPartition(topic, 0, 0)])
+    c = marker_consumer(bootstrap, topic)
     first: float | None = None
     first_cpu = 0.0
     epochs = before = 0
@@ -213,15 +208,7 @@ def watch_end(bootstrap: str, topic: str, end: int, proc: subprocess.Popen[str],
         while time.monotonic() < deadline:
             if first is not None and not before:
                 before = epochs  # the markers of the first read: the first commit's epochs
-            for m in c.consume(10_000, 0.05):
-                if m.error() is not None:
-                    raise RuntimeError(str(m.error()))
-                value = m.value()
-                if value is None or len(value) > 512:
-                    continue  # a batch of updates (markers are small maps)
-                marker = decode_output(value)
-                if not isinstance(marker, OutputProgress):
-                    continue
+            for _, marker in committed_markers(c):
                 epochs += 1
                 if first is None:
                     first, first_cpu = time.perf_counter(), cpu_seconds(proc.pid)

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 from bench_reachability import workload
-from confluent_kafka import Consumer, TopicPartition
+from result_markers import committed_markers, marker_consumer
 
 from ddflow.daemon.broker import EmbeddedBroker
 from ddflow.daemon.kafka import ensure_topics
 from ddflow.daemon.producer import UpdateProducer
 from ddflow.daemon.results import ResultClient
-from ddflow.daemon.wire import OutputProgress, decode_output
 
 DDFLOW = str(Path(sys.executable).parent / "ddflow")
 PAGES = 1000
@@ -116,13 +115,8 @@ class Run:
 def watch_end(bootstrap: str, topic: str, partitions: int, end: int, workers: int, run: Run,
               timeout: float = 3600) -> None:
     """Wait until every writer's progress marker reaching ``end`` is committed on every partition of
-    ``topic``, reading as a read_committed consumer that decodes only the small messages (the
-    markers: the batches of updates are left undecoded, so the benchmark's own reading does not
-    compete with the workers for the cores, as a ResultClient decoding every update in Python would)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                  "fetch.wait.max.ms": 5})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    ``topic``, watched by `result_markers` (the batches of updates left undecoded)."""
+    c = marker_consumer(bootstrap, topic, partitions)
     waiting = {(p, w) for p in range(partitions) for w in range(workers)}
     deadline = time.monotonic() + timeout
     try:
@@ -130,15 +124,9 @@ def watch_end(bootstrap: str, topic: str, partitions: int, end: int, workers: in
             if time.monotonic() > deadline or any(p.poll() is not None for p in run.procs):
                 raise SystemExit(f"the output did not reach {end} on {topic}: still waiting for (partition, "
                                  f"writer) {sorted(waiting)}:\n" + "".join(line for log in run.logs for line in log[-20:]))
-            for m in c.consume(10_000, 0.05):
-                if m.error() is not None:
-                    raise SystemExit(str(m.error()))
-                value = m.value()
-                if value is None or len(value) > 512:
-                    continue  # a batch of updates (markers are small maps)
-                marker = decode_output(value)
-                if isinstance(marker, OutputProgress) and (marker.upper is None or marker.upper >= end):
-                    waiting.discard((m.partition(), marker.writer))
+            for partition, marker in committed_markers(c):
+                if marker.upper is None or marker.upper >= end:
+                    waiting.discard((partition, marker.writer))
     finally:
         c.close()
 
