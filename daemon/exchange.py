@@ -74,6 +74,8 @@ def _bytes(column: np.ndarray) -> bytes:
     return np.ascontiguousarray(column, dtype="<i8").tobytes()
 
 
+AGREE = -1  # the agree topic's place among the channels held (`KafkaTransport._hold`)
+
 # a generation's origin that was not recorded (announced by a worker 0 that did not record one)
 UNKNOWN = "?"
 
@@ -97,7 +99,10 @@ class KafkaTransport:
     worker ``j`` had not yet delivered its part (a slice of waiting counts for every worker it waited
     for); ``waiting_on``: the workers it is blocked on right now (empty when not waiting). They say
     which worker holds the others back. ``stop()``: when it returns True, a wait made while
-    ``interruptible`` is set raises `Interrupted`."""
+    ``interruptible`` is set raises `Interrupted`. ``read_ahead``: how many exchange steps (and,
+    once joined, agreements) beyond the one it is at a worker reads and keeps; a replaying worker
+    reads what lies further again from the broker when it gets there (``held``/``peak_held``: the
+    messages and votes kept now / at most)."""
 
     def __init__(self, workers: int, index: int, kafka_options: Mapping[str, Any], *, prefix: str, run: str,
                  timeout: float = 60.0, max_batch: int = 5000, stop: Callable[[], bool] | None = None,
@@ -143,7 +148,8 @@ class KafkaTransport:
         self.waiting_on: tuple[int, ...] = ()  # the workers it is blocked on right now
         self.waiting_since: float | None = None  # monotonic time the current wait began (None: not waiting)
         self.received_messages = 0
-        self.held = 0  # exchange messages read and kept for steps not received yet
+        self.held = 0  # exchange messages and votes read and kept for steps and agreements not done yet
+        self._joined = False  # join() done: from then on the agree topic is read ahead only so far
         self.peak_held = 0
         self._ahead: dict[tuple[str, int], tuple[int, int]] = {}  # paused partition -> (channel, step) of the message held
 
@@ -168,6 +174,7 @@ class KafkaTransport:
             time.sleep(0.05)
 
     def _assign_agree(self, offset: int) -> None:
+        self._ahead.pop((self._agree, 0), None)
         self.consumer.assign([TopicPartition(self._agree, 0, offset)])
         self._assigned = True
         self._agree_from = max(offset, 0)
@@ -217,6 +224,7 @@ class KafkaTransport:
         if resume:
             self._starts = dict(exchange_offsets or {})
         self._assign_agree(agree_offset if resume and agree_offset is not None else self.start)
+        self._joined = True
         return resume
 
     def _announcement(self, start: int | None) -> dict:
@@ -321,8 +329,10 @@ class KafkaTransport:
         self._wait(lambda: len(votes) == self.workers, f"agreement {seq}",
                    lambda: sorted(set(range(self.workers)) - set(votes)))
         del self._votes[seq]
+        self.held -= len(votes)
         self._vote_at.pop(seq, None)
         self._next_vote = max(self._next_vote, seq + 1)
+        self._read_on()
         return [votes[i] for i in range(self.workers)]
 
     def positions(self) -> dict[str, Any]:
@@ -344,7 +354,7 @@ class KafkaTransport:
         self._next_vote = agreements
         self._next_step = dict(enumerate(steps))
         for seq in [s for s in self._votes if s < agreements]:
-            del self._votes[seq]
+            self.held -= len(self._votes.pop(seq))
             self._vote_at.pop(seq, None)
         for key in [k for k in self._boxes if k[1] < self._next_step.get(k[0], 0)]:
             self._drop(key)
@@ -356,11 +366,15 @@ class KafkaTransport:
         self.held -= len(markers) + sum(len(ms) for incs in parts.values() for ms in incs.values())
 
     def _hold(self, topic: str, partition: int, channel: int, seq: int, offset: int) -> None:
-        """The message at ``offset`` is a step further ahead than ``read_ahead``: stop reading the
-        partition there (paused, and sought back so that the message is read again) until this
-        worker's steps of ``channel`` move on. A step is complete before any message of a step two
-        further is written after it (every sender needs the step in between from every worker), so
-        a worker never waits for what lies beyond the message held."""
+        """The message at ``offset`` is a step (or agreement, ``channel`` `AGREE`) further ahead
+        than ``read_ahead``: stop reading the partition there (paused, and sought back so that the
+        message is read again) until this worker's steps of ``channel`` move on. A step is complete
+        before any message of a step two further is written after it (every sender needs the step
+        in between from every worker; likewise every vote of an agreement precedes the votes of
+        the one after the next), so a worker never waits for what lies beyond the message held.
+        The agree topic is held only once the worker joined (its generation's announcement
+        follows its hello, whatever votes lie between); while it is held, hellos behind it are
+        answered when the worker reads on."""
         tp = TopicPartition(topic, partition, offset)
         self.consumer.pause([tp])
         self.consumer.seek(tp)
@@ -368,9 +382,10 @@ class KafkaTransport:
         self._read[(topic, partition)] = offset  # what `positions` re-reads from
 
     def _read_on(self) -> None:
-        """Read on the partitions held whose message held is now within ``read_ahead`` steps."""
+        """Read on the partitions held whose message held is now within ``read_ahead`` steps (or
+        agreements: the agree topic's ``channel`` is `AGREE`)."""
         for (topic, partition), (channel, seq) in list(self._ahead.items()):
-            if seq < self._next_step.get(channel, 0) + self.read_ahead:
+            if seq < (self._next_vote if channel == AGREE else self._next_step.get(channel, 0)) + self.read_ahead:
                 del self._ahead[(topic, partition)]
                 self.consumer.resume([TopicPartition(topic, partition)])
 
@@ -442,7 +457,14 @@ class KafkaTransport:
         m["_at"] = offset
         if kind == "vote":
             if m["seq"] >= self._next_vote:
-                self._votes.setdefault(m["seq"], {}).setdefault(m["source"], m["value"])
+                if where is not None and self._joined and m["seq"] >= self._next_vote + self.read_ahead:
+                    self._hold(*where, AGREE, m["seq"], offset)
+                    return
+                votes = self._votes.setdefault(m["seq"], {})
+                if m["source"] not in votes:  # the first vote wins
+                    votes[m["source"]] = m["value"]
+                    self.held += 1
+                    self.peak_held = max(self.peak_held, self.held)
                 self._vote_at.setdefault(m["seq"], offset)
         elif kind in ("batch", "marker") and m["seq"] >= self._next_step.get(m["channel"], 0):
             channel = m["channel"]

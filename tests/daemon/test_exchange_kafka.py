@@ -259,3 +259,35 @@ def test_a_replaying_worker_holds_only_the_steps_it_is_at(kafka_options):
         assert unbounded.peak_held > 100, unbounded.peak_held
     finally:
         zero.close()
+
+
+def test_a_replaying_worker_holds_only_the_agreements_it_is_at(kafka_options):
+    """The same for the agree topic: a worker replaying 300 agreements holds the votes of at most
+    two of them, and takes each as first decided (its earlier run's vote included)."""
+    prefix = f"ex-{uuid.uuid4().hex[:8]}"
+    count = 300
+    # the votes are written here, not agreed (a test's shortcut): worker 0 reads them without a bound
+    zero = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30, read_ahead=10**9)
+    replays = []
+    try:
+        zero.join()
+        for seq in range(count):  # 300 agreements made: worker 0's votes and those of worker 1's earlier run
+            zero._produce(zero._agree, 0, {"kind": "vote", "seq": seq, "source": 0, "value": [seq]})
+            zero._produce(zero._agree, 0, {"kind": "vote", "seq": seq, "source": 1, "value": "first"})
+        zero.producer.flush(10)
+        for read_ahead in (2, 10**9):
+            one = KafkaTransport(2, 1, kafka_options, prefix=prefix, run="r", timeout=30, read_ahead=read_ahead)
+            replays.append(one)
+            assert joined(zero, one) is False
+            time.sleep(0.5)
+            for seq in range(count):
+                assert one.gather(1, seq, "again") == [[seq], "first"]  # as first decided
+            assert one.positions()["agree"] >= count  # past every vote of worker 0
+            one.close()
+        bounded, unbounded = replays
+        print(f"votes held at most: {bounded.peak_held} reading 2 agreements ahead, {unbounded.peak_held} without a "
+              "bound")
+        assert bounded.peak_held <= 2 * 2 and bounded.held == 0
+        assert unbounded.peak_held > 100, unbounded.peak_held
+    finally:
+        zero.close()
