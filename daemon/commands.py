@@ -126,9 +126,6 @@ def _run(args: argparse.Namespace) -> int:
     config = with_identity(config, *worker_identity(config, args.worker_index))
     config.client_options()  # secrets readable? (a ConfigError naming the key, before anything starts)
     check_client_options(config)
-    from .preload import start as preload
-
-    preload()  # numba loads while the daemon connects to Kafka, not after (see `preload`)
     if args.create_topics is not None:
         from .kafka import ensure_topics
 
