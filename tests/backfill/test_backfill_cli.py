@@ -56,7 +56,10 @@ class Daemon:
         return self.process.wait(120)
 
 
-def config(path: Path, bootstrap: str, topics: dict[str, str], checkpoints: Path) -> Path:
+def config(path: Path, bootstrap: str, topics: dict[str, str], checkpoints: Path, *, kafka: str = "",
+           extra: str = "") -> Path:
+    """The daemon config of the backfill tests; ``kafka``: more lines of its [kafka] table, ``extra``:
+    more tables at its end."""
     inputs = "".join(f'''
 [[inputs]]
 name = "{n}"
@@ -75,7 +78,7 @@ path = ["{Path(__file__).parent}"]
 
 [kafka]
 bootstrap = "{bootstrap}"
-{inputs}{outputs}
+{kafka}{inputs}{outputs}
 [epoch]
 resolution = "100us"
 
@@ -89,7 +92,7 @@ shards = 3
 
 [metrics]
 address = "127.0.0.1:0"
-''')
+{extra}''')
     return path
 
 

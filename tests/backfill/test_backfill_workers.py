@@ -21,6 +21,7 @@ import pytest
 from backfill_support import INPUTS, OUTPUTS, counts_matched, history, oracle, tail
 from test_backfill import FIELDS, produce, write_archive
 from test_backfill_cli import DDFLOW, environment
+from test_backfill_cli import config as cli_config
 
 from ddflow.daemon.backfill import BackfillInput, run_backfill
 from ddflow.daemon.checkpoint import CheckpointStore
@@ -38,46 +39,10 @@ STEP = 100_000
 
 
 def config(path: Path, bootstrap: str, topics: dict[str, str], checkpoints: Path) -> Path:
-    inputs = "".join(f'''
-[[inputs]]
-name = "{n}"
-topic = "{topics[n]}"
-fields = {{ key = "int", val = "int" }}
-''' for n in INPUTS)
-    outputs = "".join(f'''
-[[outputs]]
-name = "{n}"
-topic = "{topics[n]}"
-''' for n in OUTPUTS)
-    path.write_text(f'''
-[dataflow]
-function = "backfill_support:counts_matched"
-path = ["{Path(__file__).parent}"]
-
-[kafka]
-bootstrap = "{bootstrap}"
-group_id = "{topics['a']}"
-commit_interval = "0s"
-{inputs}{outputs}
-[epoch]
-resolution = "100us"
-
-[dead_letter]
-topic = "{topics['dlq']}"
-
-[checkpoint]
-location = "{checkpoints}"
-interval = "1h"
-shards = 3
-
-[metrics]
-address = "127.0.0.1:0"
-
-[workers]
-count = 2
-wait_timeout = "120s"
-''')
-    return path
+    """The backfill tests' config, run by two workers."""
+    return cli_config(path, bootstrap, topics, checkpoints,
+                      kafka=f'group_id = "{topics["a"]}"\ncommit_interval = "0s"\n',
+                      extra='\n[workers]\ncount = 2\nwait_timeout = "120s"\n')
 
 
 class Workers:
@@ -136,6 +101,19 @@ def follow(kafka_options, topics, captures, until, views=None, log=lambda: ""):
                     break
             if client.frontier < until:
                 pytest.fail(f"{out}: frontier {client.frontier}, expected {until}\n{log()}")
+
+
+def run_to_end(cfg: Path, snapshot: Path, kafka_options, topics, updates, captures, end: int = 0) -> Workers:
+    """Two workers started from ``snapshot`` while ``updates`` are produced, followed until the views
+    reach the last update's step (or ``end``) equal to ``captures``, then stopped (both exit 0)."""
+    workers = Workers(cfg, snapshot)
+    try:
+        end = max([end, *(produce(kafka_options, topics[n], updates[n], STEP) for n in updates)])
+        follow(kafka_options, topics, captures, end, log=workers.stacks)
+        assert workers.stop() == [0, 0], workers.log()
+    finally:
+        workers.stop()
+    return workers
 
 
 def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark, kafka_options, make_topic,
@@ -206,13 +184,7 @@ def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark
     # restarted with their checkpoints, the workers restore them (the backfill is not loaded again)
     more = tail(23, end, steps=2, step=STEP, per_step=100, keys=2000)
     captures = oracle({n: past[n] + live[n] + more[n] for n in INPUTS})
-    again = Workers(cfg, result.path)
-    try:
-        final = max(produce(kafka_options, topics[n], more[n], STEP) for n in INPUTS)
-        follow(kafka_options, topics, captures, final, log=again.stacks)
-        assert again.stop() == [0, 0], again.log()
-    finally:
-        again.stop()
+    again = run_to_end(cfg, result.path, kafka_options, topics, more, captures)
     for i in range(2):
         log = "".join(again.logs[i])
         assert "restoring checkpoint" in log and "loads the keys it owns" not in log, again.log()
@@ -243,20 +215,9 @@ def test_a_void_generation_starts_again_from_the_snapshot(kafka_options, make_to
     cfg = config(tmp_path / "daemon.toml", kafka_options["bootstrap.servers"], topics, tmp_path / "ckpt")
     end = max(produce(kafka_options, topics[n], live[n], STEP) for n in INPUTS)
     captures = oracle({n: past[n] + live[n] + more[n] for n in INPUTS})
-    first = Workers(cfg, snapshot)
-    try:
-        follow(kafka_options, topics, captures, end, log=first.stacks)
-        assert first.stop() == [0, 0], first.log()
-    finally:
-        first.stop()
+    run_to_end(cfg, snapshot, kafka_options, topics, {}, captures, end)
     shutil.rmtree(tmp_path / "ckpt" / "worker-0")  # its checkpoints and the generation it was in
-    again = Workers(cfg, snapshot)
-    try:
-        final = max(produce(kafka_options, topics[n], more[n], STEP) for n in INPUTS)
-        follow(kafka_options, topics, captures, final, log=again.stacks)
-        assert again.stop() == [0, 0], again.log()
-    finally:
-        again.stop()
+    again = run_to_end(cfg, snapshot, kafka_options, topics, more, captures)
     one = "".join(again.logs[1])
     assert "belongs to generation" in one and f"replays it from {Snapshot.open(snapshot)}" in one, again.log()
     assert all("loads the keys it owns" in "".join(again.logs[i]) for i in range(2)), again.log()
