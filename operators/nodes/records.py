@@ -91,15 +91,21 @@ class PairBuilder:
         self.interner, self.shape = interner, shape
 
     def __call__(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return self._build(self.shape, (keys, a, b))
+        return build(self.interner, self.shape, (keys, a, b))
 
-    def _build(self, shape: Shape, columns: tuple[np.ndarray, ...]) -> np.ndarray:
-        kind = shape[0]
-        if kind == "arg":
-            return columns[shape[1]]
-        if kind == "const":  # its id asked each time: never held across steps
-            return np.full(len(columns[0]), self.interner.id(shape[1]), dtype=np.int64)
-        return self.interner.pair(self._build(shape[1][0], columns), self._build(shape[1][1], columns))
+
+def build(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
+          items: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Ids of the records ``shape`` builds from the id columns ``args`` (and, for an ``item``
+    shape, the component columns ``items`` of a single pair argument)."""
+    kind = shape[0]
+    if kind == "arg":
+        return args[shape[1]]
+    if kind == "item":
+        return items[shape[2]]
+    if kind == "const":  # its id asked each time: never held across steps
+        return np.full(len(args[0]), interner.id(shape[1]), dtype=np.int64)
+    return interner.pair(build(interner, shape[1][0], args, items), build(interner, shape[1][1], args, items))
 
 
 class PythonBuilder:
@@ -135,23 +141,11 @@ class MapBuilder:
         """``(out, built)``: ``out[i]`` is the id of ``f(record i)`` where ``built[i]`` (``built`` None:
         everywhere); elsewhere ``out`` is undefined and the caller calls ``f``."""
         if not self.items:
-            return self._build(self.shape, ids, None, None), None
+            return build(self.interner, self.shape, (ids,)), None
         built, firsts, seconds = self.interner.plain_pairs(ids)
         out = np.empty(len(ids), dtype=np.int64)
-        out[built] = self._build(self.shape, ids[built], firsts, seconds)
+        out[built] = build(self.interner, self.shape, (ids[built],), (firsts, seconds))
         return out, built
-
-    def _build(self, shape: Shape, ids: np.ndarray, firsts: np.ndarray | None,
-               seconds: np.ndarray | None) -> np.ndarray:
-        kind = shape[0]
-        if kind == "arg":
-            return ids
-        if kind == "item":
-            return firsts if shape[2] == 0 else seconds
-        if kind == "const":
-            return np.full(len(ids), self.interner.id(shape[1]), dtype=np.int64)
-        return self.interner.pair(self._build(shape[1][0], ids, firsts, seconds),
-                                  self._build(shape[1][1], ids, firsts, seconds))
 
 
 def record_builder(interner: Interner, f: Callable) -> PairBuilder | PythonBuilder:
