@@ -1,4 +1,4 @@
-"""Prometheus metrics of one daemon, exported under fixed names (the README's metrics table lists them).
+"""Prometheus metrics of one daemon, exported under fixed names (the metrics table of docs/operations.md lists them).
 
 The worker keeps plain cumulative numbers (a ``MetricsSnapshot``: updates in and out, epochs,
 frontiers, lag, late and dead-lettered updates); a collector turns them into metric families at
@@ -430,6 +430,6 @@ class DaemonMetrics:
         self.latency_seconds.observe(latencies_seconds, counts)
 
     def families(self) -> Iterator[str]:
-        """Names of the families currently registered (for tests and the README table)."""
+        """Names of the families currently registered (for tests and the docs' metrics table)."""
         for metric in self.registry.collect():
             yield metric.name

@@ -298,7 +298,7 @@ def arguments() -> argparse.ArgumentParser:
                         help="latency distributions after these many changes")
     parser.add_argument("--window", type=int, default=1_000, help="latencies per distribution")
     parser.add_argument("--baseline-seconds", type=float, default=10.0)
-    parser.add_argument("--plot", type=Path, default=HERE / "reachability_latency_cdf.png")
+    parser.add_argument("--plot", type=Path, default=HERE.parents[1] / "docs" / "img" / "reachability_latency_cdf.png")
     return parser
 
 

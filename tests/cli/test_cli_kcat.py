@@ -1,7 +1,7 @@
 """Debian's kcat drives ``ddflow run``: JSON and Debezium events in, JSON and Debezium out.
 
 The daemon runs ``config/examples/page-titles.toml`` (topic names and broker swapped in). kcat
-runs the README's commands as written (they produce a Debezium table snapshot, JSON page views
+runs the commands of docs/formats.md as written (they produce a Debezium table snapshot, JSON page views
 and a progress marker, then read the results), then produces a second round: a Debezium rename,
 delete (with its tombstone) and insert, more views and a retraction, a bad event and a bad JSON
 line. After each round the results are checked against views computed here from what was sent,
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_support import example
 from kafka_broker import create_topic
 from kcat_support import ensure_kcat, kcat, kcat_broker, kcat_read  # noqa: F401
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
@@ -40,9 +41,8 @@ TOPICS = ("cms.public.pages", "page-views", "views-per-page", "views-per-title",
 
 
 def readme_block(lang: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### JSON and Debezium", 1)[1].split("\n## ", 1)[0]
-    return re.search(rf"```{lang}\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    """The kcat walk-through of docs/formats.md (bash) or its result-client example (python)."""
+    return example("kcat", lang) if lang == "bash" else example("debezium-result-client", lang)
 
 
 def swap(text: str, names: dict[str, str], bootstrap: str) -> str:
@@ -108,7 +108,7 @@ def test_kcat_drives_json_and_debezium_through_ddflow_run(kcat_broker: str, tmp_
         url = daemon.wait_for_log(r"metrics on (http://[\d.]+:\d+)/metrics").group(1)
         daemon.wait_for_log(r"inputs assigned")
 
-        # round 1: the README's commands, as written
+        # round 1: the guide's commands, as written
         script = "\n".join(line for line in readme_block("bash").splitlines() if not line.startswith("ddflow run"))
         done = subprocess.run(["bash", "-e", "-c", swap(script, names, bootstrap)], capture_output=True, text=True,
                               timeout=300)
@@ -116,14 +116,14 @@ def test_kcat_drives_json_and_debezium_through_ddflow_run(kcat_broker: str, tmp_
         views = [(1, "home", 1), (2, "home", 1), (3, "about", 1), (1, "about", 1)]
         pages = {"home": "Home", "about": "About us"}
         check(bootstrap, names, options, T0 + 10 * MS, expected_views(views, pages), daemon)
-        # what the README says the Debezium output then holds, and what its snippet prints
+        # what the guide says the Debezium output then holds, and what its snippet prints
         events = [(json.loads(m["key"]), json.loads(m["payload"])) for m in kcat_read(bootstrap, names["views-per-title"])]
         assert sorted((key["title"], e["op"], e["ts_ns"], (e["before"] or {}).get("views"), e["after"]["views"])
                       for key, e in events) == [
             ("About us", "c", T0 + 3 * MS, None, 2), ("Home", "c", T0 + 1 * MS, None, 1),
             ("Home", "u", T0 + 2 * MS, 1, 2)]
         code = swap(readme_block("python"), names, bootstrap)
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, "docs/formats.md", "exec"), {})
         printed = capsys.readouterr().out.strip()
         assert printed == readme_block("python").split("# ")[-1].strip() == "{('Home', 2): 1, ('About us', 2): 1}"
 

@@ -1,4 +1,5 @@
-"""The README's operational sections cannot go stale: commands, the config snippet, the metrics table."""
+"""The README's commands and the operational examples of docs/ cannot go stale: the two first commands,
+the quick start, the configuration reference (docs/configuration.md), the metrics table (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -7,36 +8,30 @@ from pathlib import Path
 
 from ddflow.config import parse_config, resolve_dataflow
 from ddflow.daemon.metrics import METRIC_NAMES
+from docs_support import README, example, section
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
-
-
-def section(title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, flags=re.S | re.M)
-    assert match, f"README has no '## {title}' section"
-    return match.group(1)
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
 
 
 def test_first_two_commands_are_the_demo_and_the_ci_test_command() -> None:
     (lang1, demo), (lang2, tests) = BLOCKS[:2]
     assert lang1 == lang2 == "bash"
+    assert (demo, tests) == (example("demo-command"), example("test-command"))
     assert demo.strip() == "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/ddflow demo"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert tests.strip() in ci.splitlines()
 
 
 def test_configuration_snippet_is_a_valid_config(tmp_path: Path) -> None:
-    toml = next(code for lang, code in re.findall(r"```(\w+)\n(.*?)```", section("Configuration"), flags=re.S)
-                if lang == "toml")
+    toml = example("config-reference", "toml")
     config = parse_config(toml, tmp_path / "daemon.toml")
     assert [i.name for i in config.inputs] == ["edges"] and config.kafka.secrets
     assert resolve_dataflow(config).__name__ == "reachability"
 
 
 def test_metrics_table_lists_exactly_the_exported_names() -> None:
-    names = re.findall(r"^\| `(ddflow_\w+)` \|", section("Metrics"), flags=re.M)
+    names = re.findall(r"^\| `(ddflow_\w+)` \|", section("operations.md", "Metrics"), flags=re.M)
     assert names == list(METRIC_NAMES)
 
 
@@ -54,8 +49,7 @@ def test_quick_start_commands_run_as_written(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    block = next(code for lang, code in re.findall(r"```(\w+)\n(.*?)```", section("Quick start"), flags=re.S)
-                 if lang == "bash" and "ddflow broker" in code)
+    block = example("quick-start", "bash")
     port = _free_port()
     bin_dir = str(Path(sys.executable).parent)
     script = block.replace("127.0.0.1:9092", f"127.0.0.1:{port}").replace(".venv/bin", bin_dir)

@@ -1,9 +1,6 @@
-"""The README's result-topic snippet runs as written (broker address and topic names swapped in)."""
+"""The result-topic example of docs/formats.md runs as written (broker address and topic names swapped in)."""
 
 from __future__ import annotations
-
-import re
-from pathlib import Path
 
 import pytest
 
@@ -11,16 +8,16 @@ from ddflow.daemon.progress import EpochPolicy
 from ddflow.daemon.sink import OutputSpec
 from ddflow.daemon.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
+from docs_support import DOCS, example
 from test_worker import Background
 
 pytestmark = pytest.mark.kafka
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = DOCS / "formats.md"
 
 
 def snippet() -> str:
-    section = README.read_text().split("## Wire formats and result topics", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return example("result-client", "python")
 
 
 def test_readme_result_client_snippet(kafka_options, make_topic, capsys):
@@ -33,6 +30,6 @@ def test_readme_result_client_snippet(kafka_options, make_topic, capsys):
                     [InputSpec("edges", edges, fields=["src", "dst"])], [OutputSpec("reachable", reachable)],
                     kafka_options, group_id=f"g-{edges}", epochs=EpochPolicy(resolution_ns=1_000_000))
     with Background(worker):
-        exec(compile(code, str(README), "exec"), {})
+        exec(compile(code, str(PAGE), "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "2000000000 {(0, 1): 1}"

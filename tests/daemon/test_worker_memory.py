@@ -4,9 +4,6 @@ broker in test_worker.py; here every epoch is checked exactly, since nothing is 
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import msgpack
 import pytest
 
@@ -216,10 +213,10 @@ def test_dataflow_errors_name_the_epoch_and_step():
 
 
 def test_readme_testing_snippet_runs_as_written(capsys):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### The worker, its source and sink", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    exec(compile(code, "README.md", "exec"), {})
+    from docs_support import example
+
+    code = example("worker-testing", "python")  # docs/dataflows.md, "Testing a dataflow without a broker"
+    exec(compile(code, "docs/dataflows.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed == ["[(-9223372036854775808, 10)]", "{('/home', 2): 1}", "['bad_msgpack']"]
 

@@ -1,4 +1,4 @@
-"""The README's "Deployment" section cannot go stale: the files it installs exist, and its
+"""The deployment guide (docs/deployment.md) cannot go stale: the files it installs exist, and its
 commands agree with the units, the manifests and the Dockerfile they refer to."""
 
 from __future__ import annotations
@@ -9,39 +9,34 @@ import shlex
 import yaml
 
 from deploy_support import CONTAINER, KUBERNETES, REPO, SYSTEMD, by_kind
-
-README = (REPO / "README.md").read_text(encoding="utf-8")
-
+from docs_support import example, text
 
 def section() -> str:
-    match = re.search(r"^## Deployment\n(.*?)(?=^## |\Z)", README, flags=re.S | re.M)
-    assert match, "README has no '## Deployment' section"
-    return match.group(1)
+    return text("deployment.md")
 
 
-def commands() -> list[list[str]]:
-    """Every command of the section's bash blocks, split at && and without sudo or comments."""
+def commands(block: str) -> list[list[str]]:
+    """Every command of an example's bash block, split at && and without sudo or comments."""
     out = []
-    for block in re.findall(r"```bash\n(.*?)```", section(), flags=re.S):
-        for line in block.splitlines():
-            for part in line.split("#", 1)[0].split("&&"):
-                argv = shlex.split(part)
-                if argv and argv[0] == "sudo":
-                    argv = argv[1:]
-                if argv:
-                    out.append(argv)
+    for line in block.splitlines():
+        for part in line.split("#", 1)[0].split("&&"):
+            argv = shlex.split(part)
+            if argv and argv[0] == "sudo":
+                argv = argv[1:]
+            if argv:
+                out.append(argv)
     return out
 
 
 def test_every_deploy_path_mentioned_exists() -> None:
     paths = set(re.findall(r"(deploy/[\w@./-]+\w)", section()))
-    assert paths, "the section names no deploy/ file"
+    assert paths, "the guide names no deploy/ file"
     for path in paths:
-        assert (REPO / path).exists(), f"README mentions {path}, which does not exist"
+        assert (REPO / path).exists(), f"docs/deployment.md mentions {path}, which does not exist"
 
 
 def test_systemd_commands_match_the_units() -> None:
-    argvs = commands()
+    argvs = commands(example("systemd", "bash"))
     venv = next(a[-1] for a in argvs if a[:3] == ["python3", "-m", "venv"])
     exec_start = next(ln for ln in (SYSTEMD / "ddflow.service").read_text().splitlines()
                       if ln.startswith("ExecStart="))
@@ -54,7 +49,7 @@ def test_systemd_commands_match_the_units() -> None:
 
 
 def test_kubernetes_commands_match_the_overlay(overlay_docs: list[dict]) -> None:
-    argvs = commands()
+    argvs = commands(example("kubernetes", "bash"))
     objects = by_kind(overlay_docs)
     (container,) = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"]
     build = next(a for a in argvs if a[:2] == ["docker", "build"])
@@ -73,6 +68,24 @@ def test_kubernetes_commands_match_the_overlay(overlay_docs: list[dict]) -> None
     assert (KUBERNETES / "overlays" / "example") == REPO / apply[-1]
 
 
-def test_backfill_target_named_in_the_readme_exists() -> None:
+def test_worker_template_commands_match_the_unit() -> None:
+    """The several-workers example installs the unit, the config it runs and one env file per worker
+    with its own metrics port, and enables the instances the config's count asks for."""
+    argvs = commands(example("systemd-workers", "bash"))
+    unit = (SYSTEMD / "ddflow-worker@.service").read_text()
+    installed = {a[-1]: a[-2] for a in argvs if a[0] == "install"}
+    assert installed["/etc/systemd/system/"] == "deploy/systemd/ddflow-worker@.service"
+    config = next(ln.split("--config ", 1)[1].split()[0] for ln in unit.splitlines() if ln.startswith("ExecStart="))
+    assert installed[config] == "deploy/systemd/workers.toml"
+    assert "EnvironmentFile=/etc/ddflow/worker-%i.env" in unit
+    env = (SYSTEMD / "worker.env.example").read_text()
+    assert re.search(r"^DDFLOW_METRICS_ADDRESS=\S+:9108$", env, flags=re.M)
+    assert 'sed "s/:9108/:$((9108 + i))/" deploy/systemd/worker.env.example' in example("systemd-workers")
+    count = re.search(r"^count = (\d+)$", (SYSTEMD / "workers.toml").read_text(), flags=re.M).group(1)
+    enable = next(a for a in argvs if a[:3] == ["systemctl", "enable", "--now"])
+    assert enable[3:] == [f"ddflow-worker@{i}" for i in range(int(count))]
+
+
+def test_backfill_target_named_in_the_guide_exists() -> None:
     assert "--target backfill" in section()
     assert re.search(r"^FROM \S+ AS backfill$", (CONTAINER / "Dockerfile").read_text(), flags=re.M)

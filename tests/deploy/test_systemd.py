@@ -15,7 +15,7 @@ import pytest
 from deploy_support import SYSTEMD, last, run, unit
 
 UNITS = ["ddflow.service", "ddflow@.service", "ddflow-worker@.service"]
-INSTALLED_BINARY = "/opt/ddflow/bin/ddflow"  # where the README's install note puts the entry point
+INSTALLED_BINARY = "/opt/ddflow/bin/ddflow"  # where the deployment guide's install note puts the entry point
 HARDENING = {
     "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes",
     "PrivateDevices": "yes", "ProtectKernelTunables": "yes", "ProtectKernelModules": "yes",

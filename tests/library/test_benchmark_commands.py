@@ -1,14 +1,15 @@
-"""The benchmark commands in the README's library performance section name real scripts and parse."""
+"""The benchmark commands of docs/performance.md's library section name real scripts and parse."""
 
 from __future__ import annotations
 
 import importlib.util
-import re
 import shlex
 import sys
 from pathlib import Path
 
 import pytest
+
+from docs_support import example, section
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "tests" / "benchmarks"
@@ -16,10 +17,7 @@ SCRIPTS = ("bench_reachability", "bench_reachability_1m", "bench_intern", "bench
 
 
 def subsection() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("### Dataflow library: the seeds' benchmarks")
-    end = text.find("\n#", start + 1)
-    return text[start : end if end >= 0 else None]
+    return example("library-benchmarks", "bash")
 
 
 def load(name: str):
@@ -35,8 +33,8 @@ def load(name: str):
 
 
 def commands() -> list[list[str]]:
-    blocks = re.findall(r"```bash\n(.*?)```", subsection(), flags=re.S)
-    return [shlex.split(line) for block in blocks for line in block.splitlines() if line.strip()]
+    assert subsection() in section("performance.md", "Dataflow library: the seeds' benchmarks")
+    return [shlex.split(line) for line in subsection().splitlines() if line.strip()]
 
 
 def test_the_section_lists_every_benchmark():

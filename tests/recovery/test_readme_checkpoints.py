@@ -1,5 +1,6 @@
-"""The README's "Checkpoints and backfill" section cannot go stale: its commands parse with the
-real CLI, the files and benchmarks it names exist, and its config keys are the loader's."""
+"""The "Checkpoints and backfill" section of docs/operations.md cannot go stale: its commands parse
+with the real CLI, the benchmarks it and the performance page name exist, and the checkpoint keys of
+the configuration reference are the loader's."""
 
 from __future__ import annotations
 
@@ -9,20 +10,14 @@ from pathlib import Path
 
 from ddflow.config import parse_config
 from ddflow.daemon.cli import build_parser
+from docs_support import example, section
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-
-def section(title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, flags=re.S | re.M)
-    assert match, f"README has no '## {title}' section"
-    return match.group(1)
 
 
 def test_commands_parse_with_the_cli():
-    blocks = re.findall(r"```bash\n(.*?)```", section("Checkpoints and backfill"), flags=re.S)
-    commands = [shlex.split(line) for block in blocks for line in block.splitlines() if line.startswith("ddflow ")]
+    assert "```bash\n" + example("backfill", "bash") in section("operations.md", "Checkpoints and backfill")
+    commands = [shlex.split(line) for line in example("backfill").splitlines() if line.startswith("ddflow ")]
     assert [c[1] for c in commands] == ["backfill", "run"]
     parser = build_parser({})
     backfill = parser.parse_args(commands[0][1:])
@@ -33,9 +28,11 @@ def test_commands_parse_with_the_cli():
 
 
 def test_named_benchmarks_exist_and_the_checkpoint_keys_load(tmp_path):
-    text = section("Checkpoints and backfill")
-    for script in re.findall(r"(tests/benchmarks/\w+\.py)", text):
+    text = section("performance.md", "Checkpoints, restarts, backlogs and backfill")
+    scripts = re.findall(r"(tests/benchmarks/\w+\.py)", text)
+    assert {Path(s).stem for s in scripts} >= {"bench_checkpoint", "bench_restart", "bench_backlog", "bench_backfill"}
+    for script in scripts:
         assert (ROOT / script).is_file(), script
-    toml = re.search(r"```toml\n(.*?)```", section("Configuration"), flags=re.S).group(1)
+    toml = example("config-reference", "toml")
     config = parse_config(toml, tmp_path / "daemon.toml")
     assert (config.checkpoint.keep, config.checkpoint.shards, config.checkpoint.interval_ns) == (3, 4, 60 * 10**9)
