@@ -13,6 +13,11 @@ a function of the inputs accumulated at that time:
 - ``intern(collection)``: ``(record, id)`` with ids unique among the present records, found by hashing
   ``(round, record)`` and moving collision losers to the next round, in the diff-based form of the
   2018 string-interning post (the loop develops only the changes to round zero).
+- ``tumbling_windows(c, width)``, ``sliding_windows(c, size, period)``, ``session_windows(c, gap)``:
+  ``(start, record)`` for the windows ``[start, end)`` of nanosecond times that contain each update's
+  time, retracted at the window's end (:mod:`ddflow.operators.nodes.windows` defines them precisely;
+  they are the one part of the library built on nodes of its own, since the collection API does not
+  read times).
 
 Graph inputs are multisets of ``(src, dst)`` edges with non-negative multiplicities; node ids and
 interned records need a Python ordering (labels are least nodes; collision winners least pairs).
@@ -24,9 +29,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from .collection import Collection
+from .nodes.windows import session_windows, sliding_windows, tumbling_windows
 from .partition import key_hash
 
-__all__ = ["connected_components", "intern", "reachability", "scc", "stable_hash"]
+__all__ = ["connected_components", "intern", "reachability", "scc", "session_windows", "sliding_windows", "stable_hash",
+           "tumbling_windows"]
 
 ID_MASK = (1 << 63) - 1
 
