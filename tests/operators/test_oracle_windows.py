@@ -306,3 +306,9 @@ def test_session_route_state_is_the_open_sessions():
         assert times.tolist() == [[519]] * len(ids)
         held.update(zip(df.interner.value_list(ids), diffs.tolist()))
     assert held == {("a", 9): 1}  # the others ended at 10 * i + 100 <= 520
+
+
+def test_docs_windows_example_runs_as_written():
+    from docs_support import example
+
+    exec(compile(example("windows", "python"), "docs/dataflows.md", "exec"), {})
