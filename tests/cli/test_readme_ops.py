@@ -18,7 +18,7 @@ def test_first_two_commands_are_the_demo_and_the_ci_test_command() -> None:
     (lang1, demo), (lang2, tests) = BLOCKS[:2]
     assert lang1 == lang2 == "bash"
     assert (demo, tests) == (example("demo-command"), example("test-command"))
-    assert demo.strip() == "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/ddflow demo"
+    assert demo.strip() == "python3 -m venv .venv && .venv/bin/pip install -q -e '.[broker]' && .venv/bin/ddflow demo"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert tests.strip() in ci.splitlines()
 

@@ -167,8 +167,20 @@ def test_backfill_target_adds_a_java_that_pyspark_accepts() -> None:
     install = backfill.one("RUN")
     assert "openjdk-17-jre-headless" in install and "--no-install-recommends" in install
     assert "rm -rf /var/lib/apt/lists/*" in install
-    pyspark = next(d for d in PYPROJECT["project"]["dependencies"] if d.startswith("pyspark"))
+    pyspark = next(d for d in PYPROJECT["project"]["optional-dependencies"]["backfill"] if d.startswith("pyspark"))
     assert ">=4" in pyspark, "PySpark 4 needs Java 17 or newer; revisit the JRE if this pin changes"
+
+
+def test_only_the_backfill_image_has_the_backfill_extra() -> None:
+    """The daemon's image is ddflow alone; the backfill image's virtualenv adds the `backfill` extra."""
+    s = stages()
+    assert s["build-backfill"].base == "build"
+    assert s["build-backfill"].one("RUN") == '/opt/ddflow/bin/pip install --no-compile ".[backfill]"'
+    assert "[" not in s["build"].one("RUN").split("pip install --no-compile ", 1)[1].split()[0]
+    venv = {name: [c for c in stage.all("COPY") if c.endswith(" /opt/ddflow /opt/ddflow")] for name, stage in s.items()}
+    assert venv["runtime"] == ["--from=build /opt/ddflow /opt/ddflow"]
+    assert venv["backfill"] == ["--from=build-backfill /opt/ddflow /opt/ddflow"]
+    assert venv["base"] == []
 
 
 @pytest.mark.parametrize("path", sorted(KUBERNETES.rglob("kustomization.yaml")))

@@ -65,7 +65,7 @@ def test_named_files_and_benchmarks_exist() -> None:
             assert (ROOT / script).is_file(), f"{page.name} names {script}"
         for name in re.findall(r"`([\w-]+\.toml)`", text):
             known = {p.name for p in (ROOT / "config" / "examples").glob("*.toml")} | {
-                p.name for p in (ROOT / "deploy").rglob("*.toml")} | {"daemon.toml"}
+                p.name for p in (ROOT / "deploy").rglob("*.toml")} | {"daemon.toml", "pyproject.toml"}
             assert name in known, f"{page.name} names {name}, which is no example config"
 
 
