@@ -183,7 +183,8 @@ def test_only_the_backfill_image_has_the_backfill_extra() -> None:
     assert venv["base"] == []
 
 
-@pytest.mark.parametrize("path", sorted(KUBERNETES.rglob("kustomization.yaml")))
+@pytest.mark.parametrize("path", sorted([KUBERNETES / "base" / "kustomization.yaml",
+                                         *KUBERNETES.glob("overlays/*/kustomization.yaml")]))
 def test_kustomizations_name_the_image_the_dockerfile_builds(path: Path) -> None:
     import yaml
 

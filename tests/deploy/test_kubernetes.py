@@ -1,7 +1,8 @@
-"""deploy/kubernetes: the base and the example overlay render with kustomize (kubectl's), every
-object validates against the Kubernetes schemas (kubernetes-validate, strict), the Prometheus
-Operator objects against their CRD fields, and the objects agree with each other, with the
-worker config they mount, with the daemon's CLI and with the container image."""
+"""deploy/kubernetes: the base (core objects only) and the example overlay (with the optional
+Prometheus Operator component) render with kustomize (kubectl's), every object validates against
+the Kubernetes schemas (kubernetes-validate, strict), the Prometheus Operator objects against their
+CRD fields, and the objects agree with each other, with the worker config they mount, with the
+daemon's CLI and with the container image."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from kubernetes_validate import utils as kv
 from deploy_support import (CONTAINER, KUBERNETES, PROMETHEUS_RULE_SCHEMA, REPO, SERVICE_MONITOR_SCHEMA, by_kind,
                             kustomize)
 
-KINDS = {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "ServiceMonitor", "PrometheusRule",
-         "PodDisruptionBudget"}
+CORE_KINDS = {"ServiceAccount", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"}
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # the optional prometheus-operator component
 CRD_SCHEMAS = {"ServiceMonitor": SERVICE_MONITOR_SCHEMA, "PrometheusRule": PROMETHEUS_RULE_SCHEMA}
 # The oldest Kubernetes the schemas bundled with kubernetes-validate describe, and the newest.
 K8S_VERSIONS = sorted({kv.all_versions()[0], kv.latest_version()})
@@ -57,8 +58,14 @@ def worker_config(objects: dict[str, dict]) -> tuple[dict, PurePosixPath]:
 
 # -- rendering and schemas -------------------------------------------------------------------------
 
-def test_renders_every_kind(rendered: dict[str, dict]) -> None:
-    assert set(rendered) == KINDS
+def test_base_renders_core_objects_only(base_docs: list[dict]) -> None:
+    """The base applies on a cluster without the Prometheus Operator's CRDs."""
+    assert set(by_kind(base_docs)) == CORE_KINDS
+    assert {doc["apiVersion"].split("/")[0] for doc in base_docs} <= {"v1", "apps", "policy"}
+
+
+def test_overlay_adds_the_operator_component(overlay_docs: list[dict]) -> None:
+    assert set(by_kind(overlay_docs)) == CORE_KINDS | OPERATOR_KINDS
 
 
 def test_overlay_changes_what_it_says(overlay_docs: list[dict]) -> None:
@@ -103,13 +110,14 @@ def test_strict_validation_rejects_a_misspelt_field(base_docs: list[dict]) -> No
         kv.validate(statefulset, kv.latest_version(), strict=True)
 
 
-def test_operator_objects_validate_against_their_crd_fields(rendered: dict[str, dict]) -> None:
+def test_operator_objects_validate_against_their_crd_fields(overlay_docs: list[dict]) -> None:
+    objects = by_kind(overlay_docs)
     for kind, schema in CRD_SCHEMAS.items():
-        jsonschema.validate(rendered[kind], schema)
+        jsonschema.validate(objects[kind], schema)
 
 
-def test_crd_schema_rejects_a_misspelt_field(base_docs: list[dict]) -> None:
-    monitor = copy.deepcopy(by_kind(base_docs)["ServiceMonitor"])
+def test_crd_schema_rejects_a_misspelt_field(overlay_docs: list[dict]) -> None:
+    monitor = copy.deepcopy(by_kind(overlay_docs)["ServiceMonitor"])
     monitor["spec"]["endpoints"][0]["intervall"] = "15s"
     with pytest.raises(jsonschema.ValidationError, match="intervall"):
         jsonschema.validate(monitor, SERVICE_MONITOR_SCHEMA)
@@ -117,9 +125,9 @@ def test_crd_schema_rejects_a_misspelt_field(base_docs: list[dict]) -> None:
 
 # -- the objects agree with each other ---------------------------------------------------------------
 
-def test_selectors_and_ports_line_up(rendered: dict[str, dict]) -> None:
-    sts, service, monitor, pdb = (rendered[k] for k in ("StatefulSet", "Service", "ServiceMonitor",
-                                                         "PodDisruptionBudget"))
+def test_selectors_and_ports_line_up(rendered: dict[str, dict], overlay_docs: list[dict]) -> None:
+    sts, service, pdb = (rendered[k] for k in ("StatefulSet", "Service", "PodDisruptionBudget"))
+    monitor = by_kind(overlay_docs)["ServiceMonitor"]  # the component's, checked against both
     labels = pod_labels(rendered)
     assert selects(sts["spec"]["selector"]["matchLabels"], labels)
     assert selects(service["spec"]["selector"], labels)
@@ -210,6 +218,16 @@ def test_pod_runs_unprivileged_as_the_image_user(rendered: dict[str, dict]) -> N
     assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and "memory" in c["resources"]["limits"]
     # SIGTERM drains the epoch: give it the same budget as the systemd unit's TimeoutStopSec
     assert pod["terminationGracePeriodSeconds"] >= 60
+
+
+def test_workers_are_restarted_for_as_long_as_an_outage_lasts(rendered: dict[str, dict]) -> None:
+    """Kubernetes restarts a failed container with a back-off capped at 5 minutes and never stops
+    trying: nothing here may bound the restarts (a deadline, a Job's backoffLimit)."""
+    pod = rendered["StatefulSet"]["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Always" and "activeDeadlineSeconds" not in pod
+    assert not {"Job", "CronJob"} & set(rendered)
+    probe = container(rendered)["livenessProbe"]  # a stalled loop is restarted too, not left stuck
+    assert probe["httpGet"]["path"] == "/healthz"
 
 
 def test_image_tag_is_the_project_version(rendered: dict[str, dict]) -> None:

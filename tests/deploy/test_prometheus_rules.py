@@ -107,5 +107,5 @@ def test_promtool_unit_tests_catch_a_broken_rule(promtool: str, tmp_path: Path, 
 
 
 def test_prometheus_operator_rule_carries_the_same_groups() -> None:
-    operator_rule = yaml.safe_load((KUBERNETES / "base" / "prometheusrule.yaml").read_text())
+    operator_rule = yaml.safe_load((KUBERNETES / "components" / "prometheus-operator" / "prometheusrule.yaml").read_text())
     assert operator_rule["spec"]["groups"] == yaml.safe_load(ALERT_RULES.read_text())["groups"]

@@ -86,6 +86,23 @@ def test_worker_template_commands_match_the_unit() -> None:
     assert enable[3:] == [f"ddflow-worker@{i}" for i in range(int(count))]
 
 
+def test_dataflow_image_command_matches_its_dockerfile(overlay_docs: list[dict]) -> None:
+    """The guide's build of an image FROM ddflow's names the Dockerfile, a context that holds what it
+    copies, and the image the overlay runs as the base; it is the build the Dockerfile's comment shows."""
+    (argv,) = commands(example("dataflow-image", "bash"))
+    dockerfile = REPO / argv[argv.index("-f") + 1]
+    assert dockerfile == CONTAINER / "Dockerfile.dataflow"
+    text = dockerfile.read_text()
+    copy = next(ln for ln in text.splitlines() if ln.startswith("COPY "))
+    context = REPO / argv[-1]
+    assert all((context / source).is_file() for source in shlex.split(copy)[1:-1])
+    (container,) = by_kind(overlay_docs)["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    assert argv[argv.index("--build-arg") + 1] == f"DDFLOW_IMAGE={container['image']}"
+    shown = " ".join(ln.lstrip("#").strip().rstrip("\\").strip() for ln in text.splitlines()
+                     if ln.startswith("#   docker build") or ln.startswith("#     "))
+    assert shlex.split(shown) == argv
+
+
 def test_backfill_target_named_in_the_guide_exists() -> None:
     assert "--target backfill" in section()
     assert re.search(r"^FROM \S+ AS backfill$", (CONTAINER / "Dockerfile").read_text(), flags=re.M)

@@ -95,6 +95,9 @@ def test_unit_runs_ddflow_run_as_an_unprivileged_service(name: str) -> None:
         assert args.config == f"/etc/ddflow/{instance}.toml" and args.worker_index is None
     assert last(u, "Service", "User") == last(u, "Service", "Group") == "ddflow"
     assert last(u, "Service", "Restart") == "on-failure"
+    # restarted for as long as an outage lasts: no start rate limit that stops the unit for good
+    assert last(u, "Unit", "StartLimitIntervalSec") == "0" and ("Unit", "StartLimitBurst") not in u
+    assert re.fullmatch(r"\d+s", last(u, "Service", "RestartSec"))
     assert last(u, "Service", "KillSignal") == "SIGTERM"
     assert re.fullmatch(r"\d+s", last(u, "Service", "TimeoutStopSec"))
     assert last(u, "Install", "WantedBy") == "multi-user.target"
