@@ -82,7 +82,8 @@ def test_the_parameters_reach_the_objects_and_are_not_applied(tmp_path: Path, ov
     assert {c["image"] for c in pod["containers"] + pod["initContainers"]} == {"registry.other/ddflow:9.9"}
 
 
-def test_the_dataflow_module_ships_in_the_config_map(tmp_path: Path, overlay_docs: list[dict]) -> None:
+def test_the_dataflow_module_ships_in_the_config_map(tmp_path: Path, overlay_docs: list[dict],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """What the pod sees at /etc/ddflow (the ConfigMap's files) passes check-config there: the
     config's [dataflow] path puts that directory on the import path, and the module is among them."""
     objects = by_kind(overlay_docs)
@@ -98,8 +99,12 @@ def test_the_dataflow_module_ships_in_the_config_map(tmp_path: Path, overlay_doc
     done = check_config(etc / "ddflow.toml", SECRETS)
     assert done.returncode == 0 and "dataflow builds outputs ['page_views']" in done.stdout, done.stdout + done.stderr
     (etc / f"{module}.py").unlink()  # the check can fail: without the module the import is refused
-    done = check_config(etc / "ddflow.toml", SECRETS)
-    assert done.returncode == 2 and "dataflow.function" in done.stdout + done.stderr
+    from ddflow.config import ConfigError, load_config, resolve_dataflow
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # resolve_dataflow adds the config's path
+    with pytest.raises(ConfigError, match="dataflow.function"):
+        resolve_dataflow(load_config(etc / "ddflow.toml"))
+    assert module not in sys.modules
 
 
 def test_the_dataflow_image_lints_clean_and_puts_the_module_on_the_path(tmp_path: Path,
