@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```[ \t]*$", re.S | re.M)
+# any fenced block, indented (in a list) or not, with backticks or tildes: each must be a MARKED one
+FENCE = re.compile(r"^[ \t]*(```|~~~)(\w*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.S | re.M)
 MARKED = re.compile(r"^<!-- example: ([\w-]+) -->\n```(\w*)\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
