@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from .collection import Collection
+from .nodes.intern import FULL, Intern
 from .nodes.windows import session_windows, sliding_windows, tumbling_windows
 from .partition import key_hash
 
@@ -110,6 +111,22 @@ def scc(edges: Collection) -> Collection:
 stable_hash = key_hash  # the engine's one stable hash (``ddflow.operators.partition``), 63 bits
 
 
+class StableHashModulo:
+    """The hasher ``stable_hash(pair) % modulus``: ``intern`` computes it in bulk, as it does
+    ``stable_hash`` (a small modulus makes collisions common: the tests use it)."""
+
+    def __init__(self, modulus: int) -> None:
+        if type(modulus) is not int or not 1 <= modulus <= FULL:
+            raise ValueError(f"modulus must be an int in 1..2**63, got {modulus!r}")
+        self.modulus = modulus
+
+    def __call__(self, pair: tuple) -> int:
+        return stable_hash(pair) % self.modulus
+
+    def __repr__(self) -> str:
+        return f"StableHashModulo({self.modulus})"
+
+
 def _resolve(hasher: Callable[[tuple], int]) -> Callable:
     """Reduce logic on a hash group of ``(round, record)`` pairs (accumulated: round zero plus the
     changes found so far): the least pair keeps its hash, every other one moves to the next round.
@@ -146,7 +163,20 @@ def intern(collection: Collection, *, hasher: Callable[[tuple], int] = stable_ha
     version), so a collision-free record costs one reduce evaluation and is never fed back. Pairs
     travel with their hash, ``(hash, (round, record))``, so each is hashed once: the reduce groups
     them by it and the ids are read off them.
-    ``hasher`` must be deterministic and its range larger than the number of distinct records."""
+    ``hasher`` must be deterministic and its range larger than the number of distinct records.
+
+    With the default ``stable_hash`` (or a :class:`StableHashModulo`), in the outer scope of a
+    single-worker dataflow, one compiled operator computes the same output
+    (:mod:`ddflow.operators.nodes.intern`): the hashes in bulk, and the rounds only for records whose
+    round-zero hashes collide. Elsewhere, and for other hashers, the loop below does."""
+    modulus = FULL if hasher is stable_hash else hasher.modulus if isinstance(hasher, StableHashModulo) else None
+    if modulus is not None and collection.scope.parent is None and collection.dataflow.worker is None:
+        return collection._then(Intern(collection.scope, modulus=modulus))
+    return _intern_rounds(collection, hasher)
+
+
+def _intern_rounds(collection: Collection, hasher: Callable[[tuple], int]) -> Collection:
+    """``intern`` as a loop of reductions (the diff-based collision rounds), for any hasher and scope."""
 
     def round_zero(record: Hashable) -> tuple:
         pair = (0, record)

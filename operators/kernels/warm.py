@@ -29,7 +29,7 @@ def workload() -> None:
     """A small dataflow touching every operator, run over a few epochs with retractions."""
     from ..config import EngineConfig
     from ..dataflow import Dataflow
-    from ..library import connected_components, reachability
+    from ..library import StableHashModulo, connected_components, intern, reachability
 
     df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1))  # ids reclaimed after every run
     edges, roots, pairs = df.new_input("edges"), df.new_input("roots"), df.new_input("pairs")
@@ -45,6 +45,8 @@ def workload() -> None:
         pairs.collection.join(edges.collection).capture(),
         pairs.collection.antijoin(roots.collection).capture(),
         pairs.collection.reduce(lambda k, vs: [(len(vs), 1)]).capture(),
+        intern(pairs.collection).capture(),
+        intern(pairs.collection, hasher=StableHashModulo(64)).capture(),
         pairs.collection.map(lambda p: p[0]).iterate(lambda c: c.map(lambda x: x // 2).concat(c).distinct()).capture(),
     ]
     roots.insert(0, 0)

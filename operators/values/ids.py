@@ -169,8 +169,9 @@ class IdSpace:
         if len(self.kinds) > max(64, 2 * n):  # the columns shrink with the ids in use
             size = max(16, n + n // 4)
             self.kinds, self.payload = self.kinds[:size].copy(), self.payload[:size].copy()
-        self._rebuild(self.ints)
-        self._rebuild(self.pairs)
+        if freed:  # the tables hold ids by number: untouched when every id in use stays
+            self._rebuild(self.ints)
+            self._rebuild(self.pairs)
         return freed, objects
 
     def _rebuild(self, table: _Table) -> None:

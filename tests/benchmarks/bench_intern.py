@@ -117,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
 
     column = np.arange(n, dtype=np.int64)[::-1].copy()  # descending: np.unique must sort
     started, base_cpu = time.perf_counter(), time.process_time()
-    np.unique(column)
+    np.unique(column, return_inverse=True)
     unique, unique_cpu = time.perf_counter() - started, time.process_time() - base_cpu
     del column
-    print(f"baseline numpy.unique of the column: {unique:.3f} s wall, {unique_cpu:.3f} s CPU; ddflow takes "
-          f"x{cpu / unique_cpu:,.1f} its CPU time (x{seconds / unique:,.1f} wall)")
+    print(f"baseline numpy.unique(return_inverse=True) of the column: {unique:.3f} s wall, {unique_cpu:.3f} s CPU; "
+          f"ddflow takes x{cpu / unique_cpu:,.2f} its CPU time (x{seconds / unique:,.2f} wall; target: at most x2)")
     started, base_cpu = time.perf_counter(), time.process_time()
     ids = numpy_intern(np.arange(n, dtype=np.int64))
     base, base_cpu = time.perf_counter() - started, time.process_time() - base_cpu

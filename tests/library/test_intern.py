@@ -8,11 +8,13 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.operators import Dataflow
-from ddflow.operators.library import intern, stable_hash
+from ddflow.operators.config import EngineConfig
+from ddflow.operators.library import StableHashModulo, _intern_rounds, intern, stable_hash
+from ddflow.operators.nodes.intern import Intern
 from library_reference import interned
 from library_streams import check_stream, streams
 
@@ -92,3 +94,57 @@ def test_stable_hash_does_not_depend_on_the_process():
     }
     assert outs == {f"{[stable_hash(v) for v in values]}\n"}
     assert all(0 <= stable_hash(v) < 2**63 for v in values)
+
+
+# -- the compiled operator (stable_hash, or stable_hash modulo m, in a single-worker outer scope) ------
+def test_the_default_hasher_runs_the_compiled_operator():
+    df = Dataflow()
+    records = df.new_input()
+    intern(records.collection).capture()
+    assert any(isinstance(node, Intern) for node in df.root.nodes)
+    assert not any(node.scope is not df.root for node in df._all_nodes()), "no loop: one operator"
+
+
+@given(streams({"records": st.integers(0, 15)}, initial=16, max_changes=40), st.integers(17, 40))
+def test_compiled_intern_matches_collision_rounds(stream, modulus):
+    """A small modulus (above the 16 records: the rounds end): groups collide, rounds land on the hashes of lone records (watched groups)."""
+    hasher = StableHashModulo(modulus)
+    check_stream(stream, lambda c: intern(c, hasher=hasher), lambda s: interned(s, hasher), extra=unique_ids)
+
+
+@given(streams({"records": st.tuples(st.text("abc", max_size=2), st.integers(0, 3))}, initial=10, max_changes=30),
+       st.integers(41, 64))  # at most 40 records
+def test_compiled_intern_of_strings_and_pairs(stream, modulus):
+    hasher = StableHashModulo(modulus)
+    check_stream(stream, lambda c: intern(c, hasher=hasher), lambda s: interned(s, hasher), extra=unique_ids)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 30), st.sampled_from([-2, -1, 1, 1, 2])),
+                max_size=60),
+       st.lists(st.integers(1, 31), max_size=5), st.integers(13, 30))
+def test_compiled_intern_with_negative_multiplicities(updates, cuts, modulus):
+    """Arbitrary signed diffs (negative multiplicities present), many times per epoch: the compiled
+    operator, the loop of reductions and the synchronous rounds agree at every time. Ids are given
+    back after every run (the operator's groups keep theirs)."""
+    hasher = StableHashModulo(modulus)
+    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1))
+    records = df.new_input()
+    compiled = intern(records.collection, hasher=hasher).capture()
+    loop = _intern_rounds(records.collection, hasher).capture()
+    boundaries = sorted(set(cuts)) + [32]
+    done = 0
+    for b in boundaries:
+        for record, t, diff in updates:
+            if done <= t < b:
+                records.update(record, t, diff)
+        records.advance_to(b)
+        df.run()
+        done = b
+    for t in range(31):
+        snapshot = {}
+        for record, s, diff in updates:
+            if s <= t:
+                snapshot[record] = snapshot.get(record, 0) + diff
+        want = interned({r: c for r, c in snapshot.items() if c}, hasher)
+        assert compiled.at(t) == want == loop.at(t), t
