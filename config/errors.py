@@ -1,4 +1,4 @@
-"""Configuration errors, and the root of every ddflow error.
+"""Configuration errors (and a re-export of the root of every ddflow error).
 
     DdflowError                 root of every error ddflow raises (engine, config, daemon)
     ├── DataflowError           the engine's (`ddflow.operators.errors`)
@@ -6,10 +6,10 @@
     │     (raised by the loader, the schema, secret resolution and dataflow references)
     └── DaemonError             the daemon's (`ddflow.daemon.exceptions`)
 
-`DdflowError` lives here, in the one module every layer can import without loading the engine or
-a Kafka client (so ``ddflow --help`` stays light); ``ddflow.operators`` and ``ddflow.daemon``
-re-export it. ``except DdflowError`` catches every error that names a ddflow step; anything else
-escaping ddflow is a bug.
+`DdflowError` lives in :mod:`ddflow.operators.root_error`, a module that imports nothing (so
+``ddflow --help`` stays light); this module, ``ddflow.operators`` and ``ddflow.daemon`` re-export
+it. ``except DdflowError`` catches every error that names a ddflow step; anything else escaping
+ddflow is a bug.
 
 A config file is checked as a whole, so one ConfigError can carry several Problems; its message
 lists each as ``FILE: KEY: PROBLEM``, the form an operator can grep for and fix in one pass.
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..operators.root_error import DdflowError
 
 __all__ = ["ConfigError", "DdflowError", "Problem"]
 
@@ -32,10 +34,6 @@ class Problem:
 
     def render(self, source: str) -> str:
         return f"{source}: {self.key}: {self.message}"
-
-
-class DdflowError(Exception):
-    """Root of every error ddflow raises: the engine's, the configuration's and the daemon's."""
 
 
 class ConfigError(DdflowError):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .capture import Capture
-    from .collection import Collection
+    from .collection import Arranged, Collection
     from .dataflow import Dataflow
     from .errors import (
         CompactionError,
@@ -34,11 +34,10 @@ if TYPE_CHECKING:
     )
     from .frontier import Antichain, MutableAntichain
     from .input import InputSession
-    from .nodes.arrange import Arranged
 
 _HOMES = {
     "Antichain": ".frontier",
-    "Arranged": ".nodes.arrange",
+    "Arranged": ".collection",
     "Capture": ".capture",
     "CompactionError": ".errors",
     "Collection": ".collection",

@@ -2,6 +2,11 @@
 
 Every method adds a node to the graph and returns a new ``Collection`` (or an ``Arranged``). Keyed
 methods take ``(key, val)`` records; collections from an enclosing scope are entered automatically.
+
+``c.arrange_by_key()`` (or ``arrange_by_self()``) returns an :class:`Arranged`, the handle on an
+index that joins and reductions share. Every method of a ``Collection`` works on it: the keyed ones
+(joins and reductions) read that index instead of building their own, the others act on the
+arranged collection itself.
 """
 
 from __future__ import annotations
@@ -9,16 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .capture import Capture
+from .context import Context
 from .errors import ConfigurationError, GraphError
 from .graph import Node, Scope
 from .nodes import linear
-from .nodes.arrange import Arrange, Arranged
+from .nodes.arrange import Arrange
 from .nodes.exchange import Exchange
 from .nodes.iterate import Feedback, Loop
 from .nodes.join import Join
 from .nodes.records import record_builder
 from .nodes.reduce.logic import Count, Extremum, Logic, Sum, Threshold, TopK, UserReduce
 from .nodes.reduce.node import Reduce
+from .traces.spine import Spine
 
 
 class Collection:
@@ -31,9 +38,9 @@ class Collection:
         self._arranged: dict[bool, Arranged] = {}
 
     @property
-    def dataflow(self):
-        """The dataflow this collection belongs to."""
-        return self.scope.dataflow
+    def context(self) -> Context:
+        """What the nodes of this collection's dataflow share (interner, tuning, worker)."""
+        return self.scope.context
 
     def _then(self, node: Node) -> Collection:
         self.node.connect(node)
@@ -109,9 +116,9 @@ class Collection:
     def _arrange(self, by_self: bool) -> Arranged:
         if by_self not in self._arranged:
             kind = "by_self" if by_self else "by_key"
-            name = self.dataflow.name_arrangement(kind)
+            name = self.context.name_arrangement(kind)
             source = self.node
-            if self.dataflow.worker is not None:  # one of several workers: keys go to their owners first
+            if self.context.worker is not None:  # one of several workers: keys go to their owners first
                 source.connect(exchange := Exchange(self.scope, by_self=by_self, arrangement=name))
                 source = exchange
             node = Arrange(self.scope, by_self=by_self, name=name)
@@ -151,16 +158,16 @@ class Collection:
 
     def join(self, other, *, _arranged=None) -> Collection:
         """``(key, (v1, v2))`` for every pair of records with equal keys."""
-        build = record_builder(self.dataflow.interner, lambda key, v1, v2: (key, (v1, v2)))
+        build = record_builder(self.context.interner, lambda key, v1, v2: (key, (v1, v2)))
         return self._join(other, build, False, "join", _arranged)
 
     def join_map(self, other, f: Callable, *, _arranged=None) -> Collection:
         """``f(key, v1, v2)`` for every pair of records with equal keys."""
-        return self._join(other, record_builder(self.dataflow.interner, f), False, "join_map", _arranged)
+        return self._join(other, record_builder(self.context.interner, f), False, "join_map", _arranged)
 
     def semijoin(self, keys, *, _arranged=None) -> Collection:
         """Records whose key is in ``keys`` (multiplicities multiply)."""
-        build = record_builder(self.dataflow.interner, lambda key, val, _unit: (key, val))
+        build = record_builder(self.context.interner, lambda key, val, _unit: (key, val))
         return self._join(keys, build, True, "semijoin", _arranged)
 
     def antijoin(self, keys, *, _arranged=None) -> Collection:
@@ -170,9 +177,9 @@ class Collection:
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, logic: type[Logic], *args, by_self: bool, name: str, _arranged=None) -> Collection:
         arranged = self._arranged_as(_arranged, by_self)
-        df = self.dataflow
-        return Collection(Reduce(self.scope, arranged.node, logic(df.interner, *args, chunk=df.config.user_chunk),
-                                 name=name))
+        context = self.context
+        return Collection(Reduce(self.scope, arranged.node,
+                                 logic(context.interner, *args, chunk=context.tuning.user_chunk), name=name))
 
     def reduce(self, f: Callable, *, _arranged=None) -> Collection:
         """``(key, out)`` from ``f(key, [(val, count), ...]) -> [(out, count), ...]`` per non-empty group."""
@@ -248,3 +255,116 @@ class Collection:
         node = Capture(self.scope, history=history)
         self.node.connect(node)
         return node
+
+
+class Arranged:
+    """An arranged collection: one index (``node``'s trace) that joins and reductions share."""
+
+    def __init__(self, collection: Collection, node: Arrange) -> None:
+        self.collection = collection
+        self.node = node
+        self.scope = collection.scope
+        self.by_self = node.by_self
+
+    @property
+    def trace(self) -> Spine:
+        """The shared trace (spine) of this arrangement."""
+        return self.node.trace
+
+    # -- keyed: joins and reductions read this index -----------------------------------------------
+    def join(self, other) -> Collection:
+        """``(key, (v1, v2))`` for every pair of records with equal keys (see ``Collection.join``)."""
+        return self.collection.join(other, _arranged=self)
+
+    def join_map(self, other, f: Callable) -> Collection:
+        """``f(key, v1, v2)`` for every pair of records with equal keys."""
+        return self.collection.join_map(other, f, _arranged=self)
+
+    def semijoin(self, keys) -> Collection:
+        """Records whose key is in ``keys`` (multiplicities multiply)."""
+        return self.collection.semijoin(keys, _arranged=self)
+
+    def antijoin(self, keys) -> Collection:
+        """Records whose key is not in ``keys``."""
+        return self.collection.antijoin(keys, _arranged=self)
+
+    def reduce(self, f: Callable) -> Collection:
+        """``(key, out)`` from ``f(key, [(val, count), ...]) -> [(out, count), ...]`` per non-empty group."""
+        return self.collection.reduce(f, _arranged=self)
+
+    def min(self) -> Collection:
+        """``(key, least val)`` per key."""
+        return self.collection.min(_arranged=self)
+
+    def max(self) -> Collection:
+        """``(key, greatest val)`` per key."""
+        return self.collection.max(_arranged=self)
+
+    def sum(self) -> Collection:
+        """``(key, sum of val * count)`` per key."""
+        return self.collection.sum(_arranged=self)
+
+    def top_k(self, k: int) -> Collection:
+        """``(key, val)`` for the ``k`` greatest vals of each key."""
+        return self.collection.top_k(k, _arranged=self)
+
+    def count(self) -> Collection:
+        """``(record, multiplicity)`` for every record present."""
+        return self.collection.count(_arranged=self)
+
+    def distinct(self) -> Collection:
+        """Each record with positive multiplicity, once."""
+        return self.collection.distinct(_arranged=self)
+
+    def threshold(self, f: Callable) -> Collection:
+        """Each record with multiplicity ``f(record, count)``."""
+        return self.collection.threshold(f, _arranged=self)
+
+    # -- the rest act on the arranged collection ---------------------------------------------------
+    def arrange_by_key(self) -> Arranged:
+        """The collection indexed by key (this index when it is one)."""
+        return self.collection.arrange_by_key()
+
+    def arrange_by_self(self) -> Arranged:
+        """The collection indexed by whole records (this index when it is one)."""
+        return self.collection.arrange_by_self()
+
+    def enter(self, scope: Scope) -> Collection:
+        """The collection inside the (nested) loop ``scope``."""
+        return self.collection.enter(scope)
+
+    def map(self, f: Callable) -> Collection:
+        """Each record replaced by ``f(record)``."""
+        return self.collection.map(f)
+
+    def filter(self, p: Callable) -> Collection:
+        """The records for which ``p(record)`` is true."""
+        return self.collection.filter(p)
+
+    def flat_map(self, f: Callable) -> Collection:
+        """Each record replaced by the records of the iterable ``f(record)``."""
+        return self.collection.flat_map(f)
+
+    def negate(self) -> Collection:
+        """Every diff negated."""
+        return self.collection.negate()
+
+    def inspect(self, f: Callable) -> Collection:
+        """The same collection; ``f((record, time, diff))`` is called for every update."""
+        return self.collection.inspect(f)
+
+    def consolidate(self) -> Collection:
+        """The same collection, consolidated at complete times."""
+        return self.collection.consolidate()
+
+    def concat(self, *others) -> Collection:
+        """The multiset union of the collection and ``others``."""
+        return self.collection.concat(*others)
+
+    def iterate(self, body: Callable[[Collection], Collection], *, max_iterations: int | None = None) -> Collection:
+        """The fixed point of ``body`` starting from the collection."""
+        return self.collection.iterate(body, max_iterations=max_iterations)
+
+    def capture(self, *, history: bool = True) -> Capture:
+        """A probe holding the final updates of the collection."""
+        return self.collection.capture(history=history)

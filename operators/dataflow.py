@@ -8,33 +8,58 @@ waits or polls: the work to do is exactly what the frontiers allow.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .collection import Collection
-from .config import DEFAULT, EngineConfig
+from .context import Context
 from .errors import GraphError
 from .frontier import Antichain
 from .graph import Scope
 from .input import InputNode, InputSession
+from .tuning import DEFAULT, EngineConfig
 from .values import sweep
-from .values.interner import Interner
 
 
 class Dataflow:
-    """The graph of a differential computation and its single-worker scheduler."""
+    """The graph of a differential computation and its single-worker scheduler.
+
+    ``config`` is the :class:`~ddflow.operators.tuning.EngineConfig` of its tuning knobs."""
 
     def __init__(self, *, config: EngineConfig | None = None) -> None:
-        self.config = DEFAULT if config is None else config
-        if not isinstance(self.config, EngineConfig):
+        config = DEFAULT if config is None else config
+        if not isinstance(config, EngineConfig):
             raise GraphError(f"Dataflow(config=...) takes an EngineConfig, got {type(config).__name__}")
-        self.interner = Interner(memo_limit=self.config.memo_limit)
-        self.started = False
-        self.root = Scope(self, 1)
+        self.context = Context(config)
+        self.root = Scope(self.context, 1)
         self.inputs: dict[str, InputSession] = {}
-        self._arrangement_names: dict[str, int] = {}
         self.epochs = 0
         self._spines: list | None = None
-        # set by ``ddflow.operators.workers`` before the graph is built when this dataflow is one of
-        # several workers: exchanges go before arrangements and ``run`` agrees with the others
-        self.worker = None
+
+    @property
+    def config(self) -> EngineConfig:
+        """The tuning knobs this dataflow was built with."""
+        return self.context.tuning
+
+    @property
+    def interner(self):
+        """Values <-> ids for every record of this dataflow."""
+        return self.context.interner
+
+    @property
+    def started(self) -> bool:
+        """True once the dataflow first ran: the graph cannot change any more."""
+        return self.context.started
+
+    @property
+    def worker(self) -> Any:
+        """The :class:`~ddflow.operators.workers.Worker` this dataflow is when several share it (set
+        by ``ddflow.operators.workers`` before the graph is built: exchanges go before arrangements
+        and ``run`` agrees with the others), else ``None``."""
+        return self.context.worker
+
+    @worker.setter
+    def worker(self, worker: Any) -> None:
+        self.context.worker = worker
 
     def new_input(self, name: str | None = None) -> InputSession:
         """A new input session named ``name`` (unique in this dataflow), whose ``collection`` operators read."""
@@ -46,12 +71,6 @@ class Dataflow:
         self.inputs[name] = session
         return session
 
-    def name_arrangement(self, kind: str) -> str:
-        """A fresh name for an arrangement of ``kind`` (``arrange0``, ``arrange1``, ...)."""
-        n = self._arrangement_names.get(kind, 0)
-        self._arrangement_names[kind] = n + 1
-        return f"{kind}{n}"
-
     @property
     def frontier(self) -> Antichain:
         """The meet of the open inputs' frontiers (empty when every input is closed)."""
@@ -61,8 +80,8 @@ class Dataflow:
     def run(self) -> None:
         """Do all the work the input frontiers allow, then return. As one of several workers, the
         frontier is the meet of every worker's and passes repeat while any worker has work."""
-        self.started = True
-        worker = self.worker
+        self.context.started = True
+        worker = self.context.worker
         frontier = self.frontier if worker is None else worker.common_frontier(self.frontier)
         while True:
             self.root.step(frontier)
@@ -75,8 +94,8 @@ class Dataflow:
             self._spines = [spine for node in self._all_nodes() for _, spine in node.arrangements()]
         for spine in self._spines:
             spine.exert()
-        if sweep.due(self):  # a safe point: no batch in flight
-            sweep.sweep(self)
+        if sweep.due(self.context.interner, self.context.tuning):  # a safe point: no batch in flight
+            sweep.sweep(self.context.interner, self._all_nodes())
         self.epochs += 1
 
     def arrangement_stats(self) -> dict[str, dict[str, int]]:

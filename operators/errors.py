@@ -1,6 +1,6 @@
 """Engine exceptions.
 
-    DdflowError                 root of every ddflow error (`ddflow.config.errors`)
+    DdflowError                 root of every ddflow error (`ddflow.operators.root_error`)
     DataflowError               root of every engine error
     ├── TimeError               a time behind an input's frontier, advance_to backwards, a bad time value
     ├── DiffError               a diff that is not a non-zero int, or diffs summing outside int64
@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from ..config.errors import DdflowError
+from .root_error import DdflowError
 
 
 class DataflowError(DdflowError):
@@ -57,7 +57,7 @@ class CompactionError(DataflowError, ValueError):
 
 
 class ConfigurationError(DataflowError, ValueError):
-    """An :class:`~ddflow.operators.config.EngineConfig` knob out of its range."""
+    """An :class:`~ddflow.operators.tuning.EngineConfig` knob out of its range."""
 
 
 class IdLimitError(DataflowError):

@@ -17,30 +17,28 @@ their last step; a node with no work at the frontier costs a membership test.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .context import Context
 from .errors import DiffError, GraphError
 from .frontier import Antichain
 from .traces.batch import Updates, beyond_split, concat
 
-if TYPE_CHECKING:
-    from .dataflow import Dataflow
-
 
 class Scope:
-    """A timestamp domain of ``depth`` coordinates and the nodes that run in it."""
+    """A timestamp domain of ``depth`` coordinates and the nodes that run in it; ``context`` is what
+    the dataflow's nodes share (interner, tuning, worker)."""
 
-    def __init__(self, dataflow: Dataflow, depth: int, parent: Scope | None = None, loop=None) -> None:
-        self.dataflow, self.depth, self.parent, self.loop = dataflow, depth, parent, loop
+    def __init__(self, context: Context, depth: int, parent: Scope | None = None, loop=None) -> None:
+        self.context, self.depth, self.parent, self.loop = context, depth, parent, loop
         self.nodes: list[Node] = []
         self.holding: set[Node] = set()  # nodes that may hold work: buffered updates or pending state
         self._inputs_end = 0  # Enter nodes go first: they have no input inside the scope
         self.building: list[Node] = []  # loops whose body is being built: new nodes go before them
 
     def add(self, node: Node, *, first: bool = False) -> None:
-        if self.dataflow.started:
+        if self.context.started:
             raise GraphError("the graph cannot change after df.run(): build every operator first")
         if first:
             self.nodes.insert(self._inputs_end, node)
@@ -116,7 +114,6 @@ class Node:
       when they hold work.
     """
 
-    width_in = 1  # data columns per input update (1: record id; 2: key id, val id)
     observes_frontier = False
     seen: Antichain | None = None  # the frontier of the node's last step
 
@@ -129,12 +126,13 @@ class Node:
 
     @property
     def interner(self):
-        return self.scope.dataflow.interner
+        """The dataflow's interner (values <-> ids)."""
+        return self.scope.context.interner
 
     @property
-    def config(self):
-        """The dataflow's :class:`~ddflow.operators.config.EngineConfig`."""
-        return self.scope.dataflow.config
+    def tuning(self):
+        """The dataflow's :class:`~ddflow.operators.tuning.EngineConfig`."""
+        return self.scope.context.tuning
 
     def connect(self, consumer: Node, port: int = 0) -> None:
         self.consumers.append((consumer, port))

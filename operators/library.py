@@ -170,7 +170,7 @@ def intern(collection: Collection, *, hasher: Callable[[tuple], int] = stable_ha
     (:mod:`ddflow.operators.nodes.intern`): the hashes in bulk, and the rounds only for records whose
     round-zero hashes collide. Elsewhere, and for other hashers, the loop below does."""
     modulus = FULL if hasher is stable_hash else hasher.modulus if isinstance(hasher, StableHashModulo) else None
-    if modulus is not None and collection.scope.parent is None and collection.dataflow.worker is None:
+    if modulus is not None and collection.scope.parent is None and collection.context.worker is None:
         return collection._then(Intern(collection.scope, modulus=modulus))
     return _intern_rounds(collection, hasher)
 

@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from .capture import Capture
-from .config import EngineConfig
+from .tuning import EngineConfig
 from .dataflow import Dataflow
 from .errors import DataflowError, GraphError
 from .frontier import Antichain

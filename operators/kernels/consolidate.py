@@ -67,11 +67,6 @@ def bit_length(x):
 
 
 @helper
-def _shr(x, s):
-    return x >> uint64(s) if s < 64 else uint64(0)
-
-
-@helper
 def _mask(w):
     return uint64(0xFFFFFFFFFFFFFFFF) if w >= 64 else (uint64(1) << uint64(w)) - uint64(1)
 

@@ -27,7 +27,7 @@ def import_all() -> None:
 
 def workload() -> None:
     """A small dataflow touching every operator, run over a few epochs with retractions."""
-    from ..config import EngineConfig
+    from ..tuning import EngineConfig
     from ..dataflow import Dataflow
     from ..library import StableHashModulo, connected_components, intern, reachability
 

@@ -1,5 +1,7 @@
 """Arrangements: a collection indexed by key in a shared trace, plus the stream of its new batches.
 
+The public handle on one is :class:`ddflow.operators.arranged.Arranged`.
+
 ``arrange_by_key`` indexes ``(key, val)`` records; ``arrange_by_self`` indexes whole records (key = the
 record, val = ``()``). Every reader (join, reduce, semijoin, ...) holds a handle on the same trace and
 receives each new batch; the trace compacts only as far as the meet of its readers' frontiers.
@@ -26,7 +28,7 @@ class Arrange(Node):
     def __init__(self, scope: Scope, *, by_self: bool, name: str) -> None:
         super().__init__(scope, name=name)
         self.by_self = by_self
-        self.trace = Spine(scope.depth, name, config=self.config)
+        self.trace = Spine(scope.depth, name, config=self.tuning)
         self.unit = self.interner.id(())
 
     def step(self, frontier: Antichain) -> None:
@@ -51,25 +53,3 @@ class Arrange(Node):
     def arrangements(self):
         return ((self.name, self.trace),)
 
-
-class Arranged:
-    """An arranged collection: one index that joins and reductions share."""
-
-    def __init__(self, collection, node: Arrange) -> None:
-        self.collection = collection
-        self.node = node
-        self.scope = collection.scope
-        self.by_self = node.by_self
-
-    @property
-    def trace(self) -> Spine:
-        """The shared trace (spine) of this arrangement."""
-        return self.node.trace
-
-    def __getattr__(self, name: str):
-        # every collection method works on an arranged collection; keyed ones reuse this index
-        method = getattr(self.collection, name)
-        if name in {"join", "join_map", "semijoin", "antijoin", "reduce", "min", "max", "sum", "top_k",
-                    "count", "distinct", "threshold"}:
-            return lambda *a, **k: method(*a, _arranged=self, **k)
-        return method

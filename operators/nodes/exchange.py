@@ -37,7 +37,7 @@ class Exchange(Node):
 
     def __init__(self, scope: Scope, *, by_self: bool, arrangement: str) -> None:
         super().__init__(scope, name=f"exchange({arrangement})")
-        worker = scope.dataflow.worker
+        worker = scope.context.worker
         if worker is None:
             raise ValueError("an exchange belongs to a dataflow run by several workers")
         self.worker = worker

@@ -37,14 +37,14 @@ class Loop(Node):
     def __init__(self, scope: Scope, *, max_iterations: int | None = None) -> None:
         super().__init__(scope, name="iterate")
         self.max_iterations = max_iterations
-        self.inner = Scope(scope.dataflow, scope.depth + 1, parent=scope, loop=self)
+        self.inner = Scope(scope.context, scope.depth + 1, parent=scope, loop=self)
         self.finished = Antichain([(T_MIN,) * scope.depth])
         self.rounds = 0
         self.round = -1  # the round being run (-1: the step that closes an epoch)
 
     def step(self, frontier: Antichain) -> None:
         inner = self.inner
-        worker = self.scope.dataflow.worker
+        worker = self.scope.context.worker
         outer = frontier.array(self.scope.depth)
         while True:
             r = self._next_round(outer)
@@ -83,7 +83,7 @@ class Loop(Node):
 
     def holds_work(self) -> bool:
         # as one of several workers, stepped in every pass: its rounds are agreed with the others
-        return self.scope.dataflow.worker is not None or bool(self.inner.holding) or super().holds_work()
+        return self.scope.context.worker is not None or bool(self.inner.holding) or super().holds_work()
 
     def pending_times(self) -> np.ndarray:
         times = self.inner.pending_times()

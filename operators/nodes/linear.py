@@ -53,11 +53,11 @@ class Memoized(Linear):
     def __init__(self, scope: Scope, f: Callable, name: str) -> None:
         super().__init__(scope, name=name)
         self.f = f
-        self.memo = self.interner.cache(Memo(self._compute, self.dtype, limit=self.config.memo_limit))
+        self.memo = self.interner.cache(Memo(self._compute, self.dtype, limit=self.tuning.memo_limit))
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
         out = np.empty(len(ids), dtype=self.dtype)
-        chunk = self.config.user_chunk
+        chunk = self.tuning.user_chunk
         for lo in range(0, len(ids), chunk):
             out[lo : lo + chunk] = self._chunk(ids[lo : lo + chunk])
         return out
@@ -86,7 +86,7 @@ class Map(Memoized):
 
     def _call(self, ids: np.ndarray) -> np.ndarray:
         """Ids of ``f`` of the records ``ids``: one Python call each, in chunks."""
-        interner, f, chunk = self.interner, self.f, self.config.user_chunk
+        interner, f, chunk = self.interner, self.f, self.tuning.user_chunk
 
         def chunks():
             for lo in range(0, len(ids), chunk):

@@ -6,7 +6,7 @@ its arguments (and constants) into pairs — ``join``'s ``(key, (v1, v2))``, or 
 is built from the id columns by the interner's ``pair`` without running any Python per record.
 :func:`shape_of` recognises such functions from their bytecode (only argument loads, constants and
 tuple building, then a return: nothing that could inspect a value), so the shortcut never changes a
-result. Any other function goes through the interner's memoized builder: one Python call per new
+result. Any other function goes through :class:`PythonBuilder`, memoized: one Python call per new
 ``(key, left, right)`` triple.
 
 ``map`` uses the same shapes with one argument, whose items may also be read (``lambda e: (e[1],
@@ -24,7 +24,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..values.ids import pack, unpack
 from ..values.interner import Interner
+from ..values.keytable import KeyTable
+from ..values.memo import Memo
 
 Shape = tuple  # ("arg", i) | ("item", i, 0 | 1) | ("const", value) | ("tuple", [Shape, Shape])
 
@@ -109,15 +112,44 @@ def build(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
 
 
 class PythonBuilder:
-    """Ids of ``f(key, left, right)``, memoized by the interner's builder (``f`` deterministic)."""
+    """Ids of ``f(key, left, right)`` (``f`` deterministic), one Python call per new triple.
 
-    python = True
+    The same triples recur at many times, so the builder remembers them: ``(key, left)`` pairs are
+    numbered densely by a key table, so that ``(number, right)`` fits one int64 code of a memo whose
+    results are the output ids. Both are caches bounded by the interner's memo limit (they start
+    afresh together), registered with the interner so that they are forgotten whenever it gives ids
+    back (a code could then name other records)."""
+
+    python = True  # runs user code: rows are consolidated first, so each record is built once
 
     def __init__(self, interner: Interner, f: Callable) -> None:
-        self._build = interner.builder(f)
+        self.interner = interner
+        self.f = f
+        self._lefts = KeyTable()  # (key, left) codes, numbered
+        self._triples = Memo(self._compute, limit=interner.memo_limit)
+        interner.cache(self)
 
-    def __call__(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return self._build(keys, a, b)
+    def _compute(self, codes: np.ndarray) -> np.ndarray:
+        number, right = unpack(codes)
+        key, left = unpack(self._lefts.keys[number])
+        interner = self.interner
+        known: list = []
+        cols = [interner.value_list(key, known), interner.value_list(left, known), interner.value_list(right, known)]
+        return interner.ids(list(map(self.f, *cols)), known)
+
+    def clear(self) -> None:
+        """Forget every remembered record (the key table and the memo together: the memo's codes hold
+        the table's numbers)."""
+        self._lefts = KeyTable()
+        self._triples.clear()
+
+    def __len__(self) -> int:
+        return len(self._triples)
+
+    def __call__(self, keys: np.ndarray, lefts: np.ndarray, rights: np.ndarray) -> np.ndarray:
+        if len(self._lefts) >= self._triples.limit or self._triples.full():
+            self.clear()
+        return self._triples(pack(self._lefts.index(pack(keys, lefts)), rights))
 
 
 def uses_items(shape: Shape) -> bool:

@@ -296,8 +296,8 @@ def session_windows(collection, gap: int):
     gap = _positive("gap", gap, "session_windows")
     c = _outer(collection, "session_windows")
     route = None
-    if c.dataflow.worker is not None:  # one of several workers: keys go to their owners first
-        route = SessionRoute(c.scope, by_self=False, arrangement=c.dataflow.name_arrangement("session_windows"))
+    if c.context.worker is not None:  # one of several workers: keys go to their owners first
+        route = SessionRoute(c.scope, by_self=False, arrangement=c.context.name_arrangement("session_windows"))
         c = c._then(route)
     node = Sessions(c.scope, gap=gap)
     if route is not None:

@@ -11,16 +11,11 @@ collector. A reader that stops reading drops its handle.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..errors import CompactionError
 from ..frontier import Antichain
 from .batch import Updates
-
-if TYPE_CHECKING:
-    from .spine import Spine
 
 
 class Holds:
@@ -69,9 +64,10 @@ class Holds:
 
 
 class TraceHandle:
-    """A reader's hold on a trace: the trace never compacts past this handle's frontiers."""
+    """A reader's hold on a trace (a :class:`~ddflow.operators.traces.spine.Spine`, which imports this
+    module): the trace never compacts past this handle's frontiers."""
 
-    def __init__(self, trace: Spine) -> None:
+    def __init__(self, trace) -> None:
         self.trace = trace
         self.logical = trace.logical_frontier()
         self.physical = trace.physical_frontier()

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..config import DEFAULT, EngineConfig
+from ..tuning import DEFAULT, EngineConfig
 from ..frontier import Antichain
 from ..kernels.lookup import flatten
 from ..kernels.lookup import lookup as lookup_kernel

@@ -2,6 +2,6 @@
 
 ``ids`` (the id layout, its kinds, limit and free list), ``interner`` (values <-> ids), ``sweep``
 (reclaiming ids at the end of a run), ``keytable`` and ``memo`` (dense numbering of codes and
-remembered results of user functions), ``builder`` (the join's record builder), ``ordering`` (the
-Python order of values).
+remembered results of user functions), ``ordering`` (the Python order of values). The record
+builders of joins and maps, which use them, are :mod:`ddflow.operators.nodes.records`.
 """

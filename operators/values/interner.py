@@ -29,11 +29,10 @@ from operator import is_, itemgetter
 
 import numpy as np
 
-from ..config import DEFAULT
+from ..tuning import DEFAULT
 from ..errors import ShapeError
 from ..kernels import columns
 from ..partition import combine, element_hash, int_elements
-from .builder import RecordBuilder
 from .ids import COMPOSITE, ID_LIMIT, INT, OBJ, OBJ_INT, OBJ_PAIR, PAIR, IdSpace, pack, unpack
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -52,7 +51,7 @@ class Unhashable(TypeError):
 
 class Interner:
     """Ids for hashable values; ``value_list(ids)`` maps back. ``memo_limit`` bounds the memos of the
-    record builders it makes; ``id_limit`` bounds the ids (tests lower it)."""
+    caches that use it (record builders); ``id_limit`` bounds the ids (tests lower it)."""
 
     def __init__(self, *, memo_limit: int = DEFAULT.memo_limit, id_limit: int = ID_LIMIT) -> None:
         self.memo_limit = memo_limit
@@ -406,17 +405,6 @@ class Interner:
         if len(keys) == 0:
             return np.empty(0, dtype=np.int64)
         return self._pair_ids(pack(keys, vals))
-
-    def make(self, builder, *columns: np.ndarray) -> np.ndarray:
-        """Ids of ``builder(*values)`` over value columns given as id arrays (no memo)."""
-        known: list = []
-        cols = [self.value_list(c, known) for c in columns]
-        return self.ids(list(map(builder, *cols)), known)
-
-    def builder(self, f) -> RecordBuilder:
-        """A memoized ``(keys, left vals, right vals) -> ids of f(key, left, right)`` (f deterministic),
-        forgotten whenever ids are given back."""
-        return self.cache(RecordBuilder(self, f))
 
     # -- giving ids back --------------------------------------------------------------------------
     def cache(self, cache):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..config import DEFAULT
+from ..tuning import DEFAULT
 from .ids import ID_LIMIT
 from .keytable import KeyTable
 

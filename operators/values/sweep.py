@@ -15,25 +15,24 @@ follows the records alive, not every record ever seen.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
-if TYPE_CHECKING:
-    from ..dataflow import Dataflow
+from ..tuning import EngineConfig
+from .interner import Interner
 
 
-def due(dataflow: Dataflow) -> bool:
+def due(interner: Interner, tuning: EngineConfig) -> bool:
     """Whether the interner has grown enough since the last sweep for the next one."""
-    config = dataflow.config
-    in_use = len(dataflow.interner)
-    return in_use >= config.sweep_min_ids and in_use >= config.sweep_growth * dataflow.interner.live_after_sweep
+    in_use = len(interner)
+    return in_use >= tuning.sweep_min_ids and in_use >= tuning.sweep_growth * interner.live_after_sweep
 
 
-def sweep(dataflow: Dataflow) -> int:
-    """Give back the ids no node of ``dataflow`` holds; returns how many. Call only between steps
-    (no batch in flight): every id not reported by some node's ``held_ids`` is reclaimed."""
-    interner = dataflow.interner
+def sweep(interner: Interner, nodes: Iterable) -> int:
+    """Give back the ids none of ``nodes`` (every node of a dataflow) holds; returns how many. Call
+    only between steps (no batch in flight): every id not reported by some node's ``held_ids`` is
+    reclaimed."""
     marks = interner.marks()
-    for node in dataflow._all_nodes():
+    for node in nodes:
         for column in node.held_ids():
             interner.mark(column, marks)
     return interner.reclaim(marks)

@@ -27,7 +27,7 @@ from dataplane_oracle import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.operators.config import EngineConfig
+from ddflow.operators.tuning import EngineConfig
 from ddflow.operators.errors import CompactionError, DiffError
 from ddflow.operators.frontier import Antichain
 from ddflow.operators.lattice import T_MIN

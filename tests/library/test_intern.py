@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.operators import Dataflow
-from ddflow.operators.config import EngineConfig
+from ddflow.operators.tuning import EngineConfig
 from ddflow.operators.library import StableHashModulo, _intern_rounds, intern, stable_hash
 from ddflow.operators.nodes.intern import Intern
 from library_reference import interned

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddflow.operators import Dataflow, DataflowError, GraphError
-from ddflow.operators.config import EngineConfig
+from ddflow.operators.tuning import EngineConfig
 from ddflow.operators.errors import ConfigurationError
 
 

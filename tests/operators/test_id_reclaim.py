@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ddflow.operators import Dataflow, DataflowError
-from ddflow.operators.config import EngineConfig
+from ddflow.operators.tuning import EngineConfig
 from ddflow.operators.errors import IdLimitError
 from ddflow.operators.values.interner import Interner
 
@@ -71,7 +71,7 @@ def _sliding_window(window: int, distinct: int, epoch: int, config: EngineConfig
     The dataflow keys records by ``k % 97``, counts them per key and joins the counts back."""
     df = Dataflow(config=config)
     if interner is not None:
-        df.interner = interner
+        df.context.interner = interner  # before the graph is built: every node uses it
     records = df.new_input("records")
     keyed = records.collection.map(lambda k: (k % 97, k))
     counts = keyed.map(lambda kv: kv[0]).count()

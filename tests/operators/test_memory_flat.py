@@ -87,7 +87,7 @@ def test_join_memos_start_afresh_at_their_limit_on_a_sliding_window(monkeypatch)
     import gc
 
     from ddflow.operators import Dataflow
-    from ddflow.operators.config import EngineConfig
+    from ddflow.operators.tuning import EngineConfig
     from ddflow.operators.values import memo
 
     def reachability(roots, edges):

@@ -12,7 +12,7 @@ import pytest
 from oracle_harness import check_pipeline
 from test_oracle_random import GRAPHS, PIPELINES, _sources
 
-from ddflow.operators.config import EngineConfig
+from ddflow.operators.tuning import EngineConfig
 
 pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
 

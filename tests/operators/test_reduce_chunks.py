@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ddflow.operators import Dataflow
-from ddflow.operators.config import EngineConfig
+from ddflow.operators.tuning import EngineConfig
 
 
 def run(updates, config=None):

@@ -17,7 +17,7 @@ from itertools import compress
 
 import numpy as np
 
-from ...config import DEFAULT
+from ...tuning import DEFAULT
 from ...errors import DiffError
 from ...kernels.consolidate import INT64_LIMIT, outside_int64, sums_fit
 from ...kernels.reduce import GROUPS, LEAST, POSITIVE, SUM, TOP, TOTAL

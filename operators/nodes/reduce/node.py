@@ -105,7 +105,7 @@ class Reduce(Node):
         super().__init__(scope, name=name)
         self.handle = arranged.reader(self, 0)
         self.logic = logic
-        self.output = Spine(scope.depth, f"{name}.output", config=self.config)
+        self.output = Spine(scope.depth, f"{name}.output", config=self.tuning)
         self.output_handle = self.output.handle()
         d = scope.depth
         self._no_times = np.empty((0, d), dtype=np.int64)
@@ -158,7 +158,7 @@ class Reduce(Node):
         keys = distinct(cand_keys)
         inner = cand_times[0, 1:]
         if self.compiled and (len(inner) == 0 or (cand_times[:, 1:] == inner).all()):
-            size = self.config.reduce_chunk_keys
+            size = self.tuning.reduce_chunk_keys
             if len(keys) <= size:  # one chunk (the common case): no copies of the candidates
                 inp, out = self.handle.lookup(keys), self.output.lookup(keys)
                 e, k, t = reduce_round(keys, cand_keys, cand_times[:, 0], inner, inp, out, self.logic)

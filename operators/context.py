@@ -1,0 +1,42 @@
+"""What every scope and node of one dataflow shares, handed down instead of the dataflow itself.
+
+A node needs a few things of the dataflow it belongs to: the interner that gives its records ids,
+the tuning knobs, the worker it runs as (when several share the dataflow), fresh names for the
+arrangements it makes, and whether the graph is still being built. The :class:`Context` holds
+exactly those; the :class:`~ddflow.operators.dataflow.Dataflow` makes one and hands it to its root
+scope, and each loop hands it to its inner scope. Nodes never reach back to the dataflow: the
+dataflow is above the graph, the context below it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .tuning import EngineConfig
+from .values.interner import Interner
+
+
+class Context:
+    """The interner, tuning, worker and names of one dataflow's graph.
+
+    * ``interner``: values <-> ids for every record of the dataflow.
+    * ``tuning``: the :class:`~ddflow.operators.tuning.EngineConfig` the dataflow was built with.
+    * ``worker``: the :class:`~ddflow.operators.workers.Worker` this dataflow is, when several share
+      it (set before the graph is built: exchanges go before arrangements), else ``None``.
+    * ``started``: true once the dataflow first ran; the graph may not change after that.
+    """
+
+    __slots__ = ("interner", "tuning", "worker", "started", "_names")
+
+    def __init__(self, tuning: EngineConfig) -> None:
+        self.tuning = tuning
+        self.interner = Interner(memo_limit=tuning.memo_limit)
+        self.worker: Any = None
+        self.started = False
+        self._names: dict[str, int] = {}
+
+    def name_arrangement(self, kind: str) -> str:
+        """A fresh name for an arrangement of ``kind`` (``arrange0``, ``arrange1``, ...)."""
+        n = self._names.get(kind, 0)
+        self._names[kind] = n + 1
+        return f"{kind}{n}"
