@@ -8,7 +8,7 @@ lists everything wrong, each line ``FILE: KEY: PROBLEM``.
 Example::
 
     [dataflow]
-    function = "ddflow.daemon.demo:reachability"
+    function = "ddflow.daemon.cli.demo:reachability"
 
     [kafka]
     bootstrap = "127.0.0.1:9092"

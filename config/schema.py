@@ -211,7 +211,7 @@ class WorkersConfig:
     """Scale-out: ``count`` worker processes share one dataflow, each owning the keys whose stable
     hash modulo ``count`` is its ``index``. ``index`` is ``None`` when the file does not give it: the
     daemon resolves it at start (``ddflow run --worker-index``, env ``DDFLOW_WORKER_INDEX``, or the
-    host name's trailing ``-N``, e.g. a StatefulSet pod ``ddflow-3``; see ``ddflow.daemon.identity``).
+    host name's trailing ``-N``, e.g. a StatefulSet pod ``ddflow-3``; see ``ddflow.daemon.cluster.identity``).
     When given, ``0 <= index < count``. ``wait_timeout_ns``: how long a worker waits for the others
     at an exchange step or an epoch agreement before it exits 1 (a worker restarting takes a while)."""
 

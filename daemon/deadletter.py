@@ -9,7 +9,7 @@ the dead-letter topic::
      "details": {reason: text},             # what was wrong with the first of each reason
      "raw": bytes, "raw_size": n}
 
-``reason`` is one of `wire.REASONS`; the positions count every update of the message, good or
+``reason`` is one of `formats.types.REASONS`; the positions count every update of the message, good or
 bad. ``raw`` is the message value, stored once (cut to ``max_raw_bytes``; ``raw_size`` is its
 full size). A dead letter's size is bounded whatever the message: at most `MAX_LISTED` positions
 are listed in all (``counts`` still counts every bad update) and each detail is cut to
@@ -28,8 +28,8 @@ from typing import Any
 import msgpack
 
 from .exceptions import WireError
-from .stats import Stats
-from .wire import REASONS, Malformed
+from .formats.types import Malformed, REASONS
+from .observe.stats import Stats
 
 __all__ = ["DeadLetter", "DeadLetterWriter", "decode_dead_letter", "MAX_LISTED", "MAX_DETAIL", "OVERHEAD_BYTES"]
 
@@ -75,10 +75,6 @@ class DeadLetter:
     @property
     def detail(self) -> str:
         return self.details.get(self.reason, "")
-
-    @property
-    def error_count(self) -> int:
-        return sum(self.counts.values())
 
     @property
     def complete(self) -> bool:

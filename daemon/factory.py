@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .progress import EpochPolicy
-from .recovery import Recovery
-from .sink import KafkaSink, OutputSpec
-from .source import InputSpec, KafkaSource
-from .stats import Stats
-from .topics import TopicWatch
+from .input.progress import EpochPolicy
+from .input.source import InputSpec, KafkaSource
+from .kafka.topics import TopicWatch
+from .observe.stats import Stats
+from .output.sink import KafkaSink, OutputSpec
+from .state.recovery import Recovery
 from .worker import DataflowFactory, Worker
 
 __all__ = ["kafka_worker", "worker_from_config"]
@@ -108,7 +108,7 @@ def kafka_worker(
                   poll_timeout=poll_timeout, dead_letter_commit_s=dead_letter_commit_s)
     if worker[1] == 1:
         return Worker(dataflow, source, sink, **common)
-    from .cluster import ClusterWorker
+    from .cluster.member import ClusterWorker
 
     return ClusterWorker(dataflow, source, sink, index=worker[0], count=worker[1], kafka_options=kafka_options,
                          prefix=f"ddflow-{group_id}", run=group_id, wait_timeout=wait_timeout, **common)
@@ -119,7 +119,7 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
     backfill) to load when there is no checkpoint yet (one worker of several loads the keys it owns)."""
     from ..config import build_dataflow, resolve_dataflow
 
-    from .identity import worker_identity
+    from .cluster.identity import worker_identity
 
     index, count = worker_identity(config)  # (the index ddflow run resolved, or the env's / host name's)
     resolve_dataflow(config)  # import errors become ConfigErrors on dataflow.function

@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .block import Block
 from .deadletter import DeadLetterWriter
-from .stats import Stats
+from .observe.stats import Stats
 
 __all__ = ["Update", "Offsets", "Polled", "Source", "Sink"]
 

@@ -28,12 +28,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ..config import Config
+from .cluster.identity import worker_identity
 from .exceptions import StuckWorker
-from .health import EndpointServer
-from .identity import worker_identity
-from .metrics import DaemonMetrics, snapshot_from_stats
-from .stats import Stats
-from .wire import REASONS
+from .formats.types import REASONS
+from .observe.health import EndpointServer
+from .observe.metrics import DaemonMetrics, snapshot_from_stats
+from .observe.stats import Stats
 
 __all__ = ["Service", "make_worker"]
 

@@ -33,16 +33,17 @@ from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 
+from ..operators.lattice import T_MIN
 from .block import Block
-from .commits import Committer, CommitWindow, Window, WindowCommits
 from .deadletter import DeadLetter, DeadLetterWriter, decode_dead_letter
 from .exceptions import OptionsError
+from .formats.msgpack import encode_progress, encode_updates
+from .input.progress import ReclockClock
+from .input.source import InputSpec, KafkaSource
 from .io import Offsets, Update
-from .progress import ReclockClock
-from .sink import OutputSpec
-from .source import InputSpec, KafkaSource
-from .stats import Stats
-from .wire import MIN_TIME, encode_progress, encode_updates
+from .observe.stats import Stats
+from .output.commits import CommitWindow, Committer, Window, WindowCommits
+from .output.sink import OutputSpec
 
 __all__ = ["ReplaySource", "ListSink", "Epoch"]
 
@@ -360,8 +361,8 @@ class ListSink(WindowCommits):
 
     @property
     def committed_upper(self) -> int | None:
-        """The upper of the last committed epoch (MIN_TIME before the first, None: closed for good)."""
-        return self.epochs[-1].upper if self.epochs else MIN_TIME
+        """The upper of the last committed epoch (T_MIN before the first, None: closed for good)."""
+        return self.epochs[-1].upper if self.epochs else T_MIN
 
     def view(self, output: str, at: int | None = None) -> dict[Any, int]:
         """The output's collection: every committed update at a time before ``at`` (default: all),

@@ -54,15 +54,15 @@ from typing import Any
 
 import numpy as np
 
+from ..operators.lattice import T_MIN
 from .block import Block
 from .exceptions import KafkaClientError, OptionsError, TopicChanged, WorkerError
-from .kafka import bounded
-from .progress import EpochPolicy
+from .input.progress import EpochPolicy
 from .io import Sink, Source
-from .recovery import Recovery, SnapshotLoader
-from .stats import EpochReport, Stats
-from .topics import TopicWatch
-from .wire import MIN_TIME
+from .kafka.client import bounded
+from .kafka.topics import TopicWatch
+from .observe.stats import EpochReport, Stats
+from .state.recovery import Recovery, SnapshotLoader
 
 __all__ = ["Worker", "DataflowFactory", "stop_on_signals"]
 
@@ -133,9 +133,9 @@ class Worker:
         self.progressed = time.monotonic()  # when the loop last moved on (a step, a phase of an epoch)
         self.activity = "opening"  # what the loop is doing now, for a stall's report
         self._loading: SnapshotLoader | None = None
-        self._held = MIN_TIME  # the frontier of the snapshot being loaded
+        self._held = T_MIN  # the frontier of the snapshot being loaded
         self.dataflow: Any = None
-        self.frontier = MIN_TIME  # what the engine's inputs were advanced to: the open epoch's lower
+        self.frontier = T_MIN  # what the engine's inputs were advanced to: the open epoch's lower
         self._sessions: dict[str, Any] = {}
         self._captures: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -336,7 +336,7 @@ class Worker:
 
     def _finish_loading(self) -> EpochReport:
         """Feed the loaded snapshot (base at F - 1, pending at their times) and publish the output
-        accumulated at its frontier F as the epoch [MIN_TIME, F)."""
+        accumulated at its frontier F as the epoch [T_MIN, F)."""
         assert self._loading is not None and self.recovery is not None
         loader, self._loading = self._loading, None
         loaded = loader.result()
@@ -563,7 +563,7 @@ class Worker:
                 recovery = self.recovery
                 if recovery is not None and recovery.enabled:
                     recovery.finish()
-                    if recovery.last_frontier != self.frontier and self.frontier > MIN_TIME:
+                    if recovery.last_frontier != self.frontier and self.frontier > T_MIN:
                         self._checkpoint(self.frontier, force=True)
                 self._doing("stopped")
                 log.info("worker stopping at frontier %s after %d epochs", self.frontier, epochs)

@@ -1,6 +1,6 @@
 """Broker fixtures for tests that need a real Kafka-protocol broker.
 
-One tansu broker per test session (`ddflow.daemon.broker.EmbeddedBroker`; `KAFKA_BOOTSTRAP`
+One tansu broker per test session (`ddflow.daemon.kafka.broker.EmbeddedBroker`; `KAFKA_BOOTSTRAP`
 selects an existing broker instead). Tests create fresh topics with `make_topic` so they never
 see each other's messages, read with `assign()` and use `fetch.wait.max.ms=10`.
 
@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ddflow.daemon.broker import EmbeddedBroker
+from ddflow.daemon.kafka.broker import EmbeddedBroker
 
 _counter = itertools.count()
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from ddflow.daemon.broker import EmbeddedBroker
+from ddflow.daemon.kafka.broker import EmbeddedBroker
 
 API_VERSIONS = 18
 

@@ -1,11 +1,12 @@
 """Wire formats of input and output topics: one decoder and one encoder per format.
 
-Formats are pure: bytes in -> validated updates (or, per bad update, a `wire.Malformed` with one
-of `wire.REASONS`) out; updates out -> Kafka messages (topic, partition, key, value, headers).
+Formats are pure: bytes in -> validated updates (or, per bad update, a `types.Malformed` with one
+of `types.REASONS`) out; updates out -> Kafka messages (topic, partition, key, value, headers).
 No Kafka client is touched here; the source decodes with an input's `Decoder`, the sink encodes
 with an output's `Encoder`, and the result client reads an output back with its `Reader`.
 
-* ``msgpack`` (the default): ddflow's own format (`wire` has its definition).
+* ``msgpack`` (the default): ddflow's own format: inputs in `msgpack`, result topics in
+  `result_protocol`, its compiled codec kernels in `kernels`.
 * ``json``: an update ``[data, time_ns, diff]`` or an object with the declared field names plus
   ``time`` and ``diff``, a batch of either, or a progress marker ``{"progress": time_ns}``.
 * ``debezium``: Debezium's JSON change-event envelope (with or without Kafka Connect's
@@ -15,18 +16,20 @@ with an output's `Encoder`, and the result client reads an output back with its 
 On json/debezium outputs the data topic holds only change events (one per message, keyed by the
 record's key fields, tagged with their epoch in a header), and the epoch's progress markers go to
 a companion progress topic (`Encoder.progress_topic`).
+
+Modules: `types` (the format-neutral `Decoded`, `Malformed`, `REASONS` and the `Decoder`/`Encoder`/
+`Reader` protocols), `schema` (`InputFormat`: how records are validated), one module per format,
+`rows` (what the JSON-based formats share). This package may import only `ddflow.operators` (its
+key hash and time bounds), `..block` and `..exceptions`: it is the bottom of the daemon.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
 
-import numpy as np
-
-from ..block import Block
 from ..exceptions import OptionsError
-from ..wire import Decoded, InputFormat
+from .schema import InputFormat
+from .types import Decoder, Encoder, Message, Reader, Update
 
 __all__ = [
     "FORMATS",
@@ -43,63 +46,6 @@ __all__ = [
 
 FORMATS = ("msgpack", "json", "debezium")
 TIME_SOURCES = ("envelope", "source")  # where a Debezium event's time is read
-
-Update = tuple[Any, int, int]
-# (topic, partition or None for the producer's partitioner on the key, key, value, headers)
-Message = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]] | None]
-
-
-class Decoder(Protocol):
-    """Turns one input message value into a `wire.Decoded`; never raises on bad input."""
-
-    name: str
-
-    def decode(self, value: bytes | None) -> Decoded: ...
-
-
-class Encoder(Protocol):
-    """Writes one output's epochs. ``progress_topic``: where the markers go (None: the data topic)."""
-
-    name: str
-    topic: str
-    progress_topic: str | None
-
-    def partition(self, record: Any, partitions: int) -> int:
-        """The data partition of ``record`` (stable across processes and runs)."""
-        ...
-
-    def epoch(
-        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
-        writer: tuple[int, int] | None = None,
-    ) -> tuple[list[Message], Message]:
-        """The data messages of ``updates`` (all of ``partition``) for epoch ``[lower, upper)``
-        and the progress marker that closes the epoch on that partition (naming ``writer``
-        ``(i, W)`` when the output has ``W > 1`` writers)."""
-        ...
-
-    def partitions(self, block: Block, partitions: int) -> np.ndarray:
-        """The data partition of each update of ``block`` (`partition` of each record)."""
-        ...
-
-    def epoch_block(
-        self, lower: int, upper: int | None, incarnation: str, partition: int, block: Block,
-        writer: tuple[int, int] | None = None,
-    ) -> tuple[list[Message], Message]:
-        """`epoch` of the updates of ``block`` (an encoder of columns writes them without a
-        Python object per update)."""
-        ...
-
-    def restamp(self, message: Message, incarnation: str) -> Message:
-        """``message`` (one `epoch` made) naming ``incarnation`` instead (a re-sent epoch)."""
-        ...
-
-
-class Reader(Protocol):
-    """Reads an output's data messages back (the result client's side of an `Encoder`)."""
-
-    def updates(self, value: bytes | None) -> list[Update]:
-        """The updates one data message holds; raises `WireError` on anything else."""
-        ...
 
 
 def decoder(
@@ -138,7 +84,7 @@ def encoder(
     """The encoder of output ``name`` on ``topic`` in ``format`` (see the format modules for
     what ``fields``, ``key``, ``progress_topic`` and ``schemas`` mean there)."""
     if format == "msgpack":
-        from .msgpack import MsgpackEncoder
+        from .result_protocol import MsgpackEncoder
 
         for option, given in (("fields", fields), ("key", key), ("progress_topic", progress_topic)):
             if given:

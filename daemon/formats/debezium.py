@@ -30,10 +30,22 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...operators.lattice import T_MAX, T_MIN
 from ..exceptions import WireError
-from ..wire import MAX_TIME, MIN_TIME, Decoded, InputFormat, Malformed
-from . import Message, Update
-from .rows import Marker, RowEncoding, RowLayout, dumps, epoch_header, marker_message, parse, record_from_row, restamp, row_data
+from .rows import (
+    Marker,
+    RowEncoding,
+    RowLayout,
+    dumps,
+    epoch_header,
+    marker_message,
+    parse,
+    record_from_row,
+    restamp,
+    row_data,
+)
+from .schema import InputFormat
+from .types import Decoded, Malformed, Message, Update
 
 __all__ = ["DebeziumDecoder", "DebeziumEncoder", "DebeziumReader", "OPS"]
 
@@ -120,7 +132,7 @@ class DebeziumDecoder:
             if type(raw) is not int:
                 return Malformed("time_type", f"{name} {raw!r:.40} in {where} is not an integer")
             t = raw * scale
-            if not MIN_TIME <= t <= MAX_TIME:
+            if not T_MIN <= t <= T_MAX:
                 return Malformed("time_range", f"{name} {raw} in {where} is outside int64 nanoseconds")
             return t
         return Malformed("bad_event", f"no ts_ns, ts_us or ts_ms in {where}")

@@ -10,7 +10,7 @@ Input message values (one JSON document each, UTF-8):
 * a progress marker ``{"progress": time_ns}`` (as in msgpack).
 
 ``bytes`` fields are base64 strings. Each bad update is reported with its reason and position in
-the batch (`wire.REASONS`); the others are kept.
+the batch (`types.REASONS`); the others are kept.
 
 Output data messages: one update per message, an object with the declared fields plus ``time``
 and ``diff`` (``[data, time, diff]`` without declared fields), optionally in Kafka Connect's
@@ -24,10 +24,22 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...operators.lattice import T_MAX, T_MIN
 from ..exceptions import WireError
-from ..wire import MAX_TIME, MIN_TIME, Decoded, InputFormat, Malformed, to_record
-from . import Message, Update
-from .rows import Marker, RowEncoding, RowLayout, dumps, epoch_header, marker_message, parse, record_from_row, restamp, row_data
+from .rows import (
+    Marker,
+    RowEncoding,
+    RowLayout,
+    dumps,
+    epoch_header,
+    marker_message,
+    parse,
+    record_from_row,
+    restamp,
+    row_data,
+)
+from .schema import InputFormat
+from .types import Decoded, Malformed, Message, Update, to_record
 
 __all__ = ["JsonDecoder", "JsonEncoder", "JsonReader"]
 
@@ -49,7 +61,7 @@ class JsonDecoder:
         if type(obj) is dict:
             if "progress" in obj and len(obj) == 1:
                 t = obj["progress"]
-                if type(t) is not int or not MIN_TIME <= t <= MAX_TIME:
+                if type(t) is not int or not T_MIN <= t <= T_MAX:
                     return Decoded([], None, [Malformed("bad_progress", f"progress time {t!r:.40} is not an int64 integer")])
                 return Decoded([], t, None)
             checked = self._check(obj, None)

@@ -1,34 +1,34 @@
-"""The msgpack format: ddflow's own input and result-topic format (defined in `wire`).
+"""The msgpack format: ddflow's own input format, its decoder and the producer's encoders.
 
-Input messages are decoded by `wire.decode_input`. A result topic holds, per partition, batches
-``{"lower", "upper", "incarnation", "updates"}`` of at most ``max_batch_updates`` updates and then
-the epoch's progress marker on the same partition; a record's partition is the stable key hash
-of its key (first field) modulo the partition count. An epoch whose records are int columns
-(`block.Block`: ints, or tuples of ints) is partitioned by the key column's hash and encoded in
-one compiled pass (`ddflow.operators.kernels.pack`), without a Python object per update.
+Input messages:
+
+* an update ``[data, time_ns, diff]`` or a batch ``[[data, time_ns, diff], ...]``, where ``data``
+  is an array with one value per declared field; a value is a single update exactly when it has
+  three elements and its second is not an array;
+* a progress marker ``{"progress": time_ns}``: no later update on this partition has an earlier time.
+
+Decoding never raises on bad input: each bad update becomes a `types.Malformed` entry carrying one
+of the `types.REASONS` and a precise detail, so the source can dead-letter it and keep the good
+updates of the same message. A batch whose fields are all int/float/bool is decoded straight into
+columns in one compiled pass (`kernels.unpack`). The result topics of msgpack outputs are
+`result_protocol`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import msgpack
 import numpy as np
 
-from ...operators.partition import finish, int_elements
+from ...operators.lattice import T_MAX, T_MIN
 from ..block import Block
-from ..wire import (
-    Decoded,
-    InputFormat,
-    decode_input,
-    encode_output_progress,
-    encode_output_updates,
-    record_partition,
-)
-from . import Message, Update
+from ..exceptions import WireError
+from .schema import InputFormat, _Validator
+from .types import Decoded, Malformed
 
-__all__ = ["MsgpackDecoder", "MsgpackEncoder"]
+__all__ = ["MsgpackDecoder", "decode_input", "encode_update", "encode_updates", "encode_progress", "pack"]
 
 
 class MsgpackDecoder:
@@ -43,75 +43,94 @@ class MsgpackDecoder:
         return decode_input(value, self.fields)
 
 
-class MsgpackEncoder:
-    """Result batches and progress markers, all on the data topic."""
+def _unpack_columns(value: bytes, validator: _Validator) -> Block | None:
+    """A batch message of int/float/bool fields decoded in one compiled pass, or None when the
+    general path must decode it (anything unusual, including every kind of bad input)."""
+    from .kernels.unpack import OK, unpack_batch  # numba: loaded by the first input only
 
-    name = "msgpack"
-    progress_topic = None
-
-    def __init__(self, output: str, topic: str, *, max_batch_updates: int = 5000) -> None:
-        self.output = output
-        self.topic = topic
-        self.max_batch_updates = max_batch_updates
-
-    def partition(self, record: Any, partitions: int) -> int:
-        return record_partition(record, partitions)
-
-    def partitions(self, block: Block, partitions: int) -> np.ndarray:
-        records = block.records
-        if isinstance(records, np.ndarray):  # the stable key hash of the key column, vectorized
-            keys = records if records.ndim == 1 else records[:, 0]
-            return finish(int_elements(keys)) % partitions
-        return np.fromiter((record_partition(r, partitions) for r in records), dtype=np.int64, count=len(records))
-
-    def epoch_block(
-        self, lower: int, upper: int | None, incarnation: str, partition: int, block: Block,
-        writer: tuple[int, int] | None = None,
-    ) -> tuple[list[Message], Message]:
-        records = block.records
-        if not isinstance(records, np.ndarray):
-            return self.epoch(lower, upper, incarnation, partition, block.rows(), writer)
-        from ...operators.kernels.pack import INT, max_packed_size, pack_updates  # numba: by the first output only
-
-        n = len(block)
-        scalar = records.ndim == 1
-        values = np.ascontiguousarray(records.reshape(n, 1) if scalar else records, dtype=np.int64)
-        kinds = np.full(values.shape[1], INT, dtype=np.int64)
-        size = self.max_batch_updates
-        out = np.empty(max_packed_size(min(n, size), values.shape[1]), dtype=np.uint8)
-        data: list[Message] = []
-        for i in range(0, n, size):
-            j = min(i + size, n)
-            written = pack_updates(values[i:j], kinds, scalar, block.times[i:j], block.diffs[i:j], out)
-            value = _batch_head(lower, upper, incarnation, j - i) + out[:written].tobytes()
-            data.append((self.topic, partition, None, value, None))
-        marker = encode_output_progress(lower, upper, incarnation, n, writer)
-        return data, (self.topic, partition, None, marker, None)
-
-    def epoch(
-        self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
-        writer: tuple[int, int] | None = None,
-    ) -> tuple[list[Message], Message]:
-        size = self.max_batch_updates
-        data: list[Message] = [
-            (self.topic, partition, None, encode_output_updates(lower, upper, incarnation, updates[i : i + size],
-                                                                self.output), None)
-            for i in range(0, len(updates), size)
-        ]
-        marker = encode_output_progress(lower, upper, incarnation, len(updates), writer)
-        return data, (self.topic, partition, None, marker, None)
-
-    def restamp(self, message: Message, incarnation: str) -> Message:
-        topic, partition, key, value, headers = message
-        obj = msgpack.unpackb(value, raw=False, strict_map_key=False)
-        obj["incarnation"] = incarnation
-        return topic, partition, key, msgpack.packb(obj, use_bin_type=True), headers
+    status, ints, floats, times, diffs = unpack_batch(np.frombuffer(value, dtype=np.uint8), validator.kinds)
+    if status != OK:
+        return None
+    if validator.all_int:
+        return Block(ints.T, times, diffs)
+    columns = [ints[j].tolist() if kind == 0 else floats[j].tolist() if kind == 1 else ints[j].astype(bool).tolist()
+               for j, kind in enumerate(validator.kinds.tolist())]
+    return Block(list(zip(*columns, strict=True)), times, diffs)
 
 
-def _batch_head(lower: int, upper: int | None, incarnation: str, count: int) -> bytes:
-    """The bytes of a result batch before its ``count`` updates (as `wire.encode_output_updates`
-    writes the same batch)."""
-    packer = msgpack.Packer(use_bin_type=True)
-    return (packer.pack_map_header(4) + packer.pack("lower") + packer.pack(lower) + packer.pack("upper")
-            + packer.pack(upper) + packer.pack("incarnation") + packer.pack(incarnation) + packer.pack("updates")
-            + packer.pack_array_header(count))
+def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
+    """Decode and validate one input message value; never raises on bad input."""
+    if not value:
+        return Decoded([], None, [Malformed("empty", "the message value is null or empty")])
+    if len(value) > fmt.max_message_bytes:
+        return Decoded(
+            [], None, [Malformed("oversized", f"{len(value)} bytes > max_message_bytes {fmt.max_message_bytes}")]
+        )
+    validator: _Validator = fmt._validator  # type: ignore[attr-defined]
+    if validator.kinds is not None:
+        block = _unpack_columns(value, validator)
+        if block is not None:
+            return Decoded(block=block)
+    try:
+        obj = msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False)
+    except Exception as exc:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError...
+        return Decoded([], None, [Malformed("bad_msgpack", f"{type(exc).__name__}: {exc or 'invalid msgpack'}")])
+    if type(obj) is dict:
+        if set(obj) != {"progress"}:
+            return Decoded([], None, [Malformed("shape", f"a map with keys {sorted(map(str, obj))}, expected only 'progress'")])
+        t = obj["progress"]
+        if type(t) is not int or not T_MIN <= t <= T_MAX:
+            return Decoded([], None, [Malformed("bad_progress", f"progress time {t!r} is not an int64 integer")])
+        return Decoded([], t, None)
+    if type(obj) is not tuple:
+        return Decoded([], None, [Malformed("shape", f"a {type(obj).__name__} ({obj!r:.80}), expected an array or a map")])
+    if len(obj) == 3 and type(obj[1]) is not tuple:
+        checked = validator.check(obj, None)
+        if type(checked) is Malformed:
+            return Decoded([], None, [checked])
+        return Decoded([checked], single=True)  # type: ignore[list-item]
+    fast = validator.check_batch(obj) if obj else []
+    if fast is not None:
+        return Decoded(fast)
+    updates: list[tuple[Any, int | None, int]] = []
+    indexes: list[int] = []
+    malformed: list[Malformed] | None = None
+    check = validator.check
+    for i, item in enumerate(obj):
+        checked = check(item, i)
+        if type(checked) is Malformed:
+            if malformed is None:
+                malformed = []
+            malformed.append(checked)  # type: ignore[arg-type]
+        else:
+            updates.append(checked)  # type: ignore[arg-type]
+            indexes.append(i)
+    return Decoded(updates, None, malformed, indexes if malformed else None)
+
+
+# -- writing input messages (the producer helper and tests) ---------------------------------------
+
+
+def pack(obj: Any, what: str) -> bytes:
+    """``obj`` as msgpack (tuples as arrays); `WireError` names ``what`` and the value otherwise."""
+    try:
+        return msgpack.packb(obj, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise WireError(f"encoding {what}: {obj!r:.200} cannot be written as msgpack ({exc})") from exc
+
+
+def encode_update(data: Any, time: int, diff: int) -> bytes:
+    """One input update ``[data, time, diff]``."""
+    return pack([data, time, diff], "an input update")
+
+
+def encode_updates(updates: Iterable[tuple[Any, int, int]]) -> bytes:
+    """A batch of input updates ``[[data, time, diff], ...]``."""
+    return pack([[d, t, r] for d, t, r in updates], "a batch of input updates")
+
+
+def encode_progress(time: int) -> bytes:
+    """An input progress marker ``{"progress": time}``."""
+    if type(time) is not int or not T_MIN <= time <= T_MAX:
+        raise WireError(f"encoding a progress marker: time {time!r} is not an int64 integer")
+    return pack({"progress": time}, "a progress marker")

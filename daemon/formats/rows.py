@@ -15,8 +15,8 @@
   ``{"lower": l, "upper": u, "incarnation": id}``; the progress topic holds the markers
   ``{"topic": data topic, "partition": p, "lower": l, "upper": u, "incarnation": id, "count": n}``
   (``n`` data messages of that incarnation and range on ``p``; with ``W > 1`` writers also
-  ``"writer": i, "writers": W``, see `wire`), keyed ``"topic:p"``. Kafka
-  Connect sinks ignore the header; `ddflow.daemon.results.ResultClient` pairs the two.
+  ``"writer": i, "writers": W``, see `result_protocol`), keyed ``"topic:p"``. Kafka
+  Connect sinks ignore the header; `ddflow.daemon.kafka.results.ResultClient` pairs the two.
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from ...operators.lattice import T_MAX, T_MIN
 from ...operators.partition import key_hash, partition_of
 from ..block import Block
 from ..exceptions import OptionsError, WireError
-from ..wire import MAX_TIME, MIN_TIME, InputFormat, Malformed, check_writer, to_record
-from . import Message
+from .result_protocol import check_writer
+from .schema import InputFormat
+from .types import Malformed, Message, to_record
 
 __all__ = [
     "EPOCH_HEADER",
@@ -281,7 +283,7 @@ def epoch_header(lower: int, upper: int | None, incarnation: str) -> list[tuple[
 def _time(value: Any, name: str, nullable: bool = False) -> int | None:
     if value is None and nullable:
         return None
-    if type(value) is not int or not MIN_TIME <= value <= MAX_TIME:
+    if type(value) is not int or not T_MIN <= value <= T_MAX:
         raise WireError(f"{name} {value!r:.40} is not an int64 time")
     return value
 

@@ -85,24 +85,15 @@ def traces() -> None:
 
 def edge_cases() -> None:
     """Kernels a small dataflow does not reach: the consolidation of rows wider than 64 bits (times
-    far apart with large diffs), the radix sort's own entry point, the input batch decoder, the
-    output batch encoder and the int columns of drained ids."""
+    far apart with large diffs), the radix sort's own entry point and the int columns of drained
+    ids. The daemon's msgpack codec kernels have their own: `ddflow.daemon.formats.kernels.warm`."""
     import numpy as np
 
     from .columns import int_columns
     from .consolidate import consolidate
-    from .pack import max_packed_size, pack_updates
     from .sorting import radix_sort
-    from .unpack import unpack_batch
 
     consolidate([np.array([0, 1, 0])], np.array([[0], [2**62], [0]]), np.array([3, -5, 1]))
-    # msgpack batches into columns (the daemon's inputs): [[[1, 2.5, true], 3, 1]]
-    unpack_batch(np.frombuffer(b"\x91\x93\x93\x01\xcb\x40\x04\x00\x00\x00\x00\x00\x00\xc3\x03\x01",
-                               dtype=np.uint8), np.array([0, 1, 2], dtype=np.int64))
-    # columns into msgpack updates (the daemon's outputs): [[1, 2.5, true], 3, 1]
-    pack_updates(np.array([[1, np.float64(2.5).view(np.int64), 1]], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64),
-                 False, np.array([3], dtype=np.int64), np.array([1], dtype=np.int64),
-                 np.empty(max_packed_size(1, 3), dtype=np.uint8))
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), None)
     # record ids back to int columns (a capture drained as columns): the pair (5, 6) of ids 0 and 1
     int_columns(np.array([2], dtype=np.int64), np.array([0, 0, 1], dtype=np.int8), np.array([5, 6, 1], dtype=np.int64),

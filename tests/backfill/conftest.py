@@ -17,7 +17,7 @@ from kafka_broker import kafka_broker, kafka_options, make_topic  # noqa: E402,F
 @pytest.fixture(scope="module")
 def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from ddflow.daemon.backfill import spark_session
+    from ddflow.daemon.state.backfill import spark_session
 
     session = spark_session("local[2]", app_name="ddflow-backfill-tests",
                             conf={"spark.sql.shuffle.partitions": "4"})

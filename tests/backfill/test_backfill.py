@@ -18,14 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 from backfill_support import INPUTS, OUTPUTS, counts_matched, history, oracle, tail
 
-from ddflow.daemon.backfill import BackfillInput, run_backfill
+from ddflow.daemon.state.backfill import BackfillInput, run_backfill
 from ddflow.daemon.exceptions import BackfillError
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.progress import EpochPolicy
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.snapshot import Snapshot, shard_of
-from ddflow.daemon.source import InputSpec
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.state.snapshot import Snapshot, shard_of
+from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
 
 pytestmark = pytest.mark.spark

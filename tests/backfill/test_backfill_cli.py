@@ -19,8 +19,8 @@ import pytest
 from backfill_support import INPUTS, OUTPUTS, history, oracle, tail
 from test_backfill import produce, write_archive
 
-from ddflow.daemon.checkpoint import CheckpointStore
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.state.checkpoint import CheckpointStore
+from ddflow.daemon.kafka.results import ResultClient
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 

@@ -23,14 +23,14 @@ from test_backfill import FIELDS, produce, write_archive
 from test_backfill_cli import DDFLOW, environment
 from test_backfill_cli import config as cli_config
 
-from ddflow.daemon.backfill import BackfillInput, run_backfill
-from ddflow.daemon.checkpoint import CheckpointStore
+from ddflow.daemon.state.backfill import BackfillInput, run_backfill
+from ddflow.daemon.state.checkpoint import CheckpointStore
 from ddflow.daemon.factory import kafka_worker
-from ddflow.daemon.progress import EpochPolicy
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.snapshot import Snapshot, shard_of
-from ddflow.daemon.source import InputSpec
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.state.snapshot import Snapshot, shard_of
+from ddflow.daemon.input.source import InputSpec
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
@@ -199,7 +199,7 @@ def test_a_void_generation_starts_again_from_the_snapshot(kafka_options, make_to
 
     from test_backfill import consolidate
 
-    from ddflow.daemon.snapshot import SnapshotWriter, columns_for_fields
+    from ddflow.daemon.state.snapshot import SnapshotWriter, columns_for_fields
 
     past = history(31, 4000, F, keys=500)
     live = tail(32, F, steps=2, step=STEP, per_step=100, keys=500)

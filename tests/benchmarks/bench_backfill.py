@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ddflow.daemon.backfill import BackfillInput, run_backfill, spark_session
-from ddflow.daemon.snapshot import Snapshot
+from ddflow.daemon.state.backfill import BackfillInput, run_backfill, spark_session
+from ddflow.daemon.state.snapshot import Snapshot
 
 
 def write_archive(directory: Path, edges: int, changes: int, nodes: int, files: int = 8) -> int:

@@ -27,13 +27,13 @@ import time
 import uuid
 from typing import Any
 
-from ddflow.daemon.broker import EmbeddedBroker
+from ddflow.daemon.kafka.broker import EmbeddedBroker
 from ddflow.daemon.factory import kafka_worker
-from ddflow.daemon.kafka import ensure_topics
-from ddflow.daemon.progress import EpochPolicy
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.source import InputSpec
+from ddflow.daemon.kafka.client import ensure_topics
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.input.source import InputSpec
 
 KEYS = 1_000
 VALS = 100
@@ -61,7 +61,7 @@ def produce(bootstrap: str, topic: str, updates: int) -> None:
     """The backlog: message m (on partition m % 2) holds updates at time m, then promises m + 1."""
     from confluent_kafka import Producer
 
-    from ddflow.daemon.wire import encode_progress, encode_updates
+    from ddflow.daemon.formats.msgpack import encode_progress, encode_updates
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.kbytes": 262144})
     for m in range(updates // PER_MESSAGE):

@@ -27,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.kafka import ensure_topics
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.progress import EpochPolicy
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.snapshot import Snapshot
-from ddflow.daemon.source import InputSpec
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.client import ensure_topics
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.state.snapshot import Snapshot
+from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 

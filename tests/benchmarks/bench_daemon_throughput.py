@@ -53,9 +53,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from result_markers import committed_markers, marker_consumer
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
 
 HERE = Path(__file__).resolve().parent
 PAGES = 100
@@ -168,7 +168,7 @@ address = "127.0.0.1:{free_port()}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
     log = (workdir / f"{output}.log").open("w")  # a file, not a pipe nobody reads (a full pipe blocks the daemon)
-    proc = subprocess.Popen([sys.executable, "-m", "ddflow.daemon.cli", "run", "--config", str(config)],
+    proc = subprocess.Popen([sys.executable, "-m", "ddflow.daemon.cli.parser", "run", "--config", str(config)],
                             env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
     try:
         first, _, cpu, epochs, after = watch_end(bootstrap, dst, end, proc, workdir / f"{output}.log")

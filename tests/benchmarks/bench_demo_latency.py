@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.cli import build_parser
-from ddflow.daemon.demo import run_demo
-from ddflow.daemon.kafka import ensure_topics
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.cli.parser import build_parser
+from ddflow.daemon.cli.demo import run_demo
+from ddflow.daemon.kafka.client import ensure_topics
 
 
 def round_trip_ms(bootstrap: str, samples: int = 300) -> tuple[float, float]:
@@ -74,7 +74,10 @@ class Stages:
         self.events[kind].append((key, time.time_ns()))
 
     def install(self) -> None:
-        from ddflow.daemon import demo, sink, source, worker
+        from ddflow.daemon.cli import demo
+        from ddflow.daemon.output import sink
+        from ddflow.daemon.input import source
+        from ddflow.daemon import worker
 
         stages, last = self, [None]
 

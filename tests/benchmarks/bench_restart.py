@@ -26,13 +26,15 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.kafka import ensure_topics
-from ddflow.daemon.progress import EpochPolicy
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.source import InputSpec
-from ddflow.daemon.wire import MIN_TIME, encode_output_progress, encode_progress, encode_update
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.client import ensure_topics
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.input.source import InputSpec
+from ddflow.operators.lattice import T_MIN
+from ddflow.daemon.formats.result_protocol import encode_output_progress
+from ddflow.daemon.formats.msgpack import encode_progress, encode_update
 from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 
@@ -56,7 +58,7 @@ def write_history(options: dict[str, Any], topic: str, epochs: int, partitions: 
     producer = Producer({"bootstrap.servers": options["bootstrap.servers"], "linger.ms": 50,
                          "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000,
                          "enable.idempotence": True})
-    lower = MIN_TIME
+    lower = T_MIN
     for upper in range(1, epochs + 1):
         value = encode_output_progress(lower, upper, "history", 0)
         for p in range(partitions):

@@ -25,9 +25,9 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.kafka import ensure_topics
-from ddflow.daemon.producer import UpdateProducer
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.client import ensure_topics
+from ddflow.daemon.kafka.producer import UpdateProducer
 
 DDFLOW = str(Path(sys.executable).with_name("ddflow"))
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "examples" / "reachability.toml"

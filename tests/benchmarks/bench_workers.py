@@ -7,7 +7,7 @@ agreement per loop round), not a speed-up; a speed-up needs workers in separate 
 per configuration: changes/s, the exchange steps per epoch, the mean wall time a worker waits in one
 exchange step for the others (the per-round exchange latency), and the updates that crossed workers.
 Every configuration's final output is checked against the plain Dataflow's. With ``--kafka`` the
-workers exchange through Kafka topics (``ddflow.daemon.exchange.KafkaTransport``) on an embedded
+workers exchange through Kafka topics (``ddflow.daemon.cluster.transport.KafkaTransport``) on an embedded
 broker instead, which prints the per-step latency of an exchange through the broker.
 
 With ``--daemon`` it runs the dataflows through the daemon instead: ``ddflow run`` processes with
@@ -73,7 +73,7 @@ def run(count: int | None, graph: np.ndarray, args, kafka: dict | None = None) -
     else:
         transport = None
         if kafka is not None:
-            from ddflow.daemon.exchange import KafkaTransport
+            from ddflow.daemon.cluster.transport import KafkaTransport
 
             run_id = uuid.uuid4().hex[:8]
             transport = [KafkaTransport(count, i, kafka, prefix=f"bench-{run_id}", run=run_id) for i in range(count)]
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.ExitStack() as stack:
         kafka = None
         if args.kafka:
-            from ddflow.daemon.broker import EmbeddedBroker
+            from ddflow.daemon.kafka.broker import EmbeddedBroker
 
             broker = stack.enter_context(EmbeddedBroker())
             kafka = {"bootstrap.servers": broker.bootstrap, "fetch.wait.max.ms": 1}

@@ -18,10 +18,10 @@ import numpy as np
 from bench_reachability import workload
 from result_markers import committed_markers, marker_consumer
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.kafka import ensure_topics
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.client import ensure_topics
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
 
 DDFLOW = str(Path(sys.executable).parent / "ddflow")
 PAGES = 1000

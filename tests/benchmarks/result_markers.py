@@ -9,7 +9,7 @@ import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
-from ddflow.daemon.wire import OutputProgress, decode_output
+from ddflow.daemon.formats.result_protocol import OutputProgress, decode_output
 
 MARKER_BYTES = 512  # markers are small maps; a batch of updates is larger
 

@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 from test_cli_basics import DDFLOW, ddflow  # type: ignore[import-not-found]
 
-from ddflow.daemon.broker import EmbeddedBroker
+from ddflow.daemon.kafka.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.kafka
 

@@ -35,7 +35,7 @@ except SystemExit:
 
 
 def test_produce_and_tail_modules_leave_arrow_and_spark_alone():
-    loaded = loaded_after("import ddflow.daemon.producer, ddflow.daemon.results")
+    loaded = loaded_after("import ddflow.daemon.kafka.producer, ddflow.daemon.kafka.results")
     assert not loaded & {"pyarrow", "pyspark", "pandas"}, loaded
 
 

@@ -28,7 +28,7 @@ from kcat_support import ensure_kcat, kcat, kcat_broker, kcat_read  # noqa: F401
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
 from test_cli_run import Daemon, scrape, value  # type: ignore[import-not-found]
 
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.results import ResultClient
 
 pytestmark = pytest.mark.kafka
 

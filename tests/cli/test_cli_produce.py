@@ -11,8 +11,9 @@ import pytest
 from kafka_broker import read_topic  # type: ignore[import-not-found]
 from test_cli_basics import DDFLOW, ddflow  # type: ignore[import-not-found]
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.wire import InputFormat, decode_input
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.formats.schema import InputFormat
+from ddflow.daemon.formats.msgpack import decode_input
 
 pytestmark = pytest.mark.kafka
 

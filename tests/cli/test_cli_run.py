@@ -25,11 +25,11 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.demo import reachable_pairs
-from ddflow.daemon.metrics import METRIC_NAMES
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.cli.demo import reachable_pairs
+from ddflow.daemon.observe.metrics import METRIC_NAMES
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
 
 pytestmark = pytest.mark.kafka
 

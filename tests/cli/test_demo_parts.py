@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddflow.daemon.demo import EdgeStream, LatencyTracker, reachable_pairs
+from ddflow.daemon.cli.demo import EdgeStream, LatencyTracker, reachable_pairs
 
 
 def test_edge_stream_is_the_seed_workload_and_bfs_gives_the_published_counts() -> None:
@@ -38,7 +38,7 @@ def test_the_changes_start_only_once_the_initial_graph_is_final() -> None:
     import threading
     import time
 
-    from ddflow.daemon.demo import _Generator
+    from ddflow.daemon.cli.demo import _Generator
 
     seen: list[tuple[str, bool]] = []
     generator: _Generator | None = None

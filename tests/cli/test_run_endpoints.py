@@ -20,9 +20,9 @@ import pytest
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
 from test_cli_run import MS, T0, http, write_config  # type: ignore[import-not-found]
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
 
 pytestmark = pytest.mark.kafka
 

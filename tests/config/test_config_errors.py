@@ -139,7 +139,7 @@ topic = "edges"
 
 def test_epoch_max_updates_bounds_the_updates_fed_per_epoch(tmp_path: Path) -> None:
     from ddflow.daemon.service import make_worker
-    from ddflow.daemon.stats import Stats
+    from ddflow.daemon.observe.stats import Stats
 
     assert load_config(write(tmp_path, VALID)).epoch.max_updates == 100_000
     config = load_config(write(tmp_path, VALID + "[epoch]\nmax_updates = 5000\n"))
@@ -203,7 +203,7 @@ def test_secret_looking_dataflow_arguments_are_masked_when_printed(tmp_path: Pat
 
 
 def test_client_configs_are_redacted_in_any_case() -> None:
-    from ddflow.daemon.kafka import redact
+    from ddflow.daemon.kafka.client import redact
 
     shown = redact({"bootstrap.servers": "b:1", "SASL.PASSWORD": "x", "sasl.jaas.config": "y", "ssl.key.pem": "z",
                     "sasl.username": "u"})

@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from flows import map_only  # noqa: E402
 
-from ddflow.daemon.broker import EmbeddedBroker  # noqa: E402
-from ddflow.daemon.producer import UpdateProducer  # noqa: E402
-from ddflow.daemon.progress import EpochPolicy  # noqa: E402
-from ddflow.daemon.sink import OutputSpec  # noqa: E402
-from ddflow.daemon.source import InputSpec  # noqa: E402
+from ddflow.daemon.kafka.broker import EmbeddedBroker  # noqa: E402
+from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
+from ddflow.daemon.input.progress import EpochPolicy  # noqa: E402
+from ddflow.daemon.output.sink import OutputSpec  # noqa: E402
+from ddflow.daemon.input.source import InputSpec  # noqa: E402
 from ddflow.daemon.factory import kafka_worker  # noqa: E402
 
 STEP = 1_000_000  # 1 ms of data time per 1,000 updates

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ddflow.daemon.exchange import KafkaTransport
+from ddflow.daemon.cluster.transport import KafkaTransport
 from ddflow.operators.library import reachability
 from ddflow.operators.workers import worker_dataflow
 

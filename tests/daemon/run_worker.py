@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import flows  # noqa: E402
 
-from ddflow.daemon.progress import EpochPolicy  # noqa: E402
-from ddflow.daemon.sink import OutputSpec  # noqa: E402
-from ddflow.daemon.source import InputSpec  # noqa: E402
+from ddflow.daemon.input.progress import EpochPolicy  # noqa: E402
+from ddflow.daemon.output.sink import OutputSpec  # noqa: E402
+from ddflow.daemon.input.source import InputSpec  # noqa: E402
 from ddflow.daemon.factory import kafka_worker  # noqa: E402
 from ddflow.daemon.worker import Worker, stop_on_signals  # noqa: E402
 

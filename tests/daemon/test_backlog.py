@@ -23,11 +23,11 @@ from ddflow.daemon import InputSpec as Input
 from ddflow.daemon import Worker
 from ddflow.daemon.exceptions import OptionsError
 from ddflow.daemon.factory import kafka_worker
-from ddflow.daemon.progress import EpochPolicy
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.source import InputSpec
-from ddflow.daemon.wire import encode_progress, encode_updates
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.input.source import InputSpec
+from ddflow.daemon.formats.msgpack import encode_progress, encode_updates
 
 PER_MESSAGE = 100
 KEYS = 50
@@ -122,7 +122,7 @@ def test_a_restart_over_a_backlog_reads_nothing_more_once_full_while_its_checkpo
     and the restart loads the checkpoint (held back here) while the backlog waits on the broker."""
     import threading
 
-    from ddflow.daemon.snapshot import Snapshot
+    from ddflow.daemon.state.snapshot import Snapshot
 
     topics = {"a": make_topic("a"), "counts": make_topic("counts")}
     checkpoints = {"checkpoint_dir": str(tmp_path), "checkpoint_interval": 0.01}
@@ -173,7 +173,7 @@ def test_the_bound_is_checked(kafka_options):
 
 
 def memory_worker(limit, *, partitions, max_poll_messages=10_000, source=None, checkpoints=None):
-    from ddflow.daemon.recovery import Recovery
+    from ddflow.daemon.state.recovery import Recovery
     from ddflow.daemon.testing import ListSink, ReplaySource
 
     sink = ListSink(["counts"])
@@ -259,7 +259,7 @@ def test_in_memory_nothing_more_is_read_once_full_while_a_checkpoint_loads(tmp_p
     frontier were read one marker at a time, step after step, the whole backlog in the end)."""
     import threading
 
-    from ddflow.daemon.snapshot import Snapshot
+    from ddflow.daemon.state.snapshot import Snapshot
 
     first, source, _, _ = memory_worker(300, partitions=2, checkpoints=tmp_path)
     sent = []
@@ -287,7 +287,7 @@ def test_in_memory_nothing_more_is_read_once_full_while_a_checkpoint_loads(tmp_p
         return read_input(self, *args, **kwargs)
 
     monkeypatch.setattr(Snapshot, "read_input", slow_read_input)
-    monkeypatch.setattr("ddflow.daemon.recovery.check_offsets", lambda *_: None)  # the logs are in memory
+    monkeypatch.setattr("ddflow.daemon.state.recovery.check_offsets", lambda *_: None)  # the logs are in memory
     worker, _, sink, fed = memory_worker(300, partitions=2, source=source, checkpoints=tmp_path)
     before = source.stats.input("a").updates  # read by the first incarnation
     with worker:

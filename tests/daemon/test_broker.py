@@ -8,7 +8,7 @@ import socket
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from ddflow.daemon.broker import EmbeddedBroker, tansu_binary
+from ddflow.daemon.kafka.broker import EmbeddedBroker, tansu_binary
 from ddflow.daemon.exceptions import BrokerError
 
 pytestmark = pytest.mark.kafka

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from kafka_broker import create_topic
 
-from ddflow.daemon.broker import EmbeddedBroker
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
 
 pytestmark = pytest.mark.kafka
 

@@ -4,8 +4,8 @@ and does not start the same proposal again before ``retry`` seconds."""
 
 from __future__ import annotations
 
-from ddflow.daemon.clock import Decision, EpochClock, decide
-from ddflow.daemon.progress import EpochPolicy
+from ddflow.daemon.cluster.clock import Decision, EpochClock, decide
+from ddflow.daemon.input.progress import EpochPolicy
 
 FIXED = EpochPolicy(resolution_ns=10)
 vote = EpochClock.vote

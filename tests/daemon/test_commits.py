@@ -11,10 +11,10 @@ import threading
 import pytest
 
 from ddflow.daemon import EpochPolicy, InputSpec, Worker
-from ddflow.daemon.commits import Committer
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import KafkaSink, OutputSpec
-from ddflow.daemon.source import KafkaSource
+from ddflow.daemon.output.commits import Committer
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import KafkaSink, OutputSpec
+from ddflow.daemon.input.source import KafkaSource
 from ddflow.daemon.testing import ListSink, ReplaySource
 from flows import INPUTS, OUTPUTS, join_count, oracle
 from test_worker import STEP, by_input, produce, random_stream

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from ddflow.daemon.exchange import ExchangeTimeout, KafkaTransport
+from ddflow.daemon.cluster.transport import ExchangeTimeout, KafkaTransport
 from ddflow.operators import Dataflow
 from ddflow.operators.library import reachability
 from ddflow.operators.workers import Workers
@@ -169,7 +169,7 @@ def test_a_restarted_worker_replays_the_first_decided_votes_and_steps(kafka_opti
 
 
 def test_a_new_generation_of_worker_0_voids_the_others(kafka_options):
-    from ddflow.daemon.exchange import GenerationChanged
+    from ddflow.daemon.cluster.transport import GenerationChanged
 
     prefix = f"ex-{uuid.uuid4().hex[:8]}"
     zero = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)
@@ -193,7 +193,7 @@ def test_a_new_generation_of_worker_0_voids_the_others(kafka_options):
 def test_the_generation_names_what_it_started_from(kafka_options):
     """Worker 0 announces the snapshot a new generation starts from (its identity, None: empty
     inputs); every joining worker learns it, and a known generation keeps what it recorded."""
-    from ddflow.daemon.exchange import UNKNOWN
+    from ddflow.daemon.cluster.transport import UNKNOWN
 
     prefix = f"ex-{uuid.uuid4().hex[:8]}"
     zero = KafkaTransport(2, 0, kafka_options, prefix=prefix, run="r", timeout=30)

@@ -16,7 +16,8 @@ import pytest
 from ddflow.daemon.exceptions import OptionsError, WireError
 from ddflow.daemon.formats import decoder, encoder, reader
 from ddflow.daemon.formats.rows import read_epoch_header, read_marker
-from ddflow.daemon.wire import REASONS, InputFormat
+from ddflow.daemon.formats.types import REASONS
+from ddflow.daemon.formats.schema import InputFormat
 
 FIELDS = InputFormat({"user": "int", "page": "str"}, max_message_bytes=400)
 T = 1_700_000_000_000_000_000

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from ddflow.daemon.commits import Window
+from ddflow.daemon.output.commits import Window
 from ddflow.daemon.deadletter import DeadLetterWriter, decode_dead_letter
 from ddflow.daemon.exceptions import OptionsError
-from ddflow.daemon.results import ResultClient, read_final_frontiers
-from ddflow.daemon.sink import KafkaSink, OutputSpec
-from ddflow.daemon.source import InputSpec, KafkaSource
-from ddflow.daemon.stats import Stats
-from ddflow.daemon.wire import MIN_TIME
+from ddflow.daemon.kafka.results import ResultClient, read_final_frontiers
+from ddflow.daemon.output.sink import KafkaSink, OutputSpec
+from ddflow.daemon.input.source import InputSpec, KafkaSource
+from ddflow.daemon.observe.stats import Stats
+from ddflow.operators.lattice import T_MIN
 from ddflow.daemon.factory import kafka_worker
 from kafka_broker import read_topic
 from test_source import drain  # type: ignore[import-not-found]
@@ -36,7 +36,7 @@ def js(obj: Any) -> bytes:
 
 def random_epochs(seed: int, bounds: list[int]) -> list[tuple[int, int, list[tuple[Any, int, int]]]]:
     rng = random.Random(seed)
-    epochs, lower = [], MIN_TIME
+    epochs, lower = [], T_MIN
     for upper in bounds:
         lo = max(lower, 0)
         ups = [((f"p{rng.randrange(8)}", rng.randrange(3)), rng.randrange(lo, upper), rng.choice([1, -1, 2]))
@@ -127,7 +127,7 @@ def test_aborted_and_re_sent_epochs_count_once_and_restarts_resume(kafka_options
     # a restarted sink reads the topics back and publishes only what is not final yet
     restarted = sink_for(kafka_options, fmt, topic, progress)
     assert restarted.final[topic] == [20, 20]
-    restarted.publish(MIN_TIME, 20, {"out": good[0][2] + good[1][2]})
+    restarted.publish(T_MIN, 20, {"out": good[0][2] + good[1][2]})
     restarted.publish(20, 30, {"out": good[2][2]})
     restarted.close()
     assert restarted.stats.output("out").suppressed_updates == len(good[0][2]) + len(good[1][2])
@@ -190,7 +190,7 @@ def test_debezium_source_decodes_events_counts_tombstones_and_dead_letters_the_r
         expected = [((1, "home", "Home"), t, 1), ((1, "home", "Home"), t + 1_000_000, -1),
                     ((1, "home", "Start"), t + 1_000_000, 1), ((2, "about", "About"), t + 2_000_005, 1),
                     ((2, "about", "About"), t + 3_000_000, -1)]
-        ups = drain(source, MIN_TIME, lambda ups: len(ups) >= len(expected)
+        ups = drain(source, T_MIN, lambda ups: len(ups) >= len(expected)
                     and sum(stats.input("pages").dead_letters.values()) == len(bad)
                     and stats.input("pages").tombstones == 1)
         assert sorted(ups) == sorted(expected)
@@ -222,7 +222,7 @@ def test_json_source_keeps_the_good_updates_of_a_partly_bad_batch(kafka_options,
                          kafka_options, dead_letters=dead)
     source.open()
     try:
-        ups = drain(source, MIN_TIME, lambda ups: len(ups) == 3 and source.frontier() == 200)
+        ups = drain(source, T_MIN, lambda ups: len(ups) == 3 and source.frontier() == 200)
         assert sorted(ups) == [((7, "home"), 100, 1), ((8, "about"), 101, 1), ((11, "blog"), 103, -1)]
         dlp.flush()
         letters = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]

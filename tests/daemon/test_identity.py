@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ddflow.config import ConfigError, load_config
-from ddflow.daemon.identity import INDEX_ENV, with_identity, worker_identity
+from ddflow.daemon.cluster.identity import INDEX_ENV, with_identity, worker_identity
 
 DDFLOW = str(Path(sys.executable).parent / "ddflow")
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.daemon.block import Block
-from ddflow.daemon.formats.msgpack import MsgpackEncoder
-from ddflow.daemon.wire import record_partition
+from ddflow.daemon.formats.result_protocol import MsgpackEncoder
+from ddflow.daemon.formats.result_protocol import record_partition
 from ddflow.operators import Dataflow
 
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)

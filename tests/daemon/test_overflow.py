@@ -20,10 +20,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from ddflow.daemon import EpochPolicy, InputSpec, Worker
 from ddflow.daemon.exceptions import WorkerError
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.recovery import Recovery
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.state.recovery import Recovery
 from ddflow.daemon.testing import ListSink, ReplaySource
-from ddflow.daemon.wire import OutputBatch, decode_output
+from ddflow.daemon.formats.result_protocol import OutputBatch, decode_output
 
 DDFLOW = str(Path(sys.executable).parent / "ddflow")
 BIG = 2**62

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ddflow.daemon.exceptions import OptionsError
-from ddflow.daemon.progress import Bound, EpochPolicy, InputProgress, ReclockClock, meet_bounds
-from ddflow.daemon.wire import MIN_TIME
+from ddflow.daemon.input.progress import Bound, EpochPolicy, InputProgress, ReclockClock, meet_bounds
+from ddflow.operators.lattice import T_MIN
 
 
 class Clock:
@@ -21,9 +21,9 @@ def test_explicit_moves_only_on_markers_and_takes_the_meet():
     p = InputProgress("explicit")
     p.assign([0, 1])
     p.on_times(0, 100)
-    assert p.bound() == Bound(MIN_TIME)
+    assert p.bound() == Bound(T_MIN)
     p.on_progress(0, 50)
-    assert p.bound() == Bound(MIN_TIME)
+    assert p.bound() == Bound(T_MIN)
     p.on_progress(1, 70)
     assert p.bound() == Bound(50)
     p.on_progress(0, 40)  # markers never move a frontier back
@@ -38,10 +38,10 @@ def test_monotonic_idle_partitions_stop_holding_the_frontier():
     p.on_times(0, 10)
     p.on_message(1, clock.t)
     p.on_times(1, 30)
-    assert p.bound() == Bound(MIN_TIME)  # partition 2 never seen, not idle yet
+    assert p.bound() == Bound(T_MIN)  # partition 2 never seen, not idle yet
     p.on_end(2)
     clock.t = 1.0
-    assert p.bound() == Bound(MIN_TIME)
+    assert p.bound() == Bound(T_MIN)
     clock.t = 2.5
     assert p.bound() == Bound(10)  # partition 2 idle at its end: no longer holds
     p.on_message(0, clock.t)
@@ -73,11 +73,11 @@ def test_meet_bounds_ignores_idle_inputs_unless_all_are():
 
 def test_fixed_resolution_epochs():
     e = EpochPolicy(resolution_ns=1000)
-    assert e.next_upper(None, MIN_TIME, 0, 0) is None
+    assert e.next_upper(None, T_MIN, 0, 0) is None
     assert e.next_upper(999, 0, 5, 0) is None
     assert e.next_upper(2500, 0, 5, 0) == 2000
     assert e.next_upper(2500, 2000, 5, 0) is None
-    assert e.next_upper(-1, MIN_TIME, 0, 0) == -1000
+    assert e.next_upper(-1, T_MIN, 0, 0) == -1000
 
 
 def test_variable_epochs_by_count_or_deadline():

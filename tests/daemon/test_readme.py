@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ddflow.daemon.progress import EpochPolicy
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.source import InputSpec
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
 from docs_support import DOCS, example
 from test_worker import Background

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.wire import MIN_TIME
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.operators.lattice import T_MIN
 from flows import INPUTS, OUTPUTS, join_count, oracle
 from test_worker import STEP, by_input, make_worker, random_stream
 
@@ -171,7 +171,7 @@ def test_sigkill_mid_epoch_and_restart_gives_the_uninterrupted_views(kafka_optio
                 while worker.proc.poll() is None:  # one step at a time until it hits its fault
                     assert step < steps, "the worker did not reach its fault"
                     produce_step()
-                    while worker.proc.poll() is None and (worker.frontier or MIN_TIME) < step * STEP:
+                    while worker.proc.poll() is None and (worker.frontier or T_MIN) < step * STEP:
                         assert time.monotonic() < deadline, f"worker stuck at {worker.frontier}"
                         time.sleep(0.01)
             else:

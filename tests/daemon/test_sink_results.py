@@ -15,11 +15,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ddflow.daemon.deadletter import decode_dead_letter
 from ddflow.daemon.exceptions import KafkaClientError, OptionsError, ProtocolError
-from ddflow.daemon.results import ResultClient, read_final_frontiers
-from ddflow.daemon.sink import KafkaSink, OutputSpec
-from ddflow.daemon.wire import (
-    MIN_TIME,
-    Malformed,
+from ddflow.daemon.kafka.results import ResultClient, read_final_frontiers
+from ddflow.daemon.output.sink import KafkaSink, OutputSpec
+from ddflow.operators.lattice import T_MIN
+from ddflow.daemon.formats.types import Malformed
+from ddflow.daemon.formats.result_protocol import (
     encode_output_batch,
     encode_output_progress,
     pack_output_update,
@@ -34,7 +34,7 @@ def random_epochs(seed, bounds, keys=20):
     """Random output updates per epoch [lower, upper) for the given boundaries."""
     rng = random.Random(seed)
     epochs = []
-    lower = MIN_TIME
+    lower = T_MIN
     for upper in bounds:
         lo = max(lower, 0)
         ups = [((f"k{rng.randrange(keys)}", rng.randrange(3)), rng.randrange(lo, upper), rng.choice([1, -1, 2]))
@@ -92,7 +92,7 @@ def test_re_sent_epochs_with_other_boundaries_count_once(kafka_options, make_top
     again = KafkaSink([OutputSpec("out", topic)], kafka_options, transactional_id=f"tx-{topic}", resume=False)
     again.open()
     more = [((f"new{i}", 0), 30 + i, 1) for i in range(5)]
-    again.publish(MIN_TIME, 15, {"out": [u for u in all_updates if u[1] < 15]})
+    again.publish(T_MIN, 15, {"out": [u for u in all_updates if u[1] < 15]})
     again.publish(15, 40, {"out": [u for u in all_updates if u[1] >= 15] + more})
     again.close()
     with ResultClient(topic, kafka_options) as client:
@@ -146,7 +146,7 @@ def test_restarted_sink_does_not_republish_final_times(kafka_options, make_topic
     assert read_final_frontiers([topic], kafka_options) == {topic: [20, 20, 20]}
     restarted = sink_for(kafka_options, topic)
     assert restarted.final[topic] == [20, 20, 20]
-    restarted.publish(MIN_TIME, 20, {"out": [u for u in all_updates if u[1] < 20]})  # replayed: nothing written
+    restarted.publish(T_MIN, 20, {"out": [u for u in all_updates if u[1] < 20]})  # replayed: nothing written
     restarted.publish(20, 30, {"out": epochs[2][2]})
     restarted.close()
     out = restarted.stats.output("out")
@@ -165,7 +165,7 @@ def test_closing_epoch_and_offsets_and_dead_letters_commit_together(kafka_option
     sink.open()
     sink.dead_letters.write(input="x", topic=source_topic, partition=0, offset=3, raw=b"\x93\x91\x01\x01\x00",
                             errors=[Malformed("zero_diff", "diff is 0")])
-    sink.publish(MIN_TIME, None, {"out": [(("a",), 5, 1)]}, offsets={(source_topic, 0): 4})
+    sink.publish(T_MIN, None, {"out": [(("a",), 5, 1)]}, offsets={(source_topic, 0): 4})
     sink.close()
     consumer = Consumer({**kafka_options, "group.id": f"g-{topic}"})
     [committed] = consumer.committed([TopicPartition(source_topic, 0)], timeout=10)
@@ -183,12 +183,12 @@ def test_protocol_violations_are_precise_errors(kafka_options, make_topic):
     entry = pack_output_update(pack_record(("a",), "out"), 5, 1)
     cases = {
         "epochs are missing.*counts 2 updates, the topic holds 1": [
-            encode_output_batch(MIN_TIME, 10, "i", [entry]), encode_output_progress(MIN_TIME, 10, "i", 2),
+            encode_output_batch(T_MIN, 10, "i", [entry]), encode_output_progress(T_MIN, 10, "i", 2),
             encode_output_progress(10, 20, "i", 0)],
         "epochs are missing": [encode_output_progress(10, 20, "i", 0)],
         "not msgpack": [b"\xc1"],
         "time outside the epoch": [
-            encode_output_batch(MIN_TIME, 5, "i", [entry]), encode_output_progress(MIN_TIME, 5, "i", 1)],
+            encode_output_batch(T_MIN, 5, "i", [entry]), encode_output_progress(T_MIN, 5, "i", 1)],
     }
     for message, values in cases.items():
         topic = make_topic("bad")
@@ -215,9 +215,9 @@ def test_unknown_output_and_unencodable_record(kafka_options, make_topic):
     sink = sink_for(kafka_options, make_topic("out"), transactional_id=None)
     assert not sink.transactional
     with pytest.raises(OptionsError, match="unknown outputs"):
-        sink.publish(MIN_TIME, 1, {"nope": []})
+        sink.publish(T_MIN, 1, {"nope": []})
     with pytest.raises(WireError, match="output 'out'"):
-        sink.publish(MIN_TIME, 1, {"out": [({1, 2}, 0, 1)]})
+        sink.publish(T_MIN, 1, {"out": [({1, 2}, 0, 1)]})
     sink.close()
     assert msgpack  # noqa
 
@@ -253,7 +253,7 @@ def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
     """A long result topic takes as long as it takes (a fixed 30 s deadline made every restart of
     a daemon with a long history fail); only 30 s without a message is an error. The clock is
     fake: each consume takes one second."""
-    from ddflow.daemon.results import ProtocolStats, _catch_up, _Follower, _Routes
+    from ddflow.daemon.kafka.results import ProtocolStats, _catch_up, _Follower, _Routes
 
     now = [0.0]
 
@@ -265,7 +265,7 @@ def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
             now[0] += 1.0
             return [self.messages.pop(0)] if self.messages else []
 
-    lower, epochs = MIN_TIME, []
+    lower, epochs = T_MIN, []
     for i, upper in enumerate(range(1, 101)):
         epochs.append(_FakeMessage(i, encode_output_progress(lower, upper, "x", 0)))
         lower = upper
@@ -287,7 +287,7 @@ def test_a_poll_waits_for_the_first_message_not_for_a_full_batch(kafka_options, 
     every call that asks for a batch takes what is already there (timeout 0)."""
     topic = make_topic("out", partitions=2)
     sink = sink_for(kafka_options, topic)
-    sink.publish(MIN_TIME, 10, {"out": [(("a", 1), 5, 1), (("b", 2), 7, 1)]})
+    sink.publish(T_MIN, 10, {"out": [(("a", 1), 5, 1), (("b", 2), 7, 1)]})
     sink.close()
     calls = []
 

@@ -10,10 +10,11 @@ from confluent_kafka import Producer
 
 from ddflow.daemon.deadletter import DeadLetterWriter, decode_dead_letter
 from ddflow.daemon.exceptions import OptionsError, WireError
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.source import InputSpec, KafkaSource
-from ddflow.daemon.stats import Stats
-from ddflow.daemon.wire import MIN_TIME, encode_progress, encode_update, encode_updates
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.input.source import InputSpec, KafkaSource
+from ddflow.daemon.observe.stats import Stats
+from ddflow.operators.lattice import T_MIN
+from ddflow.daemon.formats.msgpack import encode_progress, encode_update, encode_updates
 from kafka_broker import read_topic
 
 pytestmark = pytest.mark.kafka
@@ -45,7 +46,7 @@ def test_explicit_policy_frontier_is_the_meet_of_partition_markers(kafka_options
     source = KafkaSource([InputSpec("edges", topic, fields=["src", "dst"])], kafka_options)
     source.open()
     try:
-        updates = drain(source, MIN_TIME, lambda ups: len(ups) == 30 and source.frontier() == 100)
+        updates = drain(source, T_MIN, lambda ups: len(ups) == 30 and source.frontier() == 100)
         assert sorted(updates) == [((i, i + 1), 10 + i, 1) for i in range(30)]
         stats = source.stats.input("edges")
         assert stats.updates == 30 and stats.progress_markers == 3
@@ -64,11 +65,11 @@ def test_explicit_policy_waits_for_every_partition(kafka_options, make_topic):
     source = KafkaSource([InputSpec("x", topic)], kafka_options)
     source.open()
     try:
-        drain(source, MIN_TIME, lambda _: source.stats.input("x").progress_markers == 1)
-        assert source.frontier() == MIN_TIME  # partition 1 has promised nothing
+        drain(source, T_MIN, lambda _: source.stats.input("x").progress_markers == 1)
+        assert source.frontier() == T_MIN  # partition 1 has promised nothing
         raw.produce(topic, encode_progress(70), partition=1)
         raw.flush()
-        drain(source, MIN_TIME, lambda _: source.frontier() == 50)
+        drain(source, T_MIN, lambda _: source.frontier() == 50)
     finally:
         source.close()
 
@@ -83,9 +84,9 @@ def test_monotonic_idle_partition_stops_holding_and_late_update_advances(kafka_o
     source = KafkaSource([spec], kafka_options)
     source.open()
     try:
-        drain(source, MIN_TIME, lambda ups: len(ups) == 3)
+        drain(source, T_MIN, lambda ups: len(ups) == 3)
         # both partitions idle at their end: what was seen (up to 50) becomes complete
-        drain(source, MIN_TIME, lambda _: source.frontier() == 51, timeout=10)
+        drain(source, T_MIN, lambda _: source.frontier() == 51, timeout=10)
         assert source.bounds()["x"].holds is False
         raw.produce(topic, encode_update([7], 7, 1), partition=1)  # behind the engine's frontier 51
         raw.produce(topic, encode_update([60], 60, 1), partition=1)
@@ -107,10 +108,10 @@ def test_monotonic_partition_without_idle_timeout_holds_forever(kafka_options, m
     source = KafkaSource([InputSpec("x", topic, policy="monotonic")], kafka_options)
     source.open()
     try:
-        drain(source, MIN_TIME, lambda ups: len(ups) == 1)
+        drain(source, T_MIN, lambda ups: len(ups) == 1)
         time.sleep(0.5)
-        source.poll(MIN_TIME, timeout=0.05)
-        assert source.frontier() == MIN_TIME
+        source.poll(T_MIN, timeout=0.05)
+        assert source.frontier() == T_MIN
     finally:
         source.close()
 
@@ -128,7 +129,7 @@ def test_reclock_assigns_arrival_times(kafka_options, make_topic):
     source.open()
     try:
         before = time.time_ns()
-        ups = drain(source, MIN_TIME, lambda ups: len(ups) == 11)
+        ups = drain(source, T_MIN, lambda ups: len(ups) == 11)
         after = time.time_ns()
         assert all(before <= t <= after for _, t, _ in ups)
         assert source.stats.input("x").ignored_progress_markers == 2
@@ -194,7 +195,7 @@ def test_every_malformed_class_is_dead_lettered_and_good_messages_survive(kafka_
     source = KafkaSource([spec], kafka_options, dead_letters=dead, stats=stats)
     source.open()
     try:
-        ups = drain(source, MIN_TIME, lambda ups: len(ups) == len(expected_good))
+        ups = drain(source, T_MIN, lambda ups: len(ups) == len(expected_good))
         assert sorted(ups) == sorted(expected_good)
         dlp.flush()
         letters = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
@@ -315,7 +316,7 @@ def test_a_message_is_dead_lettered_once_whatever_its_number_of_bad_updates(kafk
                          consumer_options={"fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 4 << 20})
     source.open()
     try:
-        drain(source, MIN_TIME, lambda ups: len(ups) == 1)
+        drain(source, T_MIN, lambda ups: len(ups) == 1)
         raw.flush()
         letters = read_letters(kafka_options, dlq)
         assert len(letters) == 3
@@ -352,13 +353,13 @@ def test_workers_split_the_partitions_and_each_frontier_is_the_meet_over_its_own
     try:
         for source in sources:
             source.open()
-        got = [drain(s, MIN_TIME, lambda ups, s=s: len(ups) == 2 and s.frontier() is not None
-                     and s.frontier() > MIN_TIME) for s in sources]
+        got = [drain(s, T_MIN, lambda ups, s=s: len(ups) == 2 and s.frontier() is not None
+                     and s.frontier() > T_MIN) for s in sources]
         assert sorted(got[0]) == [((0,), 10, 1), ((2,), 12, 1)] and sorted(got[1]) == [((1,), 11, 1), ((3,), 13, 1)]
         assert [s.frontier() for s in sources] == [100, 101]
         assert [sorted(p for _, p in s.next_offsets()) for s in sources] == [[0, 2], [1, 3]]
         assert [sorted(s.stats.input("x").partitions) for s in sources] == [[0, 2], [1, 3]]
-        drain(sources[1], MIN_TIME, lambda _: len(letters) == 1)
+        drain(sources[1], T_MIN, lambda _: len(letters) == 1)
         assert decode_dead_letter(letters[0]).partition == 3 and sources[0].stats.input("x").dead_letters["malformed"] == 0
         assert all(s.holds_partitions for s in sources)
         lone = KafkaSource([InputSpec("x", topic)], kafka_options, worker=(5, 6))  # a worker with no partition

@@ -6,7 +6,7 @@ for librdkafka's consumer; the Kafka source's behaviour on the real broker is in
 from __future__ import annotations
 
 from ddflow.daemon import EpochPolicy, InputSpec, Worker
-from ddflow.daemon.source import KafkaSource
+from ddflow.daemon.input.source import KafkaSource
 from ddflow.daemon.testing import ListSink, ReplaySource
 
 PER_EPOCH = 100

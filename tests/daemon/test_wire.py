@@ -6,23 +6,19 @@ import msgpack
 import pytest
 
 from ddflow.daemon.exceptions import OptionsError, WireError
-from ddflow.daemon.wire import (
-    MAX_TIME,
-    MIN_TIME,
-    REASONS,
-    InputFormat,
+from ddflow.operators.lattice import T_MAX, T_MIN
+from ddflow.daemon.formats.types import REASONS
+from ddflow.daemon.formats.schema import InputFormat
+from ddflow.daemon.formats.result_protocol import (
     OutputBatch,
     OutputProgress,
-    decode_input,
     decode_output,
     encode_output_batch,
     encode_output_progress,
-    encode_progress,
-    encode_update,
-    encode_updates,
     pack_output_update,
     pack_record,
 )
+from ddflow.daemon.formats.msgpack import decode_input, encode_progress, encode_update, encode_updates
 
 FMT = InputFormat(fields={"src": "int", "dst": "int"})
 
@@ -93,8 +89,8 @@ def test_field_types_any_and_float_conversion():
     fmt = InputFormat(fields={"k": "str", "v": "float", "b": "bytes", "f": "bool", "a": "any"})
     decoded = decode_input(pack([["k", 3, b"\x00", True, [1, [2]]], 1, 1]), fmt)
     assert decoded.updates == [(("k", 3.0, b"\x00", True, (1, (2,))), 1, 1)]
-    assert decode_input(pack([[1, 2], MAX_TIME, 1]), InputFormat()).updates[0][1] == MAX_TIME
-    assert decode_input(pack([[1, 2], MIN_TIME, 1]), InputFormat()).updates[0][1] == MIN_TIME
+    assert decode_input(pack([[1, 2], T_MAX, 1]), InputFormat()).updates[0][1] == T_MAX
+    assert decode_input(pack([[1, 2], T_MIN, 1]), InputFormat()).updates[0][1] == T_MIN
 
 
 def test_reclocked_inputs_may_omit_the_time():

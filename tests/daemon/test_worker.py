@@ -14,11 +14,11 @@ from confluent_kafka import Producer
 
 from ddflow.daemon.deadletter import decode_dead_letter
 from ddflow.daemon.exceptions import WorkerError
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.progress import EpochPolicy
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.source import InputSpec
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 from flows import INPUTS, OUTPUTS, join_count, oracle

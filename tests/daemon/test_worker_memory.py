@@ -10,7 +10,7 @@ import pytest
 from ddflow.daemon import EpochPolicy, InputSpec, Sink, Source, Worker
 from ddflow.daemon.exceptions import OptionsError, WorkerError
 from ddflow.daemon.testing import ListSink, ReplaySource
-from ddflow.daemon.wire import MIN_TIME
+from ddflow.operators.lattice import T_MIN
 from flows import INPUTS, OUTPUTS, join_count, oracle
 from test_worker import STEP, by_input, random_stream
 
@@ -71,7 +71,7 @@ def test_every_epoch_is_the_engine_at_its_upper(seed, max_poll, fields):
     epochs = worker.run(until=end, timeout=60)
     assert worker.frontier == end == sink.frontier and epochs == len(sink.epochs) >= (5 if max_poll < 100 else 1)
     captures = oracle(join_count, by_input(stream), INPUTS)
-    lower = MIN_TIME
+    lower = T_MIN
     for epoch in sink.epochs:
         assert epoch.lower == lower and epoch.upper % 100 == 0  # contiguous, on the 100 ns grid
         lower = epoch.upper
@@ -105,7 +105,7 @@ def test_a_partition_without_progress_holds_the_frontier_back():
     source.advance_to("a", 1000, partitions=[0, 1])  # partition 2 of a promised nothing yet
     for _ in range(5):
         worker.step()
-    assert worker.frontier == MIN_TIME and not sink.epochs and worker.source.frontier() == MIN_TIME
+    assert worker.frontier == T_MIN and not sink.epochs and worker.source.frontier() == T_MIN
     source.advance_to("a", 500, partitions=[2])
     for _ in range(3):
         worker.step()
@@ -194,7 +194,7 @@ def test_stop_publishes_up_to_the_exact_input_frontier():
     assert [e.upper for e in sink.epochs] == [1000]  # 1250 is between two boundaries of the 1000 ns grid
     worker.stop()
     worker.run(timeout=30)
-    assert [(e.lower, e.upper) for e in sink.epochs] == [(MIN_TIME, 1000), (1000, 1250)]
+    assert [(e.lower, e.upper) for e in sink.epochs] == [(T_MIN, 1000), (1000, 1250)]
     assert sink.view("echo_a") == {(1, 1): 1}
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ddflow.config.dataflows import page_counts, reachability
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
 from ddflow.operators import Dataflow
 
 pytestmark = pytest.mark.kafka

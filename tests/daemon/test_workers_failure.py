@@ -20,8 +20,8 @@ import urllib.request
 import pytest
 from test_workers_daemon import DDFLOW, MS, T0, config, oracle  # type: ignore[import-not-found]
 
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
 
 pytestmark = pytest.mark.kafka
 

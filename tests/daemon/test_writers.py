@@ -9,11 +9,12 @@ from collections import Counter
 import pytest
 
 from ddflow.daemon.exceptions import ProtocolError
-from ddflow.daemon.following import CLOSED, ProtocolStats, _CompanionFollower, _Follower
+from ddflow.daemon.kafka.following import CLOSED, ProtocolStats, _CompanionFollower, _Follower
 from ddflow.daemon.formats import encoder, reader
-from ddflow.daemon.results import ResultClient, read_result_positions
-from ddflow.daemon.sink import KafkaSink, OutputSpec
-from ddflow.daemon.wire import MIN_TIME, decode_output, encode_output_progress, encode_output_updates
+from ddflow.daemon.kafka.results import ResultClient, read_result_positions
+from ddflow.daemon.output.sink import KafkaSink, OutputSpec
+from ddflow.operators.lattice import T_MIN
+from ddflow.daemon.formats.result_protocol import decode_output, encode_output_progress, encode_output_updates
 
 
 def batch(lower, upper, inc, updates):
@@ -44,11 +45,11 @@ def msgpack_keys(value):
 
 def test_a_range_is_final_once_every_writer_marked_it():
     f = follower()
-    f.apply(0, 0, batch(MIN_TIME, 10, "w0", [(("a",), 3, 1)]))
-    assert f.apply(0, 1, marker(MIN_TIME, 10, "w0", 1, (0, 2))) is None  # writer 1 has not marked it
-    assert f.view == {} and f.partitions[0].finals == [10, MIN_TIME]
-    f.apply(0, 2, batch(MIN_TIME, 6, "w1", [(("b",), 5, 2)]))
-    change = f.apply(0, 3, marker(MIN_TIME, 6, "w1", 1, (1, 2)))
+    f.apply(0, 0, batch(T_MIN, 10, "w0", [(("a",), 3, 1)]))
+    assert f.apply(0, 1, marker(T_MIN, 10, "w0", 1, (0, 2))) is None  # writer 1 has not marked it
+    assert f.view == {} and f.partitions[0].finals == [10, T_MIN]
+    f.apply(0, 2, batch(T_MIN, 6, "w1", [(("b",), 5, 2)]))
+    change = f.apply(0, 3, marker(T_MIN, 6, "w1", 1, (1, 2)))
     assert change is not None and change.frontier == 6 and change.updates == [(("a",), 3, 1), (("b",), 5, 2)]
     # writer 1 goes on with other boundaries; writer 0's [6, 10) was staged already
     f.apply(0, 4, batch(6, 12, "w1", [(("b",), 11, -2)]))
@@ -60,43 +61,43 @@ def test_a_range_is_final_once_every_writer_marked_it():
 
 def test_re_sent_epochs_are_dropped_per_writer():
     f = follower()
-    f.apply(0, 0, batch(MIN_TIME, 10, "w0", [(("a",), 3, 1)]))
-    f.apply(0, 1, marker(MIN_TIME, 10, "w0", 1, (0, 2)))
+    f.apply(0, 0, batch(T_MIN, 10, "w0", [(("a",), 3, 1)]))
+    f.apply(0, 1, marker(T_MIN, 10, "w0", 1, (0, 2)))
     # writer 0 restarted (a new incarnation) and re-sends the same range cut otherwise: dropped
-    f.apply(0, 2, batch(MIN_TIME, 5, "w0b", [(("a",), 3, 1)]))
-    f.apply(0, 3, marker(MIN_TIME, 5, "w0b", 1, (0, 2)))
+    f.apply(0, 2, batch(T_MIN, 5, "w0b", [(("a",), 3, 1)]))
+    f.apply(0, 3, marker(T_MIN, 5, "w0b", 1, (0, 2)))
     # writer 1's epoch is still to come: writer 0's marks do not complete it
-    assert f.frontier == MIN_TIME and f.stats.duplicate_epochs == 1
-    f.apply(0, 4, batch(MIN_TIME, 10, "w1", [(("c",), 9, 1)]))
-    f.apply(0, 5, marker(MIN_TIME, 10, "w1", 1, (1, 2)))
-    f.apply(0, 6, batch(MIN_TIME, 10, "w1b", [(("c",), 9, 1)]))  # and writer 1's re-sent epoch
-    f.apply(0, 7, marker(MIN_TIME, 10, "w1b", 1, (1, 2)))
+    assert f.frontier == T_MIN and f.stats.duplicate_epochs == 1
+    f.apply(0, 4, batch(T_MIN, 10, "w1", [(("c",), 9, 1)]))
+    f.apply(0, 5, marker(T_MIN, 10, "w1", 1, (1, 2)))
+    f.apply(0, 6, batch(T_MIN, 10, "w1b", [(("c",), 9, 1)]))  # and writer 1's re-sent epoch
+    f.apply(0, 7, marker(T_MIN, 10, "w1b", 1, (1, 2)))
     assert f.frontier == 10 and f.view == {("a",): 1, ("c",): 1} and f.stats.duplicate_epochs == 2
 
 
 def test_a_pending_epoch_of_one_writer_survives_another_writers_marker():
     """Writer 1's batches for a range wait for its own marker, whatever writer 0 marks meanwhile."""
     f = follower()
-    f.apply(0, 0, batch(MIN_TIME, 10, "w1", [(("b",), 4, 1)]))
-    f.apply(0, 1, marker(MIN_TIME, 10, "w0", 0, (0, 2)))
+    f.apply(0, 0, batch(T_MIN, 10, "w1", [(("b",), 4, 1)]))
+    f.apply(0, 1, marker(T_MIN, 10, "w0", 0, (0, 2)))
     f.apply(0, 2, marker(10, 20, "w0", 0, (0, 2)))
-    f.apply(0, 3, marker(MIN_TIME, 10, "w1", 1, (1, 2)))
+    f.apply(0, 3, marker(T_MIN, 10, "w1", 1, (1, 2)))
     assert f.frontier == 10 and f.view == {("b",): 1}
 
 
 def test_old_markers_without_writers_mean_one_writer():
     f = follower()
-    f.apply(0, 0, batch(MIN_TIME, 10, "old", [(("a",), 1, 1)]))
-    assert f.apply(0, 1, marker(MIN_TIME, 10, "old", 1)).frontier == 10
+    f.apply(0, 0, batch(T_MIN, 10, "old", [(("a",), 1, 1)]))
+    assert f.apply(0, 1, marker(T_MIN, 10, "old", 1)).frontier == 10
 
 
 def test_protocol_errors_name_the_writer():
     f = follower()
-    f.apply(0, 0, marker(MIN_TIME, 10, "w0", 0, (0, 2)))
+    f.apply(0, 0, marker(T_MIN, 10, "w0", 0, (0, 2)))
     with pytest.raises(ProtocolError, match="final frontier 10 of writer 0: epochs are missing"):
         f.apply(0, 1, marker(20, 30, "w0", 0, (0, 2)))
     with pytest.raises(ProtocolError, match="marked as writer 1, before as 0"):
-        f.apply(0, 2, marker(MIN_TIME, 40, "w0", 0, (1, 2)))
+        f.apply(0, 2, marker(T_MIN, 40, "w0", 0, (1, 2)))
     import msgpack
 
     bad = msgpack.packb({"lower": 0, "upper": 1, "incarnation": "x", "count": 0, "writer": 2, "writers": 2})
@@ -113,10 +114,10 @@ def test_companion_markers_name_their_writer():
         changes = [f.take("data", 0, 0, m[3], m[4]) for m in data]
         return [c for c in changes + [f.take("progress", 0, 0, mark[3], None)] if c is not None]
 
-    assert epoch(MIN_TIME, 10, "w0", [(("x", 1), 2, 1)], (0, 2)) == []
-    [change] = epoch(MIN_TIME, 10, "w1", [(("y", 2), 3, 1)], (1, 2))
+    assert epoch(T_MIN, 10, "w0", [(("x", 1), 2, 1)], (0, 2)) == []
+    [change] = epoch(T_MIN, 10, "w1", [(("y", 2), 3, 1)], (1, 2))
     assert change.frontier == 10 and f.view == {("x", 1): 1, ("y", 2): 1}
-    assert epoch(MIN_TIME, 10, "w1b", [(("y", 2), 3, 1)], (1, 2)) == []  # a re-sent epoch of writer 1
+    assert epoch(T_MIN, 10, "w1b", [(("y", 2), 3, 1)], (1, 2)) == []  # a re-sent epoch of writer 1
     assert f.view == {("x", 1): 1, ("y", 2): 1}
 
 
@@ -141,7 +142,7 @@ def test_two_sinks_writing_one_topic_give_the_exact_view(kafka_options, make_top
 
     for w in range(2):
         s = sink(w)
-        lower = MIN_TIME
+        lower = T_MIN
         for upper in bounds[w][:-1]:
             s.publish(lower, upper, {"out": [u for u in updates[w] if lower <= u[1] < upper]})
             lower = upper
@@ -174,7 +175,7 @@ def accumulate(updates, below):
 
 def test_closed_writers():
     f = follower()
-    f.apply(0, 0, marker(MIN_TIME, None, "w0", 0, (0, 2)))
-    assert f.frontier == MIN_TIME
-    f.apply(0, 1, marker(MIN_TIME, None, "w1", 0, (1, 2)))
+    f.apply(0, 0, marker(T_MIN, None, "w0", 0, (0, 2)))
+    assert f.frontier == T_MIN
+    f.apply(0, 1, marker(T_MIN, None, "w1", 0, (1, 2)))
     assert f.frontier == CLOSED

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 from deploy_support import EDGE_TIMES, KUBERNETES, PROGRESS, LiveDaemon, exposed_samples, kustomize  # noqa: E402
 from kafka_broker import create_topic, kafka_broker  # noqa: E402,F401
 
-from ddflow.daemon.broker import EmbeddedBroker  # noqa: E402
+from ddflow.daemon.kafka.broker import EmbeddedBroker  # noqa: E402
 
 
 @pytest.fixture(scope="session")

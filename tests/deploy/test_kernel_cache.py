@@ -21,6 +21,7 @@ def test_the_image_compiles_the_kernels_into_the_cache_it_runs_with() -> None:
     s = stages()
     build_run = s["build"].one("RUN")
     assert "python -m ddflow.operators.kernels.warm" in build_run
+    assert "python -m ddflow.daemon.formats.kernels.warm" in build_run  # the msgpack codec's kernels
     built_into = build_run.split("NUMBA_CACHE_DIR=", 1)[1].split()[0]
     copies = [shlex.split(a) for a in s["base"].all("COPY") if a.startswith("--from=build") and built_into in a]
     assert copies, "the compiled cache is copied into the runtime image"

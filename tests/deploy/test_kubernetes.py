@@ -44,7 +44,7 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 def worker_config(objects: dict[str, dict]) -> tuple[dict, PurePosixPath]:
     """The TOML the workers run, and the path it has inside the container."""
-    from ddflow.daemon.cli import build_parser
+    from ddflow.daemon.cli.parser import build_parser
 
     args = build_parser(environ={}).parse_args(container(objects)["args"])
     assert args.command == "run"
@@ -87,7 +87,7 @@ def test_one_pod_per_worker_each_knowing_its_index(rendered: dict[str, dict]) ->
     path = env["DDFLOW_WORKER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert path == "metadata.labels['apps.kubernetes.io/pod-index']"
     from ddflow.config import parse_config
-    from ddflow.daemon.identity import worker_identity
+    from ddflow.daemon.cluster.identity import worker_identity
 
     config = parse_config(rendered["ConfigMap"]["data"]["ddflow.toml"], source=Path("ddflow.toml"))
     name = rendered["StatefulSet"]["metadata"]["name"]
@@ -180,7 +180,7 @@ def test_mounted_config_is_valid_and_matches_the_pod(rendered: dict[str, dict], 
     assert by_name["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env.index("POD_IP") < env.index("DDFLOW_METRICS_ADDRESS")
     assert by_name["DDFLOW_METRICS_ADDRESS"]["value"] == f"$(POD_IP):{metrics_port}"
-    from ddflow.daemon.cli import build_parser
+    from ddflow.daemon.cli.parser import build_parser
 
     for pod_ip, host in (("10.244.1.7", "10.244.1.7"), ("fd00:10:244::7", "fd00:10:244::7")):
         args = build_parser(environ={"DDFLOW_METRICS_ADDRESS": f"{pod_ip}:{metrics_port}"}).parse_args(c["args"])

@@ -81,7 +81,7 @@ def test_offline_security_review_rates_the_units_ok(installed_units: Path, name:
 
 @pytest.mark.parametrize("name", UNITS)
 def test_unit_runs_ddflow_run_as_an_unprivileged_service(name: str) -> None:
-    from ddflow.daemon.cli import build_parser
+    from ddflow.daemon.cli.parser import build_parser
 
     u = unit(name)
     argv = shlex.split(last(u, "Service", "ExecStart"))
@@ -150,8 +150,8 @@ def test_worker_template_differs_from_the_config_template_only_by_what_makes_a_w
 
 def test_worker_example_config_and_env_fit_the_worker_template() -> None:
     from ddflow.config import load_config, parse_address
-    from ddflow.daemon.cli import build_parser
-    from ddflow.daemon.identity import worker_identity
+    from ddflow.daemon.cli.parser import build_parser
+    from ddflow.daemon.cluster.identity import worker_identity
 
     config = load_config(SYSTEMD / "workers.toml")
     assert config.workers.count >= 2 and config.workers.index is None  # the unit gives the index

@@ -8,8 +8,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from ddflow.config.dataflows import reachability
-from ddflow.daemon.health import EndpointServer
-from ddflow.daemon.metrics import DaemonMetrics
+from ddflow.daemon.observe.health import EndpointServer
+from ddflow.daemon.observe.metrics import DaemonMetrics
 from ddflow.operators import Dataflow
 
 

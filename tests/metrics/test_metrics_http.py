@@ -14,8 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from ddflow.daemon.health import EndpointServer
-from ddflow.daemon.metrics import METRIC_NAMES, DaemonMetrics, MetricsSnapshot
+from ddflow.daemon.observe.health import EndpointServer
+from ddflow.daemon.observe.metrics import METRIC_NAMES, DaemonMetrics, MetricsSnapshot
 
 EXPECTED = {
     "ddflow_build_info", "ddflow_input_updates_total", "ddflow_output_updates_total", "ddflow_epochs_total",

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.sink import OutputSpec
-from ddflow.daemon.source import InputSpec
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 from ddflow.operators import Dataflow
@@ -123,7 +123,7 @@ def worker_spec(kafka_options: Mapping[str, Any], topics: Mapping[str, str], **e
 
 def make_worker(spec: Mapping[str, Any]) -> Worker:
     """A worker in this process from a `worker_spec` (the same the subprocess runner builds)."""
-    from ddflow.daemon.progress import EpochPolicy
+    from ddflow.daemon.input.progress import EpochPolicy
 
     return kafka_worker(
         FLOWS[spec.get("flow", "join_count")],

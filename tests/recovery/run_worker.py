@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recovery_support import make_worker  # noqa: E402
 
-import ddflow.daemon.snapshot as snapshot_module  # noqa: E402
+import ddflow.daemon.state.snapshot as snapshot_module  # noqa: E402
 from ddflow.daemon.worker import stop_on_signals  # noqa: E402
 
 

@@ -16,12 +16,12 @@ import json
 import subprocess
 import sys
 
-from ddflow.daemon.checkpoint import CheckpointStore
+from ddflow.daemon.state.checkpoint import CheckpointStore
 
 SCRIPT = """
 import itertools, json, sys
-from ddflow.daemon.recovery import Recovery
-from ddflow.daemon.source import InputSpec
+from ddflow.daemon.state.recovery import Recovery
+from ddflow.daemon.input.source import InputSpec
 from ddflow.operators import Dataflow
 
 spec = InputSpec("a", "t", fields={"key": "int", "val": "int"}, policy="reclock")

@@ -14,7 +14,7 @@ import gc
 import tracemalloc
 
 from ddflow.daemon import EpochPolicy, InputSpec, Worker
-from ddflow.daemon.recovery import Recovery
+from ddflow.daemon.state.recovery import Recovery
 from ddflow.daemon.testing import ListSink, ReplaySource
 
 N = 60_000

@@ -26,9 +26,9 @@ from recovery_support import (
     worker_spec,
 )
 
-from ddflow.daemon.checkpoint import CheckpointStore
+from ddflow.daemon.state.checkpoint import CheckpointStore
 from ddflow.daemon.exceptions import RecoveryError, SnapshotError
-from ddflow.daemon.snapshot import MANIFEST, Snapshot, SnapshotWriter, columns_for_fields
+from ddflow.daemon.state.snapshot import MANIFEST, Snapshot, SnapshotWriter, columns_for_fields
 
 pytestmark = pytest.mark.kafka
 

@@ -31,7 +31,7 @@ from recovery_support import (
     worker_spec,
 )
 
-from ddflow.daemon.results import ResultClient
+from ddflow.daemon.kafka.results import ResultClient
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

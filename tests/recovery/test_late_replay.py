@@ -18,8 +18,8 @@ from confluent_kafka import Producer
 from recovery_support import WorkerProcess, kill_leftovers
 
 from ddflow.daemon.deadletter import decode_dead_letter
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.wire import encode_progress, encode_update
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.formats.msgpack import encode_progress, encode_update
 from kafka_broker import read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -170,7 +170,7 @@ def test_an_idle_partitions_floor_is_replayed(kafka_options, make_topic, tmp_pat
 
 
 def test_floor_log_reload_torn_line_and_compaction(tmp_path):
-    from ddflow.daemon.floors import FloorLog
+    from ddflow.daemon.input.floors import FloorLog
 
     path = tmp_path / "floors" / "t.log"
     log = FloorLog(path)

@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from ddflow.config import parse_config
-from ddflow.daemon.cli import build_parser
+from ddflow.daemon.cli.parser import build_parser
 from docs_support import example, section
 
 ROOT = Path(__file__).resolve().parents[2]

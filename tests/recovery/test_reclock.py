@@ -16,12 +16,12 @@ import time
 import pytest
 from recovery_support import WorkerProcess, kill_leftovers
 
-from ddflow.daemon.checkpoint import CheckpointStore
+from ddflow.daemon.state.checkpoint import CheckpointStore
 from ddflow.daemon.exceptions import RecoveryError, SnapshotError
-from ddflow.daemon.producer import UpdateProducer
-from ddflow.daemon.reclock import ReclockBindings
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.source import InputSpec, KafkaSource
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.input.reclock import ReclockBindings
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.input.source import InputSpec, KafkaSource
 
 
 @pytest.fixture(autouse=True)

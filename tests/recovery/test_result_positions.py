@@ -16,8 +16,10 @@ from confluent_kafka.admin import AdminClient
 from recovery_support import make_worker
 
 from ddflow.daemon.exceptions import RecoveryError
-from ddflow.daemon.results import ResultClient
-from ddflow.daemon.wire import MIN_TIME, encode_output_progress, encode_progress, encode_update
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.operators.lattice import T_MIN
+from ddflow.daemon.formats.result_protocol import encode_output_progress
+from ddflow.daemon.formats.msgpack import encode_progress, encode_update
 from kafka_broker import create_topic
 
 pytestmark = pytest.mark.kafka
@@ -29,7 +31,7 @@ def write_history(kafka_options, topic, epochs):
     """``epochs`` empty epochs [MIN, 1), [1, 2), ... as an earlier daemon would have left them."""
     producer = Producer({"bootstrap.servers": kafka_options["bootstrap.servers"], "linger.ms": 50,
                          "batch.num.messages": 10_000, "enable.idempotence": True})
-    lower = MIN_TIME
+    lower = T_MIN
     for upper in range(1, epochs + 1):
         producer.produce(topic, encode_output_progress(lower, upper, "history", 0), partition=0)
         lower = upper

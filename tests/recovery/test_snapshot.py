@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from ddflow.daemon.checkpoint import CheckpointStore, InputState
+from ddflow.daemon.state.checkpoint import CheckpointStore, InputState
 from ddflow.daemon.exceptions import OptionsError, SnapshotError
-from ddflow.daemon.snapshot import MANIFEST, Snapshot, SnapshotWriter, columns_for_fields, shard_of
+from ddflow.daemon.state.snapshot import MANIFEST, Snapshot, SnapshotWriter, columns_for_fields, shard_of
 
 TYPED = {"k": "str", "x": "float", "blob": "bytes", "flag": "bool", "n": "int", "anything": "any"}
 
@@ -157,7 +157,7 @@ def test_refused_checkpoints_do_not_count_against_keep(tmp_path):
 
 
 def test_a_snapshot_sharded_by_the_old_hash_is_read_whole_and_refused_by_shard(tmp_path):
-    from ddflow.daemon.snapshot import _checksum
+    from ddflow.daemon.state.snapshot import _checksum
 
     records = {(i, "v"): 1 for i in range(40)}
     writer = SnapshotWriter(tmp_path / "s", 100, shards=4, origin="checkpoint")
@@ -210,7 +210,7 @@ def test_a_workers_share_holds_the_keys_it_owns_read_from_the_shards_that_can_ho
 
 
 def test_a_legacy_snapshot_is_read_whole_for_a_workers_share(tmp_path):
-    from ddflow.daemon.snapshot import _checksum
+    from ddflow.daemon.state.snapshot import _checksum
 
     records = {(i, "v"): 1 for i in range(40)}
     writer = SnapshotWriter(tmp_path / "s", 100, shards=4, origin="backfill")
@@ -228,8 +228,8 @@ def test_a_legacy_snapshot_is_read_whole_for_a_workers_share(tmp_path):
 
 
 def test_one_workers_checkpoint_of_several_is_refused_as_a_snapshot_to_start_from(tmp_path):
-    from ddflow.daemon.recovery import Recovery
-    from ddflow.daemon.source import InputSpec
+    from ddflow.daemon.state.recovery import Recovery
+    from ddflow.daemon.input.source import InputSpec
 
     writer = SnapshotWriter(tmp_path / "s", 100, shards=2, origin="checkpoint")
     writer.add_input("in", "t", columns_for_fields({"k": "int"}), {(1,): 1}, offsets={0: 1})

@@ -1,0 +1,10 @@
+"""Several workers as one dataflow: the worker of several, its exchange transport and its clock.
+
+`member.ClusterWorker` is worker ``i`` of ``W``: a `Worker` whose dataflow exchanges updates with
+the other workers over Kafka topics (`transport.KafkaTransport`, the engine's transport), whose
+epochs close at the same boundaries on every worker (`clock`), and whose index comes from the
+host name or the config (`identity`).
+
+May import everything below the worker and the worker itself (`ddflow.daemon.worker`), and
+`ddflow.operators`/`ddflow.config`; never `factory`, `service`, `testing` or `cli`.
+"""

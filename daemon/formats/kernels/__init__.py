@@ -1,0 +1,33 @@
+"""The msgpack codec's compiled kernels: input batches into columns (`unpack`), columns into
+result updates (`pack`), each with its plain reference implementation beside it.
+
+They follow the engine's kernel seam (`ddflow.operators.kernels`: a compiled function whose
+docstring is its contract, a reference of the same contract, a property test holding the two
+together) but live with the format they read and write, so the engine never sees msgpack. They
+are registered in this package's own :data:`KERNELS`; ``python -m ddflow.daemon.formats.kernels.warm``
+compiles them ahead of time, as the engine's warm-up does its own. May import numba, numpy and
+msgpack (the references) only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import numba
+
+F = TypeVar("F", bound=Callable)
+
+KERNELS: dict[str, Callable] = {}  # "module.function" -> compiled dispatcher, filled as modules import
+
+
+def kernel(fn: F) -> F:
+    """Compile ``fn`` as a codec kernel: no Python objects, the GIL released, cached on disk."""
+    compiled = numba.njit(cache=True, nogil=True)(fn)
+    KERNELS[f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"] = compiled
+    return compiled
+
+
+def helper(fn: F) -> F:
+    """Compile ``fn`` as a part of kernels: cached inside the kernels that call it."""
+    return numba.njit(nogil=True)(fn)

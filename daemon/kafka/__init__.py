@@ -1,0 +1,10 @@
+"""Kafka plumbing and clients: what talks to a broker without being the data path.
+
+`client` (configs, bounded blocking calls, metadata and topic creation), `topics` (watching the
+input topics for changes), `broker` (the embedded tansu broker), `producer` (`UpdateProducer`,
+writing input updates), `results` and `following` (`ResultClient`, reading a result topic back
+into final times).
+
+May import: `exceptions`, `formats` and `ddflow.operators`/`ddflow.config` only; never the data
+path (`input`, `output`, `state`, the worker).
+"""

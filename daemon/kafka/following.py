@@ -1,0 +1,290 @@
+"""Following a result topic's protocol, partition by partition, into a view of final times.
+
+Per partition a follower keeps, for each of its writers, the frontier below which that writer's
+times are final, and the updates read per (incarnation, lower, upper) that are not final yet. When
+writer ``w``'s marker arrives for a range reaching past ``w``'s frontier, the updates of the same
+incarnation and range must number exactly ``count``; those at times at or beyond ``w``'s frontier
+become final and it moves to ``upper``. So an epoch counts once per writer however often it was
+written (re-sent epochs, broker retries, records of aborted transactions). A partition's ``final``
+is the least of its writers' frontiers: a time is final once every writer marked it. A topic with
+``W`` writers says so in its markers (``writers``); one whose markers do not has one writer. `_Follower` reads msgpack result topics (batches and markers on the data topic);
+`_CompanionFollower` reads json/debezium outputs, whose markers are on a companion progress topic
+and wait until their data messages were read. `results.ResultClient` drives them from a consumer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...operators.lattice import T_MIN
+from ..exceptions import ProtocolError, WireError
+from ..formats.result_protocol import OutputBatch, decode_output
+from ..formats.rows import read_epoch_header, read_marker
+
+__all__ = ["CLOSED", "Change", "ProtocolStats"]
+
+CLOSED = 2**63  # internal frontier of a partition whose writer closed it (upper nil)
+
+Update = tuple[Any, int, int]
+
+
+@dataclass(frozen=True)
+class Change:
+    """The topic's frontier moved to ``frontier`` (None: closed, everything is final);
+    ``updates`` are the ones that became final, sorted by time."""
+
+    frontier: int | None
+    updates: list[Update]
+
+
+@dataclass
+class ProtocolStats:
+    epochs: int = 0  # accepted (partition, range) markers
+    duplicate_epochs: int = 0  # markers for ranges already final
+    dropped_updates: int = 0  # updates of re-sent, duplicated or aborted epochs
+    incomplete_epochs: int = 0  # markers whose count does not match what was read (ignored)
+    messages: int = 0
+
+
+@dataclass
+class _Partition:
+    finals: list[int] = field(default_factory=lambda: [T_MIN])  # per writer: below it, its times are final
+    pending: dict[tuple[str, int, int | None], list[Update]] = field(default_factory=lambda: defaultdict(list))
+    mismatch: str = ""
+    counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # data messages (companion)
+    waiting: list[Any] = field(default_factory=list)  # markers waiting for their data (companion)
+    writer_of: dict[str, int] = field(default_factory=dict)  # incarnation -> writer, from its markers
+
+    @property
+    def final(self) -> int:
+        """Every time below it is final: the least of the writers' frontiers."""
+        return min(self.finals)
+
+    @final.setter
+    def final(self, value: int) -> None:  # a partition with one writer (what a checkpoint recorded)
+        self.finals = [value] * len(self.finals)
+
+    def writer_final(self, writer: int) -> int:
+        """Writer ``writer``'s frontier (T_MIN before any marker of it)."""
+        return self.finals[writer] if writer < len(self.finals) else T_MIN
+
+    def set_writer_final(self, writer: int, value: int) -> None:
+        self.writers(writer + 1)
+        self.finals[writer] = value
+
+    def writers(self, count: int) -> None:
+        """The partition has (at least) ``count`` writers: a new writer starts at T_MIN."""
+        if count > len(self.finals):
+            self.finals.extend([T_MIN] * (count - len(self.finals)))
+
+
+class _View:
+    """The final frontier over partitions and the view accumulated below it (no I/O)."""
+
+    def __init__(self, topic: str, partitions: int, *, keep_view: bool, stats: ProtocolStats) -> None:
+        self.topic = topic
+        self.keep_view = keep_view
+        self.stats = stats
+        self.partitions = [_Partition() for _ in range(partitions)]
+        self.staged: list[Update] = []
+        self.view: dict[Any, int] = {}
+        self.frontier = T_MIN
+        self.only: int | None = None  # follow only this writer (a sink resuming as one writer of several)
+
+    def _other(self, state: _Partition, incarnation: str) -> bool:
+        """Whether ``incarnation`` is a writer's this follower does not follow (see ``only``)."""
+        writer = state.writer_of.get(incarnation)
+        return self.only is not None and writer is not None and writer != self.only
+
+    def topics(self) -> dict[str, int]:
+        """The topics this follower reads, with their partition counts."""
+        return {self.topic: len(self.partitions)}
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        """Apply one message of one of `topics`; a Change when it moved the frontier."""
+        raise NotImplementedError
+
+    def _advance(self) -> Change | None:
+        frontier = min(p.final for p in self.partitions)
+        if frontier <= self.frontier:
+            return None
+        self.frontier = frontier
+        final = [u for u in self.staged if u[1] < frontier]
+        self.staged = [u for u in self.staged if u[1] >= frontier] if len(final) < len(self.staged) else []
+        final.sort(key=lambda u: u[1])
+        if self.keep_view:
+            view = self.view
+            for record, _, diff in final:
+                count = view.get(record, 0) + diff
+                if count:
+                    view[record] = count
+                else:
+                    del view[record]
+        return Change(None if frontier >= CLOSED else frontier, final)
+
+
+    def _accept(self, state: _Partition, found: list[Update], lower: int, upper: int, where: str,
+                writer: int = 0) -> None:
+        """A complete epoch ``[lower, upper)`` of ``found`` updates from ``writer``: stage those at
+        times it had not made final yet, move its frontier to ``upper`` and drop what is pending
+        below it (its own attempts, and anything below every writer's frontier)."""
+        fresh = []
+        own = state.writer_final(writer)
+        for update in found:
+            if not lower <= update[1] < upper:
+                raise ProtocolError(f"{where}: update {update!r:.120} has a time outside the epoch")
+            if update[1] >= own:
+                fresh.append(update)
+            else:
+                self.stats.dropped_updates += 1
+        state.set_writer_final(writer, upper)
+        state.mismatch = ""
+        self.stats.epochs += 1
+        self.staged.extend(fresh)
+        every = state.final
+        for stale in [k for k in state.pending if (CLOSED if k[2] is None else k[2]) <= every or (
+                state.writer_of.get(k[0]) == writer and (CLOSED if k[2] is None else k[2]) <= upper)]:
+            self.stats.dropped_updates += len(state.pending.pop(stale))
+            state.counts.pop(stale, None)
+
+    @staticmethod
+    def _writer(state: _Partition, incarnation: str, writer: int, writers: int, where: str) -> int:
+        """Learn who wrote ``incarnation`` (one incarnation is one writer's)."""
+        state.writers(writers)
+        known = state.writer_of.setdefault(incarnation, writer)
+        if known != writer:
+            raise ProtocolError(f"{where}: incarnation {incarnation} marked as writer {writer}, before as {known}")
+        return writer
+
+
+class _Follower(_View):
+    """The protocol state machine of one msgpack result topic (no I/O)."""
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        return self.apply(partition, offset, value)
+
+    def apply(self, partition: int, offset: int, value: bytes | None) -> Change | None:
+        """Apply one message; a Change when it moved the topic's frontier."""
+        self.stats.messages += 1
+        try:
+            msg = decode_output(value)
+        except Exception as exc:
+            raise ProtocolError(f"{self.topic}[{partition}] offset {offset}: {exc}") from exc
+        state = self.partitions[partition]
+        upper = CLOSED if msg.upper is None else msg.upper
+        key = (msg.incarnation, msg.lower, msg.upper)
+        if isinstance(msg, OutputBatch):
+            if upper <= state.final or self._other(state, msg.incarnation):
+                self.stats.dropped_updates += len(msg.updates)
+            else:
+                state.pending[key].extend(msg.updates)
+            return None
+        found = state.pending.pop(key, [])
+        where = f"{self.topic}[{partition}] offset {offset}: epoch [{msg.lower}, {msg.upper}) of incarnation {msg.incarnation}"
+        writer = self._writer(state, msg.incarnation, msg.writer, msg.writers, where)
+        if self._other(state, msg.incarnation):
+            self.stats.dropped_updates += len(found)
+            return None
+        final = state.writer_final(writer)
+        if upper <= final:
+            self.stats.duplicate_epochs += 1
+            self.stats.dropped_updates += len(found)
+            return None
+        if msg.lower > final:
+            raise ProtocolError(
+                f"{where} starts after the final frontier {final}"
+                + (f" of writer {writer}" if msg.writers > 1 else "") + ": epochs are missing"
+                + (f" (the last one seen was not complete: {state.mismatch})" if state.mismatch else "")
+            )
+        if len(found) != msg.count:
+            # not this attempt's records alone (e.g. an aborted attempt of the same incarnation is
+            # visible): ignore it and wait for a re-sent epoch; a gap after it raises above
+            state.mismatch = f"{where}: the marker counts {msg.count} updates, the topic holds {len(found)}"
+            self.stats.incomplete_epochs += 1
+            self.stats.dropped_updates += len(found)
+            return None
+        self._accept(state, found, msg.lower, upper, where, writer)
+        return self._advance()
+
+
+class _CompanionFollower(_View):
+    """The protocol of a json/debezium output: change events on the data topic, markers on a
+    companion progress topic (shared by several outputs, each marker naming its data topic).
+
+    A marker for ``[lower, upper)`` of an incarnation on data partition ``p`` is accepted once
+    ``lower`` is at or behind ``p``'s final frontier (earlier epochs first) and exactly ``count``
+    data messages of that incarnation and range have been read on ``p``; more than ``count``
+    makes it incomplete (dropped, as on a msgpack topic). Markers of ranges already final and
+    data of such ranges are dropped."""
+
+    def __init__(self, topic: str, partitions: int, progress_topic: str, progress_partitions: int, reader: Any,
+                 *, keep_view: bool, stats: ProtocolStats) -> None:
+        super().__init__(topic, partitions, keep_view=keep_view, stats=stats)
+        self.progress_topic = progress_topic
+        self.progress_partitions = progress_partitions
+        self.reader = reader
+
+    def topics(self) -> dict[str, int]:
+        return {self.topic: len(self.partitions), self.progress_topic: self.progress_partitions}
+
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+        self.stats.messages += 1
+        where = f"{topic}[{partition}] offset {offset}"
+        try:
+            if topic == self.progress_topic:
+                marker = read_marker(value)
+                if marker.topic != self.topic:
+                    return None  # another output's marker on a shared progress topic
+                if not 0 <= marker.partition < len(self.partitions):
+                    raise WireError(f"partition {marker.partition} is not one of {self.topic}'s "
+                                    f"{len(self.partitions)} partitions")
+                self.partitions[marker.partition].waiting.append(marker)
+                return self._settle(marker.partition)
+            key = read_epoch_header(headers)
+            updates = self.reader.updates(value)
+        except WireError as exc:
+            raise ProtocolError(f"{where}: {exc}") from exc
+        state = self.partitions[partition]
+        if (CLOSED if key[2] is None else key[2]) <= state.final or self._other(state, key[0]):
+            self.stats.dropped_updates += len(updates)
+            return None
+        state.pending[key].extend(updates)
+        state.counts[key] = state.counts.get(key, 0) + 1
+        return self._settle(partition)
+
+    def _settle(self, partition: int) -> Change | None:
+        state = self.partitions[partition]
+        moved = True
+        accepted = False
+        while moved:
+            moved = False
+            for marker in list(state.waiting):
+                upper = CLOSED if marker.upper is None else marker.upper
+                key = (marker.incarnation, marker.lower, marker.upper)
+                where = (f"{self.topic}[{partition}]: epoch [{marker.lower}, {marker.upper}) of incarnation "
+                         f"{marker.incarnation}")
+                writer = self._writer(state, marker.incarnation, marker.writer, marker.writers, where)
+                final = state.writer_final(writer)
+                if upper <= final or self._other(state, marker.incarnation):
+                    state.waiting.remove(marker)
+                    state.counts.pop(key, None)
+                    self.stats.dropped_updates += len(state.pending.pop(key, []))
+                    self.stats.duplicate_epochs += upper <= final
+                    continue
+                seen = state.counts.get(key, 0)
+                if marker.lower > final or seen < marker.count:
+                    continue  # an earlier epoch is not final yet, or its data is still to be read
+                state.waiting.remove(marker)
+                found = state.pending.pop(key, [])
+                state.counts.pop(key, None)
+                if seen > marker.count:
+                    state.mismatch = f"{where}: the marker counts {marker.count} messages, the topic holds {seen}"
+                    self.stats.incomplete_epochs += 1
+                    self.stats.dropped_updates += len(found)
+                    continue
+                self._accept(state, found, marker.lower, upper, where, writer)
+                moved = accepted = True
+                break
+        return self._advance() if accepted else None
