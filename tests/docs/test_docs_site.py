@@ -82,3 +82,32 @@ def test_readme_is_short_and_starts_with_the_two_commands() -> None:
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) < 300
     assert [e.id for e in examples().values() if e.page == README][:2] == ["demo-command", "test-command"]
+
+
+def resolves(name: str) -> bool:
+    """Whether ``ddflow.a.b`` (or ``ddflow.a:b``) names an importable module or an attribute of one."""
+    import importlib
+
+    parts = name.replace(":", ".").split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attribute in parts[i:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def test_every_python_name_the_pages_give_exists() -> None:
+    """Prose names modules and functions too (`ddflow.daemon.testing`, `ddflow.config.dataflows:reachability`):
+    a module moved or renamed without its guide fails here."""
+    assert resolves("ddflow.config.dataflows:reachability") and not resolves("ddflow.daemon.no_such_module")
+    stale = [f"{page.name}: {name}" for page in pages()
+             for name in sorted(set(re.findall(r"`(ddflow\.(?:operators|daemon|config)(?:[.:]\w+)*)",
+                                               page.read_text(encoding="utf-8"))))
+             if not resolves(name)]
+    assert not stale, stale
