@@ -57,3 +57,20 @@ def test_systemd_units_cache_kernels_in_their_cache_directory() -> None:
         cache = last(entries, "Service", "CacheDirectory")
         env = dict(e.split("=", 1) for e in entries[("Service", "Environment")])
         assert env["NUMBA_CACHE_DIR"].startswith(f"/var/cache/{cache}/"), name
+
+
+def test_the_guide_s_warm_up_commands_are_the_image_s_and_run() -> None:
+    """docs/deployment.md's commands compile (here: load, the session compiled them) every kernel,
+    the engine's and the wire formats', as the image build does."""
+    import subprocess
+    import sys
+
+    from docs_support import example
+
+    commands = [shlex.split(part) for part in example("warm-kernels", "bash").strip().split(" && ")]
+    build_run = stages()["build"].one("RUN")
+    for argv in commands:
+        assert argv[:2] == ["python", "-m"] and f"python -m {argv[2]}" in build_run
+        done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "kernels compiled or loaded" in done.stdout + done.stderr
