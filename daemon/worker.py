@@ -71,6 +71,10 @@ log = logging.getLogger("ddflow.daemon.worker")
 # why an epoch stopped the worker when a multiplicity would leave int64 (see `Worker._close_epoch`)
 REFUSED = ("a multiplicity outside int64 was refused (nothing of this epoch is published; a restart stops here "
            "again until the input is corrected)")
+# what to do when a user function raised (the traceback is logged at ERROR just before)
+USER_FUNCTION_ADVICE = ("Nothing of this epoch is published and the record stays in the input, so a restart "
+                        "stops here again: fix the function so that it accepts every record its input can hold "
+                        "(the traceback is logged above)")
 
 # the poll's timeout while published epochs wait for their commit (the loop is otherwise idle)
 COMMIT_POLL_S = 0.001
@@ -378,7 +382,7 @@ class Worker:
         return None if upper is None else self._close_epoch(upper)
 
     def _close_epoch(self, upper: int) -> EpochReport:
-        from ..operators.errors import DiffError  # loaded with the dataflow already
+        from ..operators.errors import DiffError, UserFunctionError  # loaded with the dataflow already
 
         lower = self.frontier
         started = time.perf_counter()
@@ -396,7 +400,10 @@ class Worker:
                 outputs[name] = Block(*capture.drain_columns())
         except DiffError as exc:  # nothing of the epoch is published nor its input offsets committed
             self._refuse(f"epoch [{lower}, {upper}): {step}: {REFUSED}: {exc}", exc)
-        except Exception as exc:  # the dataflow failed (e.g. a user function raised): the same, named
+        except UserFunctionError as exc:  # the operator, function, record and time are named
+            log.error("epoch [%s, %s): %s", lower, upper, exc, exc_info=exc)
+            self._refuse(f"epoch [{lower}, {upper}): {step}: {exc}. {USER_FUNCTION_ADVICE}", exc)
+        except Exception as exc:  # the dataflow failed otherwise: the same, named
             self._refuse(f"epoch [{lower}, {upper}): {step}: {type(exc).__name__}: {exc}", exc)
         for name, block in outputs.items():
             late = (block.times < lower) | (block.times >= upper)

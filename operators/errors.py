@@ -11,6 +11,7 @@
     ├── ConfigurationError      an engine tuning knob out of its range
     ├── IdLimitError            more distinct records (and their parts) alive at once than ids
     ├── IterationLimitError     a loop still had work at its ``iterate(..., max_iterations=n)`` limit
+    ├── UserFunctionError       a user function raised on a record (operator, function and record named)
     └── TransportAborted        another worker failed, so an exchange with it cannot complete
 """
 
@@ -81,3 +82,27 @@ class IterationLimitError(DataflowError):
 class TransportAborted(DataflowError):
     """Another worker of the same dataflow failed: an exchange or agreement with it cannot complete
     (the worker that failed raises its own error)."""
+
+
+class UserFunctionError(DataflowError):
+    """A user function (of ``map``, ``filter``, ``flat_map``, ``inspect``, ``join_map``, ``reduce``,
+    ``threshold``) raised. ``operator`` is the operator's kind, ``function`` the function's qualified
+    name with its file and line (``where``), ``record`` the argument(s) it raised on (``None`` when
+    not known), ``time`` the record's time when the operator knows it; the function's own exception
+    is the ``__cause__``, with its traceback. The dataflow is not usable afterwards."""
+
+    def __init__(self, *, operator: str, function: str, where: str, record: object = None,
+                 time: object = None, record_id: int | None = None) -> None:
+        self.operator, self.function, self.where = operator, function, where
+        self.record, self.time, self.record_id = record, time, record_id
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        cause = self.__cause__
+        what = f"{type(cause).__name__}: {cause}" if cause is not None else "an exception"
+        on = "" if self.record is None else f" on the record {self.record!r:.200}"
+        at = "" if self.time is None else f" at time {self.time}"
+        return f"{self.operator} function {self.function} ({self.where}) raised {what}{on}{at}"
+
+    def __str__(self) -> str:  # the cause is chained after __init__: said once it is known
+        return self._message()

@@ -15,7 +15,9 @@ from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..lattice import to_scalar
 from ..traces.batch import Updates, concat, consolidate
+from ..errors import DataflowError, UserFunctionError
 from ..values.memo import Memo
+from .calls import call_all, failure
 from .records import MapBuilder
 
 
@@ -65,6 +67,17 @@ class Memoized(Linear):
     def _chunk(self, ids: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def _memo(self, u: Updates) -> np.ndarray:
+        """The memo's results for the records of ``u``; a user function's failure names the record's time."""
+        try:
+            return self.memo(u.data[0])
+        except UserFunctionError as exc:
+            if exc.time is None and exc.record_id is not None:
+                at = np.flatnonzero(u.data[0] == exc.record_id)
+                if len(at):
+                    exc.time = to_scalar(u.times[int(at[0])])
+            raise
+
 
 class Map(Memoized):
     """``f(record)`` for every record."""
@@ -92,12 +105,12 @@ class Map(Memoized):
             for lo in range(0, len(ids), chunk):
                 known: list = []  # the input values (and their parts): outputs reusing them skip lookups
                 values = interner.value_list(ids[lo : lo + chunk], known)
-                yield list(map(f, values)), known
+                yield call_all("map", f, (values,), ids[lo : lo + chunk]), known
 
         return interner.ids_of_chunks(chunks())
 
     def apply(self, u: Updates) -> Updates:
-        return u.with_data(self.memo(u.data[0]))
+        return u.with_data(self._memo(u))
 
 
 class Filter(Memoized):
@@ -109,13 +122,13 @@ class Filter(Memoized):
         super().__init__(scope, p, "filter")
 
     def _chunk(self, ids: np.ndarray) -> np.ndarray:
-        kept = list(map(self.f, self.interner.value_list(ids)))
+        kept = call_all("filter", self.f, (self.interner.value_list(ids),), ids)
         if set(map(type, kept)) != {bool}:
             kept = list(map(bool, kept))
         return np.array(kept, dtype=np.int8)
 
     def apply(self, u: Updates) -> Updates:
-        return u.take(self.memo(u.data[0]).astype(bool))
+        return u.take(self._memo(u).astype(bool))
 
 
 class FlatMap(Linear):
@@ -127,9 +140,15 @@ class FlatMap(Linear):
         f = self.f
         outs: list[object] = []
         counts = []
-        for v in self.interner.value_list(u.data[0]):
+        for i, v in enumerate(self.interner.value_list(u.data[0])):
             before = len(outs)
-            outs.extend(f(v))
+            try:
+                outs.extend(f(v))
+            except DataflowError:
+                raise
+            except Exception as exc:
+                raise failure("flat_map", f, exc, record=v, record_id=int(u.data[0][i]),
+                              time=to_scalar(u.times[i])) from exc
             counts.append(len(outs) - before)
         rep = np.asarray(counts, dtype=np.int64)
         return Updates((self.interner.ids(outs),), np.repeat(u.times, rep, axis=0), np.repeat(u.diffs, rep))
@@ -142,7 +161,12 @@ class Inspect(Linear):
 
     def apply(self, u: Updates) -> Updates:
         for v, t, d in zip(self.interner.value_list(u.data[0]), u.times.tolist(), u.diffs.tolist()):
-            self.f((v, to_scalar(t), d))
+            try:
+                self.f((v, to_scalar(t), d))
+            except DataflowError:
+                raise
+            except Exception as exc:
+                raise failure("inspect", self.f, exc, record=(v, to_scalar(t), d), time=to_scalar(t)) from exc
         return u
 
 

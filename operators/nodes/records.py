@@ -28,6 +28,7 @@ from ..values.ids import pack, unpack
 from ..values.interner import Interner
 from ..values.keytable import KeyTable
 from ..values.memo import Memo
+from .calls import call_all
 
 Shape = tuple  # ("arg", i) | ("item", i, 0 | 1) | ("const", value) | ("tuple", [Shape, Shape])
 
@@ -135,7 +136,7 @@ class PythonBuilder:
         interner = self.interner
         known: list = []
         cols = [interner.value_list(key, known), interner.value_list(left, known), interner.value_list(right, known)]
-        return interner.ids(list(map(self.f, *cols)), known)
+        return interner.ids(call_all("join_map", self.f, cols), known)
 
     def clear(self) -> None:
         """Forget every remembered record (the key table and the memo together: the memo's codes hold

@@ -104,7 +104,7 @@ def test_in_memory_a_failing_dataflow_also_commits_the_epochs_before():
     source.advance_to("a", 10)
     source.send_updates("a", [(("x", 2), 15, 1)])
     source.advance_to("a", 20)
-    with pytest.raises(WorkerError, match=r"epoch \[10, 20\): running the dataflow: ZeroDivisionError"):
+    with pytest.raises(WorkerError, match=r"epoch \[10, 20\): running the dataflow: .* raised ZeroDivisionError"):
         worker.run(until=20, timeout=30)
     assert [e.upper for e in sink.epochs] == [10] and sink.view("out") == {("x", 1): 1}
 

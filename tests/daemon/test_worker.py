@@ -3,9 +3,11 @@ equals the engine's in-process result at that time, under every progress policy.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
+import traceback
 from collections import Counter
 
 import msgpack
@@ -278,7 +280,7 @@ def test_malformed_input_goes_to_the_dead_letter_topic_and_the_rest_is_processed
     assert sum(worker.stats.input("a").dead_letters.values()) == 4
 
 
-def test_dataflow_errors_name_the_epoch_and_step(kafka_options, topics):
+def test_dataflow_errors_name_the_epoch_and_step(kafka_options, topics, caplog):
     def broken(df, inputs):
         return {name: inputs["a"].map(lambda r: 1 // 0) for name in OUTPUTS}
 
@@ -288,8 +290,17 @@ def test_dataflow_errors_name_the_epoch_and_step(kafka_options, topics):
     with UpdateProducer(topics["a"], kafka_options) as pa:
         pa.insert((1, 2), 5)
         pa.advance_to(100)
-    with pytest.raises(WorkerError, match=r"epoch \[-9223372036854775808, 100\): running the dataflow: ZeroDivisionError"):
+    with pytest.raises(WorkerError, match=r"epoch \[-9223372036854775808, 100\): running the dataflow: .* raised ZeroDivisionError") \
+            as info, caplog.at_level(logging.ERROR, logger="ddflow.daemon.worker"):
         worker.run(timeout=30)
+    # the operator, the function with its file and line, the record and its time, and what to do
+    line = broken.__code__.co_firstlineno + 1
+    assert f"running the dataflow: map function {broken.__qualname__}.<locals>." in str(info.value)
+    assert f".<lambda> ({__file__}:{line}) raised ZeroDivisionError: integer division or modulo by zero on the " \
+           "record (1, 2) at time 5. " in str(info.value)
+    assert "fix the function so that it accepts every record" in str(info.value)
+    traced = [r for r in caplog.records if r.levelno == logging.ERROR and r.exc_info]
+    assert traced and "1 // 0" in "".join(traceback.format_exception(*traced[0].exc_info))
     with pytest.raises(WorkerError, match="outputs .* are configured but the factory returned only"):
         kafka_worker(lambda df, inputs: {}, [InputSpec("a", topics["a"])], [OutputSpec("x", topics["joined"])],
                kafka_options).open()

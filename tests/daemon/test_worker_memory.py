@@ -206,7 +206,7 @@ def test_dataflow_errors_name_the_epoch_and_step():
     source = ReplaySource([InputSpec("a", "a", fields=["k", "v"])], dead_letters=sink.dead_letters)
     source.send_updates("a", [((1, 2), 5, 1)])
     source.advance_to("a", 100)
-    with pytest.raises(WorkerError, match=r"epoch \[-9223372036854775808, 100\): running the dataflow: ZeroDivisionError"):
+    with pytest.raises(WorkerError, match=r"epoch \[-9223372036854775808, 100\): running the dataflow: .* raised ZeroDivisionError"):
         Worker(broken, source, sink, epochs=EpochPolicy(resolution_ns=100), poll_timeout=0).run(timeout=30)
     with pytest.raises(WorkerError, match="outputs .* are configured but the factory returned only"):
         Worker(lambda df, inputs: {}, source, ListSink(["x"])).open()

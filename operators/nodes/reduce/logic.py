@@ -24,6 +24,7 @@ from ...kernels.reduce import GROUPS, LEAST, POSITIVE, SUM, TOP, TOTAL
 from ...kernels.sorting import distinct
 from ...values.interner import Interner
 from ...values.ordering import sort_values
+from ..calls import call_all
 
 Sparse = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -187,11 +188,16 @@ class UserReduce(Logic):
         # each group list is made just before f sees it and dropped right after: no group outlives
         # its call, so the garbage collector never has to promote (and re-traverse) them
         groups = map(list, zip(zip(self.interner.value_list(vals[a:b]), counts[a:b].tolist())))
-        return self._collect(list(map(self.f, key_values, groups)), points, lo)
+        try:
+            results = list(map(self.f, key_values, groups))
+        except Exception:  # once more, one call at a time, to name the group it raised on
+            groups = [[(v, c)] for v, c in zip(self.interner.value_list(vals[a:b]), counts[a:b].tolist())]
+            results = call_all("reduce", self.f, (key_values, groups))
+        return self._collect(results, points, lo)
 
     def row(self, key, vals, counts):
         order = sort_values(vals)
-        return self.f(key, [(vals[i], counts[i]) for i in order])
+        return call_all("reduce", self.f, ([key], [[(vals[i], counts[i]) for i in order]]))[0]
 
 
 class Count(Logic):
@@ -224,9 +230,11 @@ class Threshold(Logic):
         if self.f is None:
             mult = (total > 0).astype(np.int64)
         else:
-            values = self.interner.value_list(keys)
-            mult = np.array([_int64_count(int(self.f(v, int(c))), v) if c else 0
-                             for v, c in zip(values, total.tolist())], dtype=np.int64)
+            values, totals = self.interner.value_list(keys), total.tolist()
+            got = call_all("threshold", self.f, ([v for v, c in zip(values, totals) if c], [c for c in totals if c]))
+            got.reverse()
+            mult = np.array([_int64_count(int(got.pop()), v) if c else 0 for v, c in zip(values, totals)],
+                            dtype=np.int64)
         pts = np.flatnonzero(mult)
         return pts, np.full(len(pts), self.unit, dtype=np.int64), mult[pts]
 
@@ -245,8 +253,10 @@ class Threshold(Logic):
             pairs = np.stack([pk, dv], axis=1)
             uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
             values = self.interner.value_list(uniq[:, 0])
-            f = self.f
-            m = [_int64_count(int(f(v, c)), v) if c else 0 for v, c in zip(values, uniq[:, 1].tolist())]
+            cs = uniq[:, 1].tolist()
+            got = call_all("threshold", self.f, ([v for v, c in zip(values, cs) if c], [c for c in cs if c]))
+            got.reverse()
+            m = [_int64_count(int(got.pop()), v) if c else 0 for v, c in zip(values, cs)]
             mult = np.array(m, dtype=np.int64).take(inv.reshape(-1))
         keep = np.flatnonzero(mult)
         return dp.take(keep), np.full(len(keep), self.unit, dtype=np.int64), mult.take(keep)

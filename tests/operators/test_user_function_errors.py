@@ -1,0 +1,87 @@
+"""A user function that raises is named: operator kind, qualified name, file and line, record, time."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddflow.operators import Dataflow
+from ddflow.operators.errors import UserFunctionError
+
+def parse(line):  # raises on anything but a string
+    return tuple(line.split(","))
+
+
+def _run(build, records):
+    df = Dataflow()
+    inp = df.new_input("x")
+    build(inp.collection).capture()
+    for t, r in records:
+        inp.insert(r, t)
+    inp.advance_to(100)
+    df.run()
+
+
+def _where(f) -> str:
+    return f"{__file__}:{f.__code__.co_firstlineno}"
+
+
+def test_map_names_function_record_and_time():
+    with pytest.raises(UserFunctionError) as info:
+        _run(lambda c: c.map(parse), [(3, "a,b"), (5, ("bad",)), (7, "c,d")])
+    err = info.value
+    assert (err.operator, err.function, err.where, err.record, err.time) == ("map", "parse", _where(parse), ("bad",), 5)
+    assert isinstance(err.__cause__, AttributeError)
+    assert str(err) == (f"map function parse ({_where(parse)}) raised AttributeError: 'tuple' object has no "
+                        "attribute 'split' on the record ('bad',) at time 5")
+
+
+@pytest.mark.parametrize("op", ["filter", "flat_map", "inspect"])
+def test_linear_operators_name_the_record(op):
+    def picky(v):
+        if v == 13:
+            raise ValueError("thirteen")
+        return [v] if op == "flat_map" else True
+
+    f = picky if op != "inspect" else (lambda u: picky(u[0]))
+    with pytest.raises(UserFunctionError) as info:
+        _run(lambda c: getattr(c, op)(f), [(1, 1), (2, 13), (4, 14)])
+    err = info.value
+    assert err.operator == op and err.time == 2 and isinstance(err.__cause__, ValueError)
+    assert err.record == (13 if op != "inspect" else (13, 2, 1))
+    assert err.function.endswith("picky" if op != "inspect" else "<lambda>")
+
+
+def test_join_map_reduce_threshold_name_their_arguments():
+    def joined(k, a, b):
+        return k / (a - b)
+
+    with pytest.raises(UserFunctionError) as info:
+        _run(lambda c: c.join_map(c, joined), [(1, (1, 5)), (1, (2, 7))])
+    assert info.value.operator == "join_map" and info.value.function.endswith("joined")
+    assert info.value.record in {(1, 5, 5), (2, 7, 7)} and isinstance(info.value.__cause__, ZeroDivisionError)
+
+    def total(key, vals):
+        if key == "boom":
+            raise KeyError(key)
+        return [(sum(v * c for v, c in vals), 1)]
+
+    with pytest.raises(UserFunctionError) as info:
+        _run(lambda c: c.reduce(total), [(1, ("a", 1)), (1, ("boom", 2)), (1, ("boom", 3))])
+    assert info.value.operator == "reduce" and info.value.record[0] == "boom"
+
+    def keep(record, count):
+        return 1 // (record - 2)
+
+    with pytest.raises(UserFunctionError) as info:
+        _run(lambda c: c.threshold(keep), [(1, 1), (1, 2)])
+    assert info.value.operator == "threshold" and info.value.record == (2, 1)
+
+
+def test_a_callable_object_is_described_by_its_class():
+    class Bad:
+        def __call__(self, v):
+            raise RuntimeError("no")
+
+    with pytest.raises(UserFunctionError) as info:
+        _run(lambda c: c.map(Bad()), [(1, 1)])
+    assert info.value.function.endswith("Bad") and info.value.where.startswith(__file__)
