@@ -20,6 +20,13 @@ baseline's BFS; a mismatch fails the benchmark.
 
 The roadmap's full latency figure is ``--milestones 1000,10000,100000,1000000`` (hours at E=100 with
 the current engine). The latency CDF is saved as a PNG (``--plot``).
+
+Sustained latency (the roadmap's benchmark 1 at one change per epoch): ``--sustained`` runs only that,
+E=1 for 20,000 changes (about a minute), and compares the latencies of the first ``--window`` changes
+with the last ones; ``--sustained 1000000`` gives the issue's figure (changes 999,000-1,000,000 against
+the first 1,000; hours):
+
+    .venv/bin/python tests/benchmarks/bench_reachability.py --sustained [1000000]
 """
 
 from __future__ import annotations
@@ -298,12 +305,20 @@ def arguments() -> argparse.ArgumentParser:
                         help="latency distributions after these many changes")
     parser.add_argument("--window", type=int, default=1_000, help="latencies per distribution")
     parser.add_argument("--baseline-seconds", type=float, default=10.0)
+    parser.add_argument("--sustained", type=int, nargs="?", const=20_000, default=0, metavar="CHANGES",
+                        help="only the sustained-latency run: E=1 for CHANGES changes (20,000 when no number), "
+                             "the first --window changes against the last")
     parser.add_argument("--plot", type=Path, default=HERE.parents[1] / "docs" / "img" / "reachability_latency_cdf.png")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments().parse_args(argv)
+    if args.sustained:
+        if args.sustained < 2 * args.window:
+            raise SystemExit(f"--sustained {args.sustained}: at least twice --window ({args.window}) changes")
+        args.epochs, args.latency_e = (), 1
+        args.milestones = (args.window, args.sustained)
     n, m, r = args.nodes, args.edges, args.roots
     longest = max([*args.milestones, *(max(args.changes, ep) for ep in args.epochs)])
     e = workload(n, m, longest)

@@ -5,15 +5,16 @@ inside a loop when one round of one iteration completes). :func:`reduce_round` h
 and the histories of their keys to :func:`ddflow.operators.kernels.reduce.reduce_points`, which finds
 every point where the output may change and evaluates the logic there (built-in logics inside the
 kernel, Python logic on the groups it returns), then to
-:func:`~ddflow.operators.kernels.reduce.reduce_emit` for the output diffs. History rows at later
-inner coordinates come back as times to revisit.
+:func:`~ddflow.operators.kernels.reduce.diffs.reduce_emit` for the output diffs (consolidated).
+History rows at later inner coordinates come back as times to revisit.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...kernels.reduce import DIFF_OVERFLOW, GROUPS, POSITIVE, VALUE_OVERFLOW, reduce_emit, reduce_points
+from ...kernels.reduce import DIFF_OVERFLOW, GROUPS, POSITIVE, VALUE_OVERFLOW, reduce_points
+from ...kernels.reduce.diffs import OK, reduce_emit
 from ...traces.batch import Updates, sum_error
 from ...traces.trie import int64
 from .logic import Logic, PointOverflow
@@ -29,8 +30,8 @@ def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray
     ``keys``: the sorted distinct candidate keys; ``cand_outer``: the candidates' outer times;
     ``inner``: the inner coordinates all candidates share (empty at depth 1); ``inp`` and ``out``: the
     input and output histories of ``keys`` (``data == (key, val)``, any order). The output diffs are
-    not consolidated. An accumulation outside int64 raises ``DiffError`` naming the key and time.
-    ``inp`` and ``out`` hold C-contiguous int64 columns, as trace lookups give them."""
+    consolidated, sorted by ``(key, out, time)``. An accumulation outside int64 raises ``DiffError``
+    naming the key and time. ``inp`` and ``out`` hold C-contiguous int64 columns, as trace lookups give them."""
     inner = _c(inner)
     in_k, in_v, in_t, in_d = inp.data[0], inp.data[1], inp.times, inp.diffs  # lookups: int64 columns
     out_k, out_v, out_t, out_d = out.data[0], out.data[1], out.times, out.diffs
@@ -53,8 +54,8 @@ def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray
             dp, dv, dc = logic.finish(mode, keys.take(pk), dp, dv, dc)
     except PointOverflow as exc:  # counts of a point's group (or of one of its outputs) leave int64
         raise sum_error((int(keys[pk[exc.point]]),), when(pa[exc.point])) from exc
-    ek, eo, et, ed, bad = reduce_emit(keys, first, pk, pa, _c(dp), _c(dv), _c(dc), out_k, out_v, out_t, out_d,
-                                      inner)
-    if bad >= 0:  # a diff of -2**63 has no negation in int64
-        raise sum_error((int(ek[bad]), int(eo[bad])), tuple(et[bad].tolist()))
+    ek, eo, et, ed, status = reduce_emit(keys, first, pk, pa, _c(dp), _c(dv), _c(dc), out_k, out_v, out_t,
+                                         out_d, inner)
+    if status != OK:  # a diff of -2**63 (no negation in int64) or a sum outside int64, in the last row
+        raise sum_error((int(ek[-1]), int(eo[-1])), tuple(et[-1].tolist()))
     return Updates((ek, eo), et, ed), pend_k, pend_t

@@ -118,7 +118,7 @@ class Logic:
     # -- the compiled tactic ------------------------------------------------------------------------
     def plan(self, vals: np.ndarray) -> tuple[int, np.ndarray, int]:
         """``(mode, order, k)`` for the round kernel on input rows with val ids ``vals``: ``order``
-        orders the vals as the mode reads them (see :mod:`ddflow.operators.kernels.reduce`)."""
+        orders the vals as the mode reads them (see :mod:`ddflow.operators.kernels.reduce.points`)."""
         return GROUPS, vals, 0
 
     def finish(self, mode: int, keys: np.ndarray, dp: np.ndarray, dv: np.ndarray, dc: np.ndarray) -> Sparse:

@@ -11,11 +11,13 @@ later inner coordinates: they are returned as times ``(first, c ∨ j)`` to revi
 
 :func:`reduce_points` accumulates the histories along each key's points (a segmented prefix sum per
 ``(key, val)`` *slot*) and evaluates one of the built-in logics at every point, giving the desired
-output as sparse triples ``(point, out, count)``. :func:`reduce_emit` turns desired outputs into
-output diffs: with ``D_i`` the desired output at the key's ``i``-th point ``p_i``, the diffs are
-``+D_i`` at ``p_i``, ``-D_i`` at ``p_{i+1}``, and every output row of the slice negated at
-``max(time, first)``: consolidated, they make the output accumulate to ``D_i`` on ``[p_i, p_{i+1})``
-(first differences of the residual) and leave it unchanged before ``first``.
+output as sparse triples ``(point, out, count)``;
+:func:`~ddflow.operators.kernels.reduce.diffs.reduce_emit` turns them into output diffs.
+
+With two coordinates (one loop), the inner coordinate is totally ordered, and one time to revisit
+per key is enough: the least ``(first, j)``. When that round comes, every time this round would
+have asked for is a point again (each candidate's outer time is that of an input row of the key
+inside the round's slice), and history rows further out ask for their own rounds then.
 
 Modes of :func:`reduce_points` (the ``out`` of a triple, per point with a non-empty group):
 
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import helper, kernel
+from .. import helper, kernel
 
 GROUPS, TOTAL, LEAST, TOP, SUM, POSITIVE = 0, 1, 2, 3, 4, 5
 OK, DIFF_OVERFLOW, VALUE_OVERFLOW = 0, 1, 2
@@ -193,21 +195,55 @@ def _sorted_by_key(kidx, idx, values, nk):
     is that of many small sorts, not of one sort of everything."""
     out, offs = _by_key(kidx, idx, nk)
     for k in range(nk):
+        _sort_run(out, offs[k], offs[k + 1], values)
+    return out, offs
+
+
+@helper
+def _sort_run(out, lo, hi, values):
+    """Sort ``out[lo:hi]`` by ``values`` (ties in any order), in place: an insertion sort when short,
+    else a merge sort."""
+    if hi - lo <= 64:
+        for i in range(lo + 1, hi):
+            x = out[i]
+            v = values[x]
+            j = i - 1
+            while j >= lo and values[out[j]] > v:
+                out[j + 1] = out[j]
+                j -= 1
+            out[j + 1] = x
+    else:
+        run = out[lo:hi].copy()
+        order = _argsort(_gather(values, run))
+        for i in range(hi - lo):
+            out[lo + i] = run[order[i]]
+
+
+@helper
+def _time_order(kidx, idx, values, nk):
+    """As :func:`_sorted_by_key`, but rows whose value is ``_MIN`` (a key's history before its first
+    point, applied together in any order) come first in their key's run, unsorted, and only the
+    others are sorted."""
+    out, offs = _by_key(kidx, idx, nk)
+    buf = np.empty(out.shape[0], np.int64)
+    for k in range(nk):
         lo, hi = offs[k], offs[k + 1]
-        if hi - lo <= 64:
-            for i in range(lo + 1, hi):
-                x = out[i]
-                v = values[x]
-                j = i - 1
-                while j >= lo and values[out[j]] > v:
-                    out[j + 1] = out[j]
-                    j -= 1
-                out[j + 1] = x
-        else:
-            run = out[lo:hi].copy()
-            order = _argsort(_gather(values, run))
-            for i in range(hi - lo):
-                out[lo + i] = run[order[i]]
+        if hi - lo <= 64:  # short: sorted as it is (_MIN sorts first)
+            _sort_run(out, lo, hi, values)
+            continue
+        w = lo
+        for i in range(lo, hi):
+            if values[out[i]] == _MIN:
+                buf[w] = out[i]
+                w += 1
+        t = w
+        for i in range(lo, hi):
+            if values[out[i]] != _MIN:
+                buf[t] = out[i]
+                t += 1
+        for i in range(lo, hi):
+            out[i] = buf[i]
+        _sort_run(out, w, hi, values)
     return out, offs
 
 
@@ -267,17 +303,38 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
     for j in range(q):
         out_in[j] = _inside(out_t, j, inner)
         n_pend += not out_in[j]
-    pend_k = np.empty(n_pend, np.int64)
-    pend_t = np.empty((n_pend, depth), np.int64)
+    if depth == 2 and n_pend:  # one time per key: the least inner coordinate beyond the round's
+        least = np.full(nk, _MAX, np.int64)
+        for j in range(m):
+            if not in_in[j] and in_t[j, 1] < least[ik[j]]:
+                least[ik[j]] = in_t[j, 1]
+        for j in range(q):
+            if not out_in[j] and out_t[j, 1] < least[ok[j]]:
+                least[ok[j]] = out_t[j, 1]
+        n_pend = 0
+        for key in range(nk):
+            n_pend += least[key] != _MAX
+        pend_k = np.empty(n_pend, np.int64)
+        pend_t = np.empty((n_pend, depth), np.int64)
+        n = 0
+        for key in range(nk):
+            if least[key] != _MAX:
+                pend_k[n], pend_t[n, 0], pend_t[n, 1] = keys[key], first[key], least[key]
+                n += 1
+        per_row = False  # the rows below add nothing more
+    else:
+        pend_k = np.empty(n_pend, np.int64)
+        pend_t = np.empty((n_pend, depth), np.int64)
+        per_row = True
     n = 0
-    for j in range(m):
+    for j in range(m if per_row else 0):
         if not in_in[j]:
             pend_k[n] = in_k[j]
             pend_t[n, 0] = first[ik[j]]
             for c in range(1, depth):
                 pend_t[n, c] = max(in_t[j, c], inner[c - 1])
             n += 1
-    for j in range(q):
+    for j in range(q if per_row else 0):
         if not out_in[j]:
             pend_k[n] = out_k[j]
             pend_t[n, 0] = first[ok[j]]
@@ -341,10 +398,10 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
         row_slot[j] = n_slots - 1
     for key in range(nk):
         s_off[key + 1] += s_off[key]
-    tcol = np.empty(m, np.int64)
+    tcol = np.empty(m, np.int64)  # rows before the key's first point are applied first, unordered
     for j in range(m):
-        tcol[j] = in_t[j, 0]
-    by_time, r_off = _sorted_by_key(ik, sel, tcol, nk)
+        tcol[j] = in_t[j, 0] if in_t[j, 0] >= first[ik[j]] else _MIN
+    by_time, r_off = _time_order(ik, sel, tcol, nk)
 
     # the sweep: each key's rows applied in time order, the logic read at each of its points
     cnt = np.zeros(n_slots, np.int64)  # per slot its count modulo 2**64, and how often it wrapped:
@@ -436,56 +493,6 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
     return first, pk, pa, dp[:nd], dv[:nd], dc[:nd], pend_k, pend_t, status, -1
 
 
-@kernel
-def reduce_emit(keys, first, pk, pa, dp, dv, dc, out_k, out_v, out_t, out_d, inner):
-    """Output diffs of one round, unconsolidated: ``(key, out, time, diff)`` columns, each time a row
-    ``(outer, *inner)`` of an ``(e, depth)`` array.
-
-    Entry: ``keys``, ``first``, the points ``(pk, pa)`` and the desired triples ``(dp, dv, dc)`` as
-    :func:`reduce_points` returned them (``dv`` now out ids); the output rows ``(out_k, out_v, out_t,
-    out_d)`` of the round's keys in any order; ``inner`` the round's inner coordinates. Returns the
-    diffs (to be consolidated, where they cancel) and the index of the first diff that could not be
-    negated (``-2**63``), or ``-1``."""
-    n, n_pts, q = dp.shape[0], pk.shape[0], out_k.shape[0]
-    size = 2 * n + q
-    ek = np.empty(size, np.int64)
-    eo = np.empty(size, np.int64)
-    et = np.empty(size, np.int64)
-    ed = np.empty(size, np.int64)
-    bad = -1
-    e = 0
-    for i in range(n):
-        p = dp[i]
-        key = keys[pk[p]]
-        ek[e], eo[e], et[e], ed[e] = key, dv[i], pa[p], dc[i]
-        e += 1
-        if p + 1 < n_pts and pk[p + 1] == pk[p]:
-            ek[e], eo[e], et[e] = key, dv[i], pa[p + 1]
-            if dc[i] == _MIN:
-                bad = e if bad < 0 else bad
-                ed[e] = 0
-            else:
-                ed[e] = -dc[i]
-            e += 1
-    for j in range(q):
-        if _inside(out_t, j, inner):
-            kx = _find(keys, out_k[j])
-            ek[e], eo[e], et[e] = out_k[j], out_v[j], max(out_t[j, 0], first[kx])
-            if out_d[j] == _MIN:
-                bad = e if bad < 0 else bad
-                ed[e] = 0
-            else:
-                ed[e] = -out_d[j]
-            e += 1
-    depth = out_t.shape[1]
-    times = np.empty((e, depth), np.int64)
-    for i in range(e):
-        times[i, 0] = et[i]
-        for c in range(1, depth):
-            times[i, c] = inner[c - 1]
-    return ek[:e], eo[:e], times, ed[:e], bad
-
-
 # -- reference ----------------------------------------------------------------------------------
 def _le_inner(row, inner) -> bool:
     return all(x <= y for x, y in zip(row[1:], inner))
@@ -508,6 +515,11 @@ def reduce_points_reference(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, 
     for key_i, t in [(r[0], r[3]) for r in rows] + outs:
         if not _le_inner(t, inner):
             pending.add((keys[key_i], (first[key_i], *(max(a, b) for a, b in zip(t[1:], inner)))))
+    if len(inner) == 1:  # one loop: only the least time per key
+        least: dict[int, tuple[int, ...]] = {}
+        for key, t in pending:
+            least[key] = min(least.get(key, t), t)
+        pending = set(least.items())
     points = set()
     for key, t in zip(cand_k.tolist(), cand_t.tolist()):
         points.add((index[key], t))
@@ -559,32 +571,3 @@ def reduce_points_reference(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, 
             col([p[1] for p in points]), col([t[0] for t in triples]), col([t[1] for t in triples]),
             col([t[2] for t in triples]), col([p[0] for p in pend]),
             col([p[1] for p in pend]).reshape(len(pend), depth), status, first_bad)
-
-
-def reduce_emit_reference(keys, first, pk, pa, dp, dv, dc, out_k, out_v, out_t, out_d, inner):
-    """:func:`reduce_emit` from the residual's definition, consolidated: at the key's ``i``-th point,
-    ``R_i - R_{i-1}`` where ``R_i`` is the desired output minus the output accumulated at ``p_i``
-    (``R_{-1} = 0``). Returns ``{(key, out, outer time): diff}`` without zeros."""
-    inner = inner.tolist()
-    desired: dict[int, dict[int, int]] = {}
-    for p, v, c in zip(dp.tolist(), dv.tolist(), dc.tolist()):
-        desired.setdefault(p, {})
-        desired[p][v] = desired[p].get(v, 0) + c
-    out_rows = [(key, v, t, d) for key, v, t, d in zip(out_k.tolist(), out_v.tolist(), out_t.tolist(),
-                                                        out_d.tolist()) if _le_inner(t, inner)]
-    result: dict[tuple[int, int, int], int] = {}
-    previous: dict[int, int] = {}
-    for p, (key_i, a) in enumerate(zip(pk.tolist(), pa.tolist())):
-        key = int(keys[key_i])
-        if p == 0 or pk[p - 1] != key_i:
-            previous = {}
-        residual = dict(desired.get(p, {}))
-        for rk, v, t, d in out_rows:
-            if rk == key and t[0] <= a:
-                residual[v] = residual.get(v, 0) - d
-        for v in set(residual) | set(previous):
-            diff = residual.get(v, 0) - previous.get(v, 0)
-            if diff:
-                result[(key, v, a)] = diff
-        previous = residual
-    return result
