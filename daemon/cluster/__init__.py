@@ -3,7 +3,8 @@
 `member.ClusterWorker` is worker ``i`` of ``W``: a `Worker` whose dataflow exchanges updates with
 the other workers over Kafka topics (`transport.KafkaTransport`, the engine's transport), whose
 epochs close at the same boundaries on every worker (`clock`), and whose index comes from the
-host name or the config (`identity`).
+host name or the config (`identity`). `mesh.MeshTransport` is the same transport over direct
+ZeroMQ connections between the workers (`mesh_wire`: its messages and their validating decoder).
 
 May import everything below the worker and the worker itself (`ddflow.daemon.worker`), and
 `ddflow.operators`/`ddflow.config`; never `factory`, `service`, `testing` or `cli`.

@@ -122,7 +122,8 @@ def check_stream(
         sessions: list[Any] = [df.new_input(name) for name in names]
         probe: Any = build(*(s.collection for s in sessions)).capture()
     else:
-        df = Workers(workers, lambda d: build(*(d.new_input(name).collection for name in names)).capture())
+        df = Workers(workers, lambda d: build(*(d.new_input(name).collection for name in names)).capture(),
+                     transport=worker_counts.transport(workers))
         sessions = [df.input(name) for name in names]
         probe = df.capture(lambda capture: capture)
     epochs = {name: stream.epochs(name) for name in names}

@@ -184,7 +184,7 @@ def check_pipeline(
         sessions = [df.inputs[f"in{i}"] for i in range(len(sources_))]
         first = df
     else:
-        df = Workers(workers, build, config=config)
+        df = Workers(workers, build, config=config, transport=worker_counts.transport(workers))
         probes = [df.capture(lambda out, i=i: out[i]) for i in range(len(df.outputs[0]))]
         sessions = [df.input(f"in{i}") for i in range(len(sources_))]
         first = df.dataflows[0]

@@ -106,7 +106,8 @@ def check_windows(build: Callable, reference: Callable[[Updates, int], dict], so
         probe = build(df.new_input("in0").collection).capture()
         session, runner = df.inputs["in0"], df
     else:
-        runner = Workers(workers, lambda d: build(d.new_input("in0").collection).capture())
+        runner = Workers(workers, lambda d: build(d.new_input("in0").collection).capture(),
+                         transport=worker_counts.transport(workers))
         probe, session = runner.capture(lambda capture: capture), runner.input("in0")
     updates = list(source.updates)
     marks = {u for _, u, _ in updates} | set(source.boundaries) | ends

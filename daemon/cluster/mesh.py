@@ -1,0 +1,314 @@
+"""The mesh: the engine's worker transport (`ddflow.operators.transport.Transport`) over direct
+ZeroMQ connections between the workers, within a host (``ipc://``) or across hosts (``tcp://``).
+
+Worker ``i`` of ``W`` listens at ``addresses[i]`` (a ROUTER socket; ``tcp://name:port`` listens on
+every interface at ``port``) and connects one DEALER socket to every other worker's address, whose
+ZeroMQ identity is ``w{i}``: so every message names the connection it came from, and a message whose
+header claims another source is refused (`mesh_wire.decode`). Between two workers messages keep
+their order (one connection each way), which is all the exchange protocol needs: a step's batches
+come before its marker. Updates cross as raw int64 column frames sent without a copy; records that
+are not ints or pairs of ints cross as codes, each distinct value once per receiver
+(`mesh_wire`). Agreements (the common clock, the least loop round, whether any worker has work)
+are votes on the same connections.
+
+**Membership.** The first exchange or agreement starts the mesh (or `start()`): every worker sends
+a hello to every other and waits until it has one from each, at most ``start_timeout`` seconds
+(`MeshTimeout` names the workers and addresses that never answered). A background thread sends a
+heartbeat to every peer every ``heartbeat`` seconds (on its own connections, so a worker busy in a
+long epoch still beats); a worker waiting in an exchange or agreement that has heard nothing from
+a peer for ``peer_timeout`` seconds raises `PeerLost` naming it and its address (``lost``: the
+names of the peers declared lost, for logs, metrics and readiness). A second hello from a peer (it
+restarted: its part of the state is gone) is `PeerLost` too. There is no replay: a mesh run whose
+worker fails is over, and recovery restarts every worker from a checkpoint they all completed.
+
+``waited[j]``: seconds this worker spent blocked while worker ``j`` had not yet delivered its part;
+``waiting_on``: the workers it is blocked on now; ``sent_bytes``/``received_bytes``: frame bytes
+of updates (records, times, diffs, new values) sent/received; ``steps``: exchange steps received.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+from ...operators.errors import TransportAborted
+from ...operators.transport import ExchangeBatch, ExchangeMarker
+from ..exceptions import DaemonError
+from . import mesh_wire as wire
+
+__all__ = ["MeshError", "MeshTimeout", "MeshTransport", "PeerLost", "listen_address"]
+
+
+class MeshError(DaemonError):
+    """The mesh between the workers failed (a bad address, a peer gone)."""
+
+
+class MeshTimeout(MeshError):
+    """The workers did not all meet at start-up within ``start_timeout``."""
+
+
+class PeerLost(MeshError):
+    """A peer was silent for longer than ``peer_timeout``, or restarted: names it and its address."""
+
+
+def listen_address(address: str) -> str:
+    """Where a worker whose address is ``address`` listens: ``tcp://HOST:PORT`` on every interface."""
+    if address.startswith("tcp://"):
+        _, sep, port = address[len("tcp://"):].rpartition(":")
+        if not sep or not port.isdigit():
+            raise MeshError(f"mesh address {address!r} has no port (tcp://HOST:PORT)")
+        return f"tcp://*:{port}"
+    if address.startswith(("ipc://", "inproc://")):
+        return address
+    raise MeshError(f"mesh address {address!r} is neither tcp://HOST:PORT nor ipc://PATH")
+
+
+class MeshTransport:
+    """Worker ``index``'s end of a mesh of ``len(addresses)`` workers (see the module)."""
+
+    def __init__(self, addresses: Sequence[str], index: int, *, run: str, start_timeout: float = 60.0,
+                 heartbeat: float = 0.5, peer_timeout: float = 10.0, context: zmq.Context | None = None) -> None:
+        addresses = list(addresses)
+        if not addresses or type(index) is not int or not 0 <= index < len(addresses):
+            raise MeshError(f"mesh: worker {index!r} is not an index into {len(addresses)} addresses")
+        self.addresses, self.index, self.workers, self.run = addresses, index, len(addresses), run
+        self.start_timeout, self.heartbeat, self.peer_timeout = start_timeout, heartbeat, peer_timeout
+        self._token = wire.run_token(run)
+        self._context = context or zmq.Context.instance()
+        self._incarnation = int.from_bytes(os.urandom(7), "little")
+        self._peers = [p for p in range(self.workers) if p != index]
+        self._router = self._socket(zmq.ROUTER)
+        self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted peer's connection replaces its old one
+        try:
+            self._router.bind(listen_address(addresses[index]))
+        except zmq.ZMQError as exc:
+            self._router.close(0)
+            raise MeshError(f"mesh: worker {index} cannot listen at {addresses[index]!r}: {exc}") from exc
+        self._dealers = {p: self._dealer(p, b"") for p in self._peers}
+        self._boxes: dict[tuple[int, int], tuple[list[wire.Message], dict[int, wire.Message]]] = {}
+        self._votes: dict[int, dict[int, Any]] = {}
+        self._codes_out: dict[int, dict[Any, int]] = {p: {} for p in self._peers}
+        self._codes_in: dict[int, list] = {p: [] for p in self._peers}
+        self._heard: dict[int, float] = {}
+        self._hellos: dict[int, int] = {}
+        self._error: BaseException | None = None
+        self._started = False
+        self._closed = threading.Event()
+        self._beater: threading.Thread | None = None
+        self.lost: list[str] = []
+        self.waited: dict[int, float] = {}
+        self.waiting_on: tuple[int, ...] = ()
+        self.sent_bytes = self.received_bytes = self.steps = 0
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        s = self._context.socket(kind)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.SNDHWM, 0)
+        s.setsockopt(zmq.RCVHWM, 0)
+        return s
+
+    def _dealer(self, peer: int, suffix: bytes) -> zmq.Socket:
+        s = self._socket(zmq.DEALER)
+        s.setsockopt(zmq.IDENTITY, f"w{self.index}".encode() + suffix)
+        s.connect(self.addresses[peer])
+        return s
+
+    def name(self, peer: int) -> str:
+        """How logs name worker ``peer``: its index and address."""
+        return f"worker {peer} ({self.addresses[peer]})"
+
+    # -- membership --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Meet every other worker (see the module); a no-op once started."""
+        if self._started:
+            return
+        self._started = True
+        for p in self._peers:
+            self._dealers[p].send(wire.header(wire.HELLO, self.index, p, self._token, seq=self._incarnation))
+        self._beater = threading.Thread(target=self._beat, name=f"mesh-heartbeat-{self.index}", daemon=True)
+        self._beater.start()
+        deadline = time.monotonic() + self.start_timeout
+        while len(self._hellos) < len(self._peers):
+            missing = [p for p in self._peers if p not in self._hellos]
+            if time.monotonic() > deadline:
+                raise MeshTimeout(f"mesh: worker {self.index} waited {self.start_timeout:g} s at start-up for "
+                                  + ", ".join(self.name(p) for p in missing))
+            self._poll(0.05)
+        now = time.monotonic()
+        self._heard.update({p: max(self._heard.get(p, now), now) for p in self._peers})
+
+    def _beat(self) -> None:
+        dealers = {p: self._dealer(p, b"/beat") for p in self._peers}
+        try:
+            while not self._closed.wait(self.heartbeat):
+                for p, s in dealers.items():
+                    s.send(wire.header(wire.BEAT, self.index, p, self._token))
+        finally:
+            for s in dealers.values():
+                s.close(0)
+
+    # -- the transport -----------------------------------------------------------------------------
+
+    def send(self, batch: ExchangeBatch) -> None:
+        self.start()
+        records, n = batch.records, len(batch.diffs)
+        first, extra = 0, []
+        if isinstance(records, np.ndarray):
+            form = wire.PAIRS if records.ndim == 2 else wire.INTS
+            column = np.ascontiguousarray(records, dtype="<i8")
+        else:
+            form, table = wire.CODES, self._codes_out[batch.dest]
+            first = len(table)
+            column = np.empty(n, dtype="<i8")
+            new = []
+            for i, value in enumerate(records):
+                code = table.get(value)
+                if code is None:
+                    code = table[value] = len(table)
+                    new.append(value)
+                column[i] = code
+            try:
+                extra = [msgpack.packb(new, use_bin_type=True)]
+            except (TypeError, ValueError) as exc:
+                raise MeshError(f"mesh: exchange {batch.channel} cannot send a record to worker {batch.dest}: "
+                                f"{exc} (records crossing workers are ints, floats, strings, bytes, bools, "
+                                f"None and tuples of them)") from exc
+        times = np.ascontiguousarray(batch.times, dtype="<i8")
+        diffs = np.ascontiguousarray(batch.diffs, dtype="<i8")
+        head = wire.header(wire.BATCH, self.index, batch.dest, self._token, channel=batch.channel, seq=batch.seq,
+                           lower=batch.lower, upper=batch.upper, rounds=batch.rounds, count=n,
+                           depth=times.shape[1], form=form, first=first)
+        frames = [head, column, times, diffs, *extra]
+        self._dealers[batch.dest].send_multipart(frames, copy=False)
+        self.sent_bytes += column.nbytes + times.nbytes + diffs.nbytes + sum(len(e) for e in extra)
+
+    def mark(self, marker: ExchangeMarker) -> None:
+        self.start()
+        self._dealers[marker.dest].send(wire.header(
+            wire.MARKER, self.index, marker.dest, self._token, channel=marker.channel, seq=marker.seq,
+            lower=marker.lower, upper=marker.upper, rounds=marker.rounds, count=marker.count))
+
+    def receive(self, worker: int, channel: int, seq: int) -> list[ExchangeBatch]:
+        self.start()
+        box = self._boxes.setdefault((channel, seq), ([], {}))
+        self._wait(lambda: len(box[1]) == len(self._peers),
+                   lambda: [p for p in self._peers if p not in box[1]])
+        del self._boxes[(channel, seq)]
+        self.steps += 1
+        batches, markers = box
+        got: dict[int, int] = {}
+        for m in batches:
+            got[m.source] = got.get(m.source, 0) + m.count
+        facts = {(m.lower, m.upper, m.rounds) for m in markers.values()}
+        for source, marker in markers.items():
+            if got.get(source, 0) != marker.count:
+                raise MeshError(f"mesh: exchange {channel} step {seq}: {self.name(source)} marked {marker.count} "
+                                f"updates but sent {got.get(source, 0)}")
+        if len(facts) > 1:
+            raise MeshError(f"mesh: exchange {channel} step {seq}: workers are at different epochs or rounds: "
+                            f"{sorted(facts, key=repr)}")
+        out = []
+        for m in sorted(batches, key=lambda m: m.source):
+            records: list | np.ndarray = m.records
+            if m.form == wire.CODES:
+                table = self._codes_in[m.source]
+                records = [table[c] for c in m.records.tolist()]
+            out.append(ExchangeBatch(channel, seq, m.source, worker, m.lower, m.upper, m.rounds, records,
+                                     m.times, m.diffs))
+        return out
+
+    def gather(self, worker: int, seq: int, value: Any) -> list[Any]:
+        self.start()
+        packed = msgpack.packb(value, use_bin_type=True)
+        for p in self._peers:
+            self._dealers[p].send_multipart([wire.header(wire.VOTE, self.index, p, self._token, seq=seq), packed])
+        votes = self._votes.setdefault(seq, {})
+        votes[self.index] = msgpack.unpackb(packed, raw=False, use_list=True, strict_map_key=False)
+        self._wait(lambda: len(votes) == self.workers, lambda: [p for p in self._peers if p not in votes])
+        del self._votes[seq]
+        return [votes[i] for i in range(self.workers)]
+
+    def abort(self, error: BaseException) -> None:
+        self._error = error
+
+    def close(self) -> None:
+        """Stop the heartbeat and close the connections (what is not delivered yet is dropped)."""
+        self._closed.set()
+        if self._beater is not None:
+            self._beater.join(5)
+        for s in self._dealers.values():
+            s.close(0)
+        self._router.close(0)
+
+    # -- waiting -----------------------------------------------------------------------------------
+
+    def _wait(self, done, missing) -> None:
+        now = time.monotonic()
+        try:
+            while not done():
+                if self._error is not None:
+                    raise TransportAborted(f"another worker failed: {self._error!r}")
+                blocked = tuple(missing())
+                self.waiting_on = blocked
+                for p in blocked:
+                    if now - self._heard.get(p, now) > self.peer_timeout:
+                        self.lost.append(self.name(p))
+                        raise PeerLost(f"mesh: worker {self.index} heard nothing from {self.name(p)} for "
+                                       f"{now - self._heard[p]:.1f} s (peer_timeout {self.peer_timeout:g} s)")
+                self._poll(min(self.heartbeat, 0.05))
+                then, now = now, time.monotonic()
+                for p in blocked:
+                    self.waited[p] = self.waited.get(p, 0.0) + (now - then)
+        finally:
+            self.waiting_on = ()
+
+    def _poll(self, timeout: float) -> None:
+        """File every message that arrives within ``timeout`` seconds (all that are there, at least)."""
+        router = self._router
+        if not router.poll(int(timeout * 1000)):
+            return
+        while True:
+            try:
+                frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._file(frames[0].bytes, [f.buffer for f in frames[1:]])
+
+    def _file(self, identity: bytes, frames: list) -> None:
+        sender = identity.split(b"/")[0].decode("ascii", "replace")
+        peer = int(sender[1:]) if sender[:1] == "w" and sender[1:].isdigit() else -1
+        codes = len(self._codes_in[peer]) if peer in self._codes_in else 0
+        m = wire.decode(frames, sender=self.name(peer) if peer in self._codes_in else f"connection {sender!r}",
+                        me=self.index, workers=self.workers, run=self._token, codes=codes)
+        if m.source != peer:
+            raise wire.MeshMessageError(f"mesh: refused a message from {self.name(peer)} at worker {self.index}: "
+                                        f"it claims to come from worker {m.source}")
+        self._heard[peer] = time.monotonic()
+        if m.kind == wire.BATCH:
+            if m.form == wire.CODES:
+                self._codes_in[peer].extend(m.values)
+            self._boxes.setdefault((m.channel, m.seq), ([], {}))[0].append(m)
+            self.received_bytes += sum(len(f) for f in frames[1:])
+        elif m.kind == wire.MARKER:
+            markers = self._boxes.setdefault((m.channel, m.seq), ([], {}))[1]
+            if peer in markers:
+                raise MeshError(f"mesh: exchange {m.channel} step {m.seq}: {self.name(peer)} marked it twice")
+            markers[peer] = m
+        elif m.kind == wire.VOTE:
+            votes = self._votes.setdefault(m.seq, {})
+            if peer in votes:
+                raise MeshError(f"mesh: agreement {m.seq}: {self.name(peer)} voted twice")
+            votes[peer] = m.vote
+        elif m.kind == wire.HELLO:
+            if peer in self._hellos and self._hellos[peer] != m.seq:
+                self.lost.append(self.name(peer))
+                raise PeerLost(f"mesh: {self.name(peer)} restarted (a new hello): its part of the run is gone")
+            self._hellos[peer] = m.seq

@@ -1,0 +1,177 @@
+"""Benchmark: the sliding-window reachability of ``bench_reachability`` run by 1, 2 and 4 worker
+*processes* exchanging over the mesh (``ddflow.daemon.cluster.mesh``, ``ipc://`` sockets on this
+host) and, in the same run, by 2 processes exchanging through Kafka topics on an embedded broker
+(``--kafka``; ``KafkaTransport``), the transport the mesh replaces.
+
+Each process feeds its share of the changes (change ``k`` goes to worker ``k % W``) and closes the
+same epochs of ``E`` changes. Printed per configuration: changes/s from the first change to the
+last epoch's end (slowest worker) and its ratio to the 1-worker mesh run, each worker's CPU
+seconds, the mean and p99 wall time a worker waits in one exchange step (its ``receive``: the
+per-round exchange latency, which includes waiting for a slower peer's compute), the exchange
+steps per epoch, and the bytes of update frames (records, times, diffs, new values) sent per
+update that crossed workers. Every run's final output is checked against the 1-worker run's.
+
+    .venv/bin/python tests/benchmarks/bench_workers_mesh.py [--nodes 1000 --edges 2000 --changes 1000
+        --epoch 100 --workers 1,2,4] [--kafka]
+
+Ratios of changes/s say little on a machine with fewer cores than workers plus load; the wait per
+step is the figure the mesh is about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import numpy as np
+from bench_reachability import workload
+
+
+def arguments() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--edges", type=int, default=2000)
+    p.add_argument("--roots", type=int, default=10)
+    p.add_argument("--changes", type=int, default=1000)
+    p.add_argument("--epoch", type=int, default=100)
+    p.add_argument("--workers", default="1,2,4", help="worker process counts over the mesh")
+    p.add_argument("--kafka", action="store_true", help="also 2 processes over Kafka exchange topics")
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: run one worker process
+    return p
+
+
+def worker(spec: dict) -> None:
+    """One worker process: build, feed its share, time the changes, print its figures as JSON."""
+    from ddflow.operators.library import reachability
+    from ddflow.operators.workers import worker_dataflow
+
+    index, count = spec["index"], spec["count"]
+    if spec.get("kafka"):
+        from ddflow.daemon.cluster.transport import KafkaTransport
+
+        transport = KafkaTransport(count, index, {"bootstrap.servers": spec["kafka"], "fetch.wait.max.ms": 1},
+                                   prefix=f"bench-{spec['run']}", run=spec["run"], timeout=300)
+    else:
+        from ddflow.daemon.cluster.mesh import MeshTransport
+
+        transport = MeshTransport(spec["addresses"], index, run=spec["run"], start_timeout=300)
+    waits: list[float] = []
+    receive = transport.receive
+
+    def timed(*a):
+        started = time.perf_counter()
+        try:
+            return receive(*a)
+        finally:
+            waits.append(time.perf_counter() - started)
+
+    transport.receive = timed  # every exchange step's wait, for the mean and p99
+    df = worker_dataflow(index, count, transport)
+    roots, edges = df.new_input("roots"), df.new_input("edges")
+    probe = reachability(roots.collection, edges.collection).capture(history=False)
+    graph = workload(spec["nodes"], spec["edges"], spec["changes"])
+    m, c, e = spec["edges"], spec["changes"], spec["epoch"]
+    if index == 0:
+        for r in range(spec["roots"]):
+            roots.insert(r, 0)
+    share = np.arange(m) % count == index
+    edges.update_many([tuple(x) for x in graph[:m][share].tolist()], np.zeros(int(share.sum()), dtype=np.int64),
+                      np.ones(int(share.sum()), dtype=np.int64))
+    roots.advance_to(1)
+    edges.advance_to(1)
+    df.run()
+    waits.clear()
+    sent0 = getattr(transport, "sent_bytes", 0)
+    cpu0, started, epochs = time.process_time(), time.perf_counter(), 0
+    for k in range(c):
+        if k % count == index:
+            edges.remove(tuple(graph[k].tolist()), 1 + k)
+            edges.insert(tuple(graph[m + k].tolist()), 1 + k)
+        if (k + 1) % e == 0 or k == c - 1:
+            roots.advance_to(2 + k)
+            edges.advance_to(2 + k)
+            df.run()
+            epochs += 1
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu0
+    from ddflow.operators.nodes.exchange import Exchange
+
+    exchanges = [n for n in df._all_nodes() if isinstance(n, Exchange)]
+    final: dict = {}
+    for record, _t, diff in probe.drain():
+        final[json.dumps(record)] = final.get(json.dumps(record), 0) + diff
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "waits": waits, "epochs": epochs,
+                      "sent": sum(n.sent for n in exchanges),
+                      "sent_bytes": getattr(transport, "sent_bytes", 0) - sent0,
+                      "final": {k: d for k, d in final.items() if d}}))
+    close = getattr(transport, "close", None)
+    if close:
+        close()
+
+
+def launch(count: int, args, folder: str, kafka: str | None = None) -> list[dict]:
+    run = uuid.uuid4().hex[:12]
+    addresses = [f"ipc://{folder}/{run}-{i}" for i in range(count)]
+    base = {"count": count, "run": run, "addresses": addresses, "kafka": kafka, "nodes": args.nodes,
+            "edges": args.edges, "roots": args.roots, "changes": args.changes, "epoch": args.epoch}
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", json.dumps({**base, "index": i})],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(count)]
+    outs = [p.communicate(timeout=1800) for p in procs]
+    if any(p.returncode for p in procs):
+        raise SystemExit("a worker failed:\n" + "\n".join(err[-3000:] for _, err in outs))
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+
+
+def report(label: str, results: list[dict], base: tuple[float, dict] | None, changes: int) -> tuple[float, dict]:
+    seconds = max(r["seconds"] for r in results)
+    final: dict = {}
+    for r in results:
+        for k, d in r["final"].items():
+            final[k] = final.get(k, 0) + d
+    final = {k: d for k, d in final.items() if d}
+    if base is not None and final != base[1]:
+        raise SystemExit(f"{label}: the output differs from the 1-worker run's")
+    waits = np.array([w for r in results for w in r["waits"]]) if len(results) > 1 else np.zeros(0)
+    epochs = results[0]["epochs"]
+    sent = sum(r["sent"] for r in results)
+    line = (f"  {label:<22} {changes / seconds:8.0f} changes/s"
+            + (f" (ratio {base[0] / seconds:.2f})" if base else "")
+            + "; CPU s per worker " + "/".join(f"{r['cpu']:.2f}" for r in results))
+    if len(waits):
+        line += (f"; wait per step mean {1e3 * waits.mean():.3f} ms, p99 {1e3 * np.percentile(waits, 99):.3f} ms"
+                 f" ({len(waits) / len(results) / epochs:.0f} steps per epoch)")
+        if sum(r["sent_bytes"] for r in results):
+            line += f"; {sum(r['sent_bytes'] for r in results) / max(sent, 1):.1f} bytes per crossing update"
+    print(line, flush=True)
+    return seconds, final
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
+    if args.worker:
+        worker(json.loads(args.worker))
+        return
+    print(f"reachability {args.nodes} nodes / {args.edges} edges / {args.roots} roots, {args.changes} changes, "
+          f"E={args.epoch}; worker processes on {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory(prefix="ddflow-mesh-") as folder, contextlib.ExitStack() as stack:
+        base = None
+        for count in [int(w) for w in args.workers.split(",") if w]:
+            results = launch(count, args, folder)
+            got = report(f"{count} worker(s), mesh:", results, base, args.changes)
+            if base is None and count == 1:
+                base = got
+        if args.kafka:
+            from ddflow.daemon.kafka.broker import EmbeddedBroker
+
+            broker = stack.enter_context(EmbeddedBroker())
+            report("2 workers, Kafka:", launch(2, args, folder, broker.bootstrap), base, args.changes)
+
+
+if __name__ == "__main__":
+    main()
