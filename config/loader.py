@@ -38,6 +38,8 @@ from .schema import (
     FIELD_TYPES,
     FORMATS,
     LATE_POLICIES,
+    OUTPUT_MODES,
+    PARTITIONERS,
     PROGRESS_POLICIES,
     CheckpointConfig,
     Config,
@@ -264,13 +266,26 @@ def _output(t: _Table) -> OutputConfig:
     raw_key = t.get("key", (str, list), None)
     progress_topic = t.get("progress_topic", str, None, check=_topic)
     schemas = t.get("schemas", bool, False)
+    partitioner = t.get("partitioner", str, "ddflow", check=_choice(PARTITIONERS))
+    mode = t.get("mode", str, "changelog", check=_choice(OUTPUT_MODES))
+    tombstones = t.get("tombstones", bool, True)
     t.finish()
+    only = {"mode": "json", "tombstones": "debezium"}
+    for option, owner in only.items():
+        if option in t.data and fmt != owner:
+            t.problems.append(Problem(t.key(option), f"only {owner} outputs use it (format is {fmt!r})"))
     if fmt == "msgpack":
         for option, given in (("fields", "fields" in t.data), ("key", raw_key is not None),
-                              ("progress_topic", progress_topic is not None), ("schemas", "schemas" in t.data)):
+                              ("progress_topic", progress_topic is not None), ("schemas", "schemas" in t.data),
+                              ("partitioner", "partitioner" in t.data)):
             if given:
-                t.problems.append(Problem(t.key(option), "only json and debezium outputs use it (format is 'msgpack')"))
+                t.problems.append(Problem(t.key(option), "only json and debezium outputs use it (format is 'msgpack': "
+                                          "batches of updates, no message key per record)"
+                                          if option == "partitioner" else
+                                          "only json and debezium outputs use it (format is 'msgpack')"))
         return OutputConfig(name, topic)
+    if mode == "upsert" and not fields:
+        t.problems.append(Problem(t.key("mode"), "an upsert output needs the record's fields (fields)"))
     if progress_topic is None and "progress_topic" not in t.data:
         t.problems.append(Problem(t.key("progress_topic"), f"is required: a {fmt} output's data topic holds only "
                                   "change events, its progress markers go to this companion topic"))
@@ -291,7 +306,8 @@ def _output(t: _Table) -> OutputConfig:
         for clash in sorted({"time", "diff"} & set(names)):
             t.problems.append(Problem(t.key("fields"), f"field {clash!r}: in the json format 'time' and 'diff' are "
                                       "the update's own keys; rename the field"))
-    return OutputConfig(name, topic, fmt, fields, tuple(k for k in key if isinstance(k, str)), progress_topic, schemas)
+    return OutputConfig(name, topic, fmt, fields, tuple(k for k in key if isinstance(k, str)), progress_topic, schemas,
+                        partitioner, mode, tombstones)
 
 
 def _epoch(t: _Table) -> EpochConfig:

@@ -44,6 +44,8 @@ DEBEZIUM_TIMES = ("envelope", "source")
 PROGRESS_POLICIES = ("explicit", "monotonic", "reclock")
 LATE_POLICIES = ("advance", "reject")
 FIELD_TYPES = ("any", "int", "float", "str", "bytes", "bool")
+PARTITIONERS = ("ddflow", "murmur2")  # the stable key hash, or Kafka's default partitioner
+OUTPUT_MODES = ("changelog", "upsert")  # json outputs: updates, or the row per key
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,11 @@ class OutputConfig:
     ``debezium``). The json and debezium formats write one change event per message: ``fields``
     names the record's fields (required by debezium), ``key`` the fields of the message key
     (default: the first field), ``progress_topic`` the companion topic of the progress markers
-    (required), ``schemas`` wraps events in Kafka Connect's ``{"schema", "payload"}``."""
+    (required), ``schemas`` wraps events in Kafka Connect's ``{"schema", "payload"}``,
+    ``partitioner`` places them (``ddflow``: the stable key hash; ``murmur2``: Kafka's default
+    partitioner over the message key); ``mode`` (json): ``changelog`` (updates) or ``upsert`` (the
+    row per key, a tombstone when it leaves); ``tombstones`` (debezium): a tombstone after each
+    delete event."""
 
     name: str
     topic: str
@@ -149,6 +155,9 @@ class OutputConfig:
     key: tuple[str, ...] = ()
     progress_topic: str | None = None
     schemas: bool = False
+    partitioner: str = "ddflow"
+    mode: str = "changelog"
+    tombstones: bool = True
 
 
 @dataclass(frozen=True)
@@ -286,7 +295,10 @@ class Config:
             "outputs": [
                 {"name": o.name, "topic": o.topic, "format": o.format}
                 | ({"fields": {f.name: f.type for f in o.fields}, "key": list(o.key),
-                    "progress_topic": o.progress_topic, "schemas": o.schemas} if o.format != "msgpack" else {})
+                    "progress_topic": o.progress_topic, "schemas": o.schemas, "partitioner": o.partitioner}
+                   if o.format != "msgpack" else {})
+                | ({"mode": o.mode} if o.format == "json" else {})
+                | ({"tombstones": o.tombstones} if o.format == "debezium" else {})
                 for o in self.outputs
             ],
             "epoch": {

@@ -135,7 +135,9 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
     ]
     outputs = [
         OutputSpec(o.name, o.topic, format=o.format, fields={f.name: f.type for f in o.fields} or None,
-                   key=o.key or None, progress_topic=o.progress_topic, schemas=o.schemas)
+                   key=o.key or None, progress_topic=o.progress_topic, schemas=o.schemas,
+                   partitioner=o.partitioner, mode=o.mode, tombstones=o.tombstones,
+                   source={"name": config.kafka.group_id, "db": config.dataflow.function})
         for o in config.outputs
     ]
     epochs = EpochPolicy(

@@ -80,18 +80,27 @@ def encoder(
     progress_topic: str | None = None,
     schemas: bool = False,
     max_batch_updates: int = 5000,
+    partitioner: str = "ddflow",
+    mode: str = "changelog",
+    tombstones: bool = True,
+    source: Mapping[str, str] | None = None,
 ) -> Encoder:
     """The encoder of output ``name`` on ``topic`` in ``format`` (see the format modules for
-    what ``fields``, ``key``, ``progress_topic`` and ``schemas`` mean there)."""
+    what ``fields``, ``key``, ``progress_topic``, ``schemas``, ``partitioner`` (`partitioners`),
+    ``mode`` (json), ``tombstones`` and ``source`` (debezium) mean there)."""
     if format == "msgpack":
         from .result_protocol import MsgpackEncoder
 
-        for option, given in (("fields", fields), ("key", key), ("progress_topic", progress_topic)):
+        for option, given in (("fields", fields), ("key", key), ("progress_topic", progress_topic),
+                              ("schemas", schemas), ("partitioner", partitioner != "ddflow"),
+                              ("mode", mode != "changelog")):
             if given:
                 raise OptionsError(f"output {name!r} {option}: only the json and debezium formats use it")
-        if schemas:
-            raise OptionsError(f"output {name!r} schemas: only the json and debezium formats use it")
         return MsgpackEncoder(name, topic, max_batch_updates=max_batch_updates)
+    if format != "debezium" and not tombstones:
+        raise OptionsError(f"output {name!r} tombstones: only the debezium format uses it")
+    if format != "json" and mode != "changelog":
+        raise OptionsError(f"output {name!r} mode: only the json format has modes")
     if format in ("json", "debezium"):
         from .rows import RowLayout
 
@@ -99,14 +108,14 @@ def encoder(
             raise OptionsError(f"output {name!r} progress_topic: a {format} output needs a companion progress topic")
         if progress_topic == topic:
             raise OptionsError(f"output {name!r} progress_topic: {topic!r} is the data topic itself")
-        layout = RowLayout(name, topic, fields, key, schemas=schemas, format=format)
+        layout = RowLayout(name, topic, fields, key, schemas=schemas, format=format, partitioner=partitioner)
         if format == "json":
             from .json import JsonEncoder
 
-            return JsonEncoder(layout, progress_topic)
+            return JsonEncoder(layout, progress_topic, mode=mode)
         from .debezium import DebeziumEncoder
 
-        return DebeziumEncoder(layout, progress_topic)
+        return DebeziumEncoder(layout, progress_topic, source=source, tombstones=tombstones)
     raise OptionsError(f"output {name!r} format: {format!r} is not one of {', '.join(FORMATS)}")
 
 

@@ -17,11 +17,29 @@ Anything else is dead-lettered whole with its reason: ``bad_json``, ``shape`` (n
 ``missing_field``, ``field_type``, ``time_type``/``time_range``. Debezium sends no progress
 markers: its inputs use the ``monotonic`` or ``reclock`` progress policy.
 
-Output: change events a Kafka Connect sink can read, one per message, keyed by the record's key
-fields (``{"page": "home"}``): at one time, a retraction and an insertion of the same key become
-one ``u`` event (``before`` -> ``after``), other retractions ``d`` and insertions ``c`` events;
-a diff of +-n gives n events. Events are in time order per partition, with ``ts_ns``, ``ts_us``
-and ``ts_ms`` set from the update's time; the epoch's markers go to the companion progress topic.
+Output: change events a Debezium consumer reads as its own, one per message, keyed by the
+record's key fields (``{"page": "home"}``): at one time, a retraction and an insertion of the same
+key become one ``u`` event (``before`` -> ``after``), other retractions ``d`` and insertions ``c``
+events; a diff of +-n gives n events. The first epoch an output publishes, ``[MIN_TIME, upper)``
+(after a backfill or a restore: the output accumulated at the snapshot's frontier), is its
+snapshot: insertions there are ``r`` (read) events with ``source.snapshot = "true"``. Each event
+carries, as Debezium's do:
+
+* ``ts_ms``/``ts_us``/``ts_ns``: the update's time;
+* ``source``: ``version`` (ddflow's), ``connector`` (``"ddflow"``), ``name`` (the daemon's logical
+  name: its consumer group), ``ts_ms``/``ts_us``/``ts_ns``, ``snapshot`` (``"true"``/``"false"``),
+  ``db`` (the dataflow, ``module:function``) and ``table`` (the output's name);
+* ``transaction``: the epoch is the transaction (its updates commit together): ``id`` is
+  ``"lower:upper"``, ``total_order`` and ``data_collection_order`` the event's place (from 1)
+  among the epoch's events of this output on this partition (Kafka orders nothing across
+  partitions; the epoch's progress marker counts them, as Debezium's transaction END event does).
+
+After each ``d`` event a tombstone follows (the same key, a null value), as Debezium writes for
+log compaction and the JDBC sink's delete handling (``tombstones = false`` leaves them out).
+Schema names (with ``schemas``) are Avro names: ``<topic>.Envelope``/``.Value``/``.Key`` with every
+character outside ``[A-Za-z0-9_]`` of the topic made ``_`` (Debezium's own adjustment), the source
+block ``io.debezium.connector.ddflow.Source`` and the transaction block ``event.block``. The
+epoch's markers go to the companion progress topic.
 """
 
 from __future__ import annotations
@@ -34,6 +52,7 @@ from ...operators.lattice import T_MAX, T_MIN
 from ..exceptions import WireError
 from .rows import (
     Marker,
+    ddflow_version,
     RowEncoding,
     RowLayout,
     dumps,
@@ -139,62 +158,94 @@ class DebeziumDecoder:
 
 
 class DebeziumEncoder(RowEncoding):
-    """Output updates -> Debezium change events (see the module docstring)."""
+    """Output updates -> Debezium change events (see the module docstring). ``source``: the
+    ``name`` and ``db`` of the events' source block; ``tombstones``: a tombstone after each delete."""
 
     name = "debezium"
 
-    def __init__(self, layout: RowLayout, progress_topic: str) -> None:
+    def __init__(self, layout: RowLayout, progress_topic: str, *, source: Mapping[str, str] | None = None,
+                 tombstones: bool = True) -> None:
         self.layout = layout
         self.topic = layout.topic
         self.progress_topic = progress_topic
+        self.tombstones = bool(tombstones)
+        given = dict(source or {})
+        self.source = {"version": ddflow_version(), "connector": "ddflow", "name": given.get("name", "ddflow"),
+                       "db": given.get("db", ""), "table": layout.output}
         self._schema: dict[str, Any] | None = None
         if layout.schemas:
             assert layout.names is not None
-            row = f"{layout.topic}.Value"
+            row = f"{layout.schema_name}.Value"
             times = [{"type": "int64", "optional": True, "field": f} for f in ("ts_ms", "ts_us", "ts_ns")]
-            source = {"type": "struct", "optional": False, "name": "ddflow.Source", "field": "source",
-                      "fields": [{"type": "string", "optional": False, "field": "connector"},
-                                 {"type": "string", "optional": False, "field": "name"}, *times]}
+            string = {"type": "string", "optional": False}
+            source_schema = {
+                "type": "struct", "optional": False, "name": "io.debezium.connector.ddflow.Source", "field": "source",
+                "fields": [{**string, "field": "version"}, {**string, "field": "connector"}, {**string, "field": "name"},
+                           {"type": "int64", "optional": False, "field": "ts_ms"}, *times[1:],
+                           {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
+                            "parameters": {"allowed": "true,false"}, "default": "false", "field": "snapshot"},
+                           {**string, "field": "db"}, {**string, "field": "table"}]}
+            transaction = {"type": "struct", "optional": True, "name": "event.block", "version": 1,
+                           "field": "transaction",
+                           "fields": [{**string, "field": "id"},
+                                      {"type": "int64", "optional": False, "field": "total_order"},
+                                      {"type": "int64", "optional": False, "field": "data_collection_order"}]}
             self._schema = {
-                "type": "struct", "optional": False, "name": f"{layout.topic}.Envelope", "fields": [
+                "type": "struct", "optional": False, "name": f"{layout.schema_name}.Envelope", "version": 1,
+                "fields": [
                     layout.struct(row, layout.names, optional=True, field="before"),
                     layout.struct(row, layout.names, optional=True, field="after"),
-                    source, {"type": "string", "optional": False, "field": "op"}, *times,
+                    source_schema, {**string, "field": "op"}, *times, transaction,
                 ],
             }
 
     def partition(self, record: Any, partitions: int) -> int:
         return self.layout.partition(record, partitions)
 
-    def event(self, op: str, before: Any, after: Any, time: int) -> bytes:
+    def event(self, op: str, before: Any, after: Any, time: int, *, snapshot: bool = False,
+              transaction: dict[str, Any] | None = None) -> bytes:
+        """One change event's value (``transaction``: the event's block, None for none)."""
         layout = self.layout
         ts = {"ts_ms": time // 1_000_000, "ts_us": time // 1_000, "ts_ns": time}
+        source = self.source
         envelope = {
             "before": None if before is None else layout.row(before),
             "after": None if after is None else layout.row(after),
-            "source": {"connector": "ddflow", "name": layout.output, **ts},
+            "source": {"version": source["version"], "connector": "ddflow", "name": source["name"], **ts,
+                       "snapshot": "true" if snapshot else "false", "db": source["db"], "table": source["table"]},
             "op": op,
             **ts,
+            "transaction": transaction,
         }
         return dumps(envelope if self._schema is None else {"schema": self._schema, "payload": envelope})
 
-    def events(self, updates: Sequence[Update]) -> list[tuple[bytes, bytes]]:
-        """(key, value) of each change event of ``updates``, in time then key order."""
+    def events(self, updates: Sequence[Update], lower: int = T_MIN,
+               upper: int | None = None) -> list[tuple[bytes, bytes | None]]:
+        """(key, value) of each change event of ``updates`` of epoch ``[lower, upper)``, in time then
+        key order, each ``d`` event followed by its tombstone (value None) when they are on."""
         key_of = self.layout.key
         groups: dict[tuple[int, bytes], tuple[list[Any], list[Any]]] = {}
         for record, time, diff in updates:
             gone, came = groups.setdefault((time, key_of(record)), ([], []))
             (gone if diff < 0 else came).extend([record] * abs(diff))
-        out = []
+        changes: list[tuple[bytes, str, Any, Any, int]] = []
         order = self._order
         for (time, key), (gone, came) in sorted(groups.items(), key=lambda g: g[0]):
             gone.sort(key=order)
             came.sort(key=order)
             paired = min(len(gone), len(came))
-            for before, after in zip(gone, came):
-                out.append((key, self.event("u", before, after, time)))
-            out.extend((key, self.event("d", before, None, time)) for before in gone[paired:])
-            out.extend((key, self.event("c", None, after, time)) for after in came[paired:])
+            changes.extend((key, "u", before, after, time) for before, after in zip(gone, came))
+            changes.extend((key, "d", before, None, time) for before in gone[paired:])
+            changes.extend((key, "c", None, after, time) for after in came[paired:])
+        snapshot = lower == T_MIN
+        tid = f"{lower}:{'' if upper is None else upper}"
+        out: list[tuple[bytes, bytes | None]] = []
+        for n, (key, op, before, after, time) in enumerate(changes, start=1):
+            block = {"id": tid, "total_order": n, "data_collection_order": n}
+            out.append((key, self.event("r" if snapshot and op == "c" else op, before, after, time,
+                                        snapshot=snapshot, transaction=block)))
+            if op == "d" and self.tombstones:
+                out.append((key, None))
         return out
 
     def _order(self, record: Any) -> bytes:
@@ -205,7 +256,8 @@ class DebeziumEncoder(RowEncoding):
         writer: tuple[int, int] | None = None,
     ) -> tuple[list[Message], Message]:
         header = epoch_header(lower, upper, incarnation)
-        data: list[Message] = [(self.topic, partition, key, value, header) for key, value in self.events(updates)]
+        data: list[Message] = [(self.topic, partition, key, value, header)
+                               for key, value in self.events(updates, lower, upper)]
         marker = Marker(self.topic, partition, lower, upper, incarnation, len(data), *(writer or (0, 1)))
         return data, marker_message(self.progress_topic, marker)
 
@@ -221,8 +273,11 @@ class DebeziumReader:
         self.types = tuple(fields.values()) if isinstance(fields, Mapping) else None
 
     def updates(self, value: bytes | None) -> list[Update]:
+        """The updates of one data message: none for a tombstone (null value)."""
+        if value is None:
+            return []
         try:
-            event = json.loads(value or b"")
+            event = json.loads(value)
         except ValueError as exc:
             raise WireError(f"a debezium output message {value!r:.80} is not JSON ({exc})") from None
         if type(event) is dict and set(event) == {"schema", "payload"}:

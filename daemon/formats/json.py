@@ -15,7 +15,17 @@ the batch (`types.REASONS`); the others are kept.
 Output data messages: one update per message, an object with the declared fields plus ``time``
 and ``diff`` (``[data, time, diff]`` without declared fields), optionally in Kafka Connect's
 ``{"schema", "payload"}`` wrapper; the key is the record's key fields; the epoch's markers go to
-the companion progress topic (see `rows`).
+the companion progress topic (see `rows`). That is the change log (``mode = "changelog"``, the
+default).
+
+With ``mode = "upsert"`` the topic is a table instead, what an upsert sink (Kafka Connect's JDBC
+sink with ``insert.mode=upsert`` and ``delete.enabled=true``, a compacted topic, a KTable) reads:
+per epoch, one message for each key whose row changed, keyed by the key fields, whose value is the
+row as of the epoch's end (the record's fields, no ``time`` or ``diff``), or a tombstone (a null
+value) when the key's row left. Messages are in key order. It needs an output that holds at most
+one record per key at every time (a reduction keyed by the key fields, say): an epoch whose
+changes leave a key with more than one record, or with a multiplicity other than one, is refused
+with a `WireError` naming the key.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...operators.lattice import T_MAX, T_MIN
-from ..exceptions import WireError
+from ..exceptions import OptionsError, WireError
 from .rows import (
     Marker,
     RowEncoding,
@@ -41,7 +51,9 @@ from .rows import (
 from .schema import InputFormat
 from .types import Decoded, Malformed, Message, Update, to_record
 
-__all__ = ["JsonDecoder", "JsonEncoder", "JsonReader"]
+__all__ = ["MODES", "JsonDecoder", "JsonEncoder", "JsonReader"]
+
+MODES = ("changelog", "upsert")
 
 
 class JsonDecoder:
@@ -126,15 +138,21 @@ class JsonEncoder(RowEncoding):
 
     name = "json"
 
-    def __init__(self, layout: RowLayout, progress_topic: str) -> None:
+    def __init__(self, layout: RowLayout, progress_topic: str, *, mode: str = "changelog") -> None:
+        if mode not in MODES:
+            raise OptionsError(f"output {layout.output!r} mode: {mode!r} is not one of {', '.join(MODES)}")
+        if mode == "upsert" and layout.names is None:
+            raise OptionsError(f"output {layout.output!r} mode: an upsert output needs the record's fields")
         self.layout = layout
+        self.mode = mode
         self.topic = layout.topic
         self.progress_topic = progress_topic
         self._schema: dict[str, Any] | None = None
         if layout.schemas and layout.names is not None:
-            schema = layout.struct(f"{layout.topic}.Value", layout.names, optional=False)
-            schema["fields"] += [{"type": "int64", "optional": False, "field": "time"},
-                                 {"type": "int64", "optional": False, "field": "diff"}]
+            schema = layout.struct(f"{layout.schema_name}.Value", layout.names, optional=False)
+            if mode == "changelog":
+                schema["fields"] += [{"type": "int64", "optional": False, "field": "time"},
+                                     {"type": "int64", "optional": False, "field": "diff"}]
             self._schema = schema
 
     def partition(self, record: Any, partitions: int) -> int:
@@ -153,12 +171,39 @@ class JsonEncoder(RowEncoding):
         writer: tuple[int, int] | None = None,
     ) -> tuple[list[Message], Message]:
         header = epoch_header(lower, upper, incarnation)
-        data: list[Message] = [
-            (self.topic, partition, self.layout.key(record), self.value(record, time, diff), header)
-            for record, time, diff in sorted(updates, key=lambda u: u[1])
-        ]
+        if self.mode == "upsert":
+            data: list[Message] = [(self.topic, partition, key, value, header) for key, value in self.upserts(updates)]
+        else:
+            data = [(self.topic, partition, self.layout.key(record), self.value(record, time, diff), header)
+                    for record, time, diff in sorted(updates, key=lambda u: u[1])]
         marker = Marker(self.topic, partition, lower, upper, incarnation, len(data), *(writer or (0, 1)))
         return data, marker_message(self.progress_topic, marker)
+
+    def upserts(self, updates: Sequence[Update]) -> list[tuple[bytes, bytes | None]]:
+        """(key, row or None) for each key whose row the epoch's ``updates`` changed, in key order
+        (see the module); WireError when a key would hold other than one record."""
+        net: dict[bytes, dict[Any, int]] = {}
+        key_of = self.layout.key
+        for record, _time, diff in updates:
+            records = net.setdefault(key_of(record), {})
+            records[record] = records.get(record, 0) + diff
+        out: list[tuple[bytes, bytes | None]] = []
+        for key in sorted(net):
+            changed = {r: d for r, d in net[key].items() if d}
+            came = [r for r, d in changed.items() if d > 0]
+            gone = [r for r, d in changed.items() if d < 0]
+            if not changed:
+                continue
+            if len(came) > 1 or len(gone) > 1 or any(abs(d) != 1 for d in changed.values()):
+                raise WireError(f"output {self.layout.output!r} (mode upsert): key {key.decode()} changes by "
+                                f"{sorted(changed.items(), key=repr)!r:.200} in one epoch; an upsert output must "
+                                "hold at most one record per key (key the output by its key fields)")
+            if came:
+                row = self.layout.row(came[0])
+                out.append((key, dumps(row if self._schema is None else {"schema": self._schema, "payload": row})))
+            else:
+                out.append((key, None))
+        return out
 
     def restamp(self, message: Message, incarnation: str) -> Message:
         return restamp(message, self.progress_topic, incarnation)

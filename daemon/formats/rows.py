@@ -35,11 +35,14 @@ from ...operators.lattice import T_MAX, T_MIN
 from ...operators.partition import key_hash, partition_of
 from ..block import Block
 from ..exceptions import OptionsError, WireError
+from .partitioners import PARTITIONERS, kafka_partition
 from .result_protocol import check_writer
 from .schema import InputFormat
 from .types import Malformed, Message, to_record
 
 __all__ = [
+    "avro_name",
+    "ddflow_version",
     "EPOCH_HEADER",
     "RowEncoding",
     "Marker",
@@ -151,9 +154,14 @@ class RowLayout:
         *,
         schemas: bool,
         format: str,
+        partitioner: str = "ddflow",
     ) -> None:
         where = f"output {output!r}"
         self.output, self.topic, self.schemas = output, topic, bool(schemas)
+        self.schema_name = avro_name(topic)
+        if partitioner not in PARTITIONERS:
+            raise OptionsError(f"{where} partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
+        self.partitioner = partitioner
         if fields is not None:
             shape = InputFormat(fields)  # validates names and types like an input's
             self.names: tuple[str, ...] | None = shape.field_names
@@ -212,13 +220,16 @@ class RowLayout:
             where = f"output {self.output!r} record {record!r:.80}"
             key = {self.names[i]: _json_value(values[i], where) for i in self.key_positions}
             if self.schemas:
-                key = {"schema": self.struct(f"{self.topic}.Key", [self.names[i] for i in self.key_positions],
+                key = {"schema": self.struct(f"{self.schema_name}.Key", [self.names[i] for i in self.key_positions],
                                              optional=False), "payload": key}
         return dumps(key)
 
     def partition(self, record: Any, partitions: int) -> int:
-        """The data partition of ``record``: ``key_hash`` of its key fields' values (one field: its
-        value), or of its first field when the output has no fields."""
+        """The data partition of ``record``: with the ``murmur2`` partitioner, Kafka's default
+        partitioner over its message key (`key`); else ``key_hash`` of its key fields' values (one
+        field: its value), or of its first field when the output has no fields."""
+        if self.partitioner == "murmur2":
+            return kafka_partition(self.key(record), partitions)
         if self.names is None:
             return partition_of(record, partitions)
         values = self.values(record)
@@ -239,6 +250,27 @@ class RowLayout:
         if field is not None:
             schema["field"] = field
         return schema
+
+
+def avro_name(topic: str) -> str:
+    """``topic`` as an Avro (and Kafka Connect) schema name: each dot-separated part with every
+    character outside ``[A-Za-z0-9_]`` made ``_``, and ``_`` before a part that starts with a digit
+    (what Debezium's schema name adjuster does)."""
+    parts = []
+    for part in topic.split("."):
+        clean = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in part) or "_"
+        parts.append("_" + clean if clean[0].isdigit() else clean)
+    return ".".join(parts)
+
+
+def ddflow_version() -> str:
+    """The installed ddflow's version (what change events name as their source's version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ddflow")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 def record_from_row(row: Any, names: Sequence[str] | None, types: Sequence[str] | None, skip: tuple[str, ...] = ()) -> Any:

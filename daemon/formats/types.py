@@ -134,7 +134,7 @@ class Decoded:
 
 Update = tuple[Any, int, int]
 # (topic, partition or None for the producer's partitioner on the key, key, value, headers)
-Message = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]] | None]
+Message = tuple[str, int | None, bytes | None, bytes | None, list[tuple[str, bytes]] | None]  # value None: a tombstone
 
 
 class Decoder(Protocol):

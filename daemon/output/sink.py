@@ -79,7 +79,9 @@ class OutputSpec:
     """One output: the dataflow collection ``name`` published to ``topic`` in ``format``
     (``msgpack``, ``json`` or ``debezium``). The json and debezium formats take the record's
     ``fields`` (names, or name -> type), its ``key`` fields (default: the first), the companion
-    ``progress_topic`` and ``schemas`` (Kafka Connect's schema/payload wrapper); see `formats`."""
+    ``progress_topic``, ``schemas`` (Kafka Connect's schema/payload wrapper), ``partitioner``
+    (``ddflow`` or Kafka's ``murmur2``), the json ``mode`` (``changelog`` or ``upsert``) and the
+    debezium ``tombstones`` and ``source`` (its source block's ``name`` and ``db``); see `formats`."""
 
     name: str
     topic: str
@@ -89,6 +91,10 @@ class OutputSpec:
     key: Sequence[str] | None = None
     progress_topic: str | None = None
     schemas: bool = False
+    partitioner: str = "ddflow"
+    mode: str = "changelog"
+    tombstones: bool = True
+    source: Mapping[str, str] | None = None
     encoder: Encoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -102,7 +108,8 @@ class OutputSpec:
             )
         made = encoder(self.format, self.name, self.topic, fields=self.fields, key=self.key,
                        progress_topic=self.progress_topic, schemas=self.schemas,
-                       max_batch_updates=self.max_batch_updates)
+                       max_batch_updates=self.max_batch_updates, partitioner=self.partitioner, mode=self.mode,
+                       tombstones=self.tombstones, source=self.source)
         object.__setattr__(self, "encoder", made)
 
 
@@ -395,7 +402,7 @@ class KafkaSink(WindowCommits):
         topic: str,
         partition: int | None,
         key: bytes | None,
-        value: bytes,
+        value: bytes | None,
         headers: list[tuple[str, bytes]] | None,
         on_delivery: Any,
     ) -> None:

@@ -228,10 +228,14 @@ def test_change_events_read_back_to_the_updates(fmt: str, schemas: bool) -> None
             data, marker = enc.epoch(0, 10, "inc", p, entries)
             m = read_marker(marker[3])
             assert (marker[0], m.topic, m.partition, m.count) == ("counts-progress", "counts-topic", p, len(data))
-            times = []
+            times, tombs = [], []
             for topic, partition, key, value, headers in data:
                 assert (topic, partition) == ("counts-topic", p) and read_epoch_header(headers) == ("inc", 0, 10)
                 got = back.updates(value)
+                if value is None:  # the tombstone after a debezium delete event
+                    assert fmt == "debezium" and got == [] and key == data[len(times) + len(tombs) - 1][2]
+                    tombs.append(key)
+                    continue
                 assert all(enc.partition(r, partitions) == p for r, _, _ in got)  # one key, one partition
                 assert json.loads(key) == ({"page": got[0][0][0]} if not schemas else
                                            {"schema": json.loads(key)["schema"], "payload": {"page": got[0][0][0]}})
@@ -245,6 +249,10 @@ def test_debezium_output_pairs_a_retraction_and_an_insertion_of_one_key_into_an_
     enc = encoder("debezium", "counts", "t", fields=["page", "views"], progress_topic="tp")
     data, _ = enc.epoch(0, 100, "inc", 0, [(("home", 3), 50, -1), (("home", 4), 50, 1), (("about", 1), 50, 1),
                                            (("blog", 2), 40, -1), (("home", 4), 60, -1)])
+    assert [m[3] for m in data].count(None) == 2  # a tombstone after each delete
+    assert all(data[i - 1][3] is not None and json.loads(data[i - 1][3])["op"] == "d" and data[i - 1][2] == m[2]
+               for i, m in enumerate(data) if m[3] is None)
+    data = [m for m in data if m[3] is not None]
     events = [json.loads(m[3]) for m in data]
     assert [(e["op"], e["before"], e["after"], e["ts_ns"]) for e in events] == [
         ("d", {"page": "blog", "views": 2}, None, 40),
@@ -253,7 +261,7 @@ def test_debezium_output_pairs_a_retraction_and_an_insertion_of_one_key_into_an_
         ("d", {"page": "home", "views": 4}, None, 60),
     ]
     assert [json.loads(m[2]) for m in data] == [{"page": "blog"}, {"page": "about"}, {"page": "home"}, {"page": "home"}]
-    assert events[0]["ts_ms"] == 0 and events[0]["source"]["name"] == "counts"
+    assert events[0]["ts_ms"] == 0 and events[0]["source"]["table"] == "counts"
 
 
 def test_json_output_without_fields_writes_updates_as_arrays() -> None:
