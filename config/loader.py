@@ -214,7 +214,11 @@ def _input(t: _Table) -> InputConfig:
     max_bytes = t.get("max_message_bytes", int, 1 << 20, check=_positive)
     fmt = t.get("format", str, "msgpack", check=_choice(FORMATS))
     debezium_time = t.get("debezium_time", str, None, check=_choice(DEBEZIUM_TIMES))
+    partitioner = t.get("partitioner", str, "ddflow", check=_choice(PARTITIONERS))
     t.finish()
+    if "partitioner" in t.data and fmt == "msgpack":
+        t.problems.append(Problem(t.key("partitioner"), "only json and debezium inputs use it (format is 'msgpack': "
+                                  "batches of updates, no message key per record)"))
     if fmt == "debezium" and progress == "explicit":
         t.problems.append(Problem(t.key("progress"), "a debezium input carries no progress markers: set progress = "
                                   "'monotonic' (event times non-decreasing per partition) or 'reclock' (arrival times)"))
@@ -229,7 +233,8 @@ def _input(t: _Table) -> InputConfig:
                                   f"only the 'monotonic' progress policy uses it (progress is {progress!r})"))
     if idle is not None and idle <= 0:
         t.problems.append(Problem(t.key("idle_timeout"), "must be greater than 0"))
-    return InputConfig(name, topic, fields, progress, late, idle, max_bytes, fmt, debezium_time or "envelope")
+    return InputConfig(name, topic, fields, progress, late, idle, max_bytes, fmt, debezium_time or "envelope",
+                       partitioner)
 
 
 def _fields(t: _Table, *, required: bool = True) -> tuple[Field, ...]:

@@ -123,6 +123,9 @@ class InputConfig:
     partition's frontier to that frontier (counted) or ``reject`` it to the dead-letter topic.
     ``format``: how messages are written (``msgpack``, ``json``, ``debezium``);
     ``debezium_time``: a Debezium event's time is the ``envelope``'s ``ts_*`` or its ``source``'s.
+    ``partitioner`` (json, debezium): how ``ddflow produce`` places the input's messages by key:
+    ``ddflow`` (the stable key hash) or ``murmur2`` (Kafka's default partitioner, as any other
+    producer of the topic would).
     """
 
     name: str
@@ -134,6 +137,7 @@ class InputConfig:
     max_message_bytes: int = 1 << 20
     format: str = "msgpack"
     debezium_time: str = "envelope"
+    partitioner: str = "ddflow"
 
 
 @dataclass(frozen=True)
@@ -289,6 +293,7 @@ class Config:
                     "max_message_bytes": i.max_message_bytes,
                     "format": i.format,
                     **({"debezium_time": i.debezium_time} if i.format == "debezium" else {}),
+                    **({"partitioner": i.partitioner} if i.format != "msgpack" else {}),
                 }
                 for i in self.inputs
             ],

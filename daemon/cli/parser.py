@@ -4,7 +4,7 @@
                                     --worker-index I: worker I of workers.count
     ddflow check-config FILE        validate a config, import its dataflow and build it once
     ddflow broker                   start the embedded dev broker (tansu) and print its address
-    ddflow produce --topic T [FILE] send updates (JSON lines or msgpack) with progress markers
+    ddflow produce --topic T [FILE] send updates (JSON lines or msgpack) in msgpack, json or debezium
     ddflow tail --topic T           print a result topic's view at its frontier, then live changes
     ddflow demo                     broker + daemon + generator + live view, in one command
     ddflow backfill --config FILE --input NAME=PATH --output DIR
@@ -123,15 +123,24 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
               help="port on 127.0.0.1 (0: any free port)")
 
     produce = commands.add_parser("produce", help="send updates to an input topic", formatter_class=_Formatter,
-                                  description="Read updates from FILE (or stdin) and send them to TOPIC. JSON "
-                                              "lines: one [data, time_ns, diff] or {\"progress\": time_ns} per "
-                                              "line; msgpack: a stream of such objects. After the last update a "
-                                              "progress marker goes to every partition written to.")
+                                  description="Read updates from FILE (or stdin) and send them to the input topic "
+                                              "in its wire format. FILE holds JSON lines (one [data, time_ns, "
+                                              "diff], a list of them, or {\"progress\": time_ns} per line) or a "
+                                              "msgpack stream of such objects (told apart by the first byte). "
+                                              "After the last update a progress marker goes to every partition "
+                                              "written to (not for debezium, which has none).")
     produce.add_argument("file", metavar="FILE", nargs="?", default="-", help="input file; '-' is stdin")
-    produce.add_argument("--topic", required=True, help="the input topic")
-    _env_flag(produce, "--bootstrap", "bootstrap", environ, required=True, metavar="HOST:PORT",
-              help="Kafka bootstrap servers")
-    produce.add_argument("--format", choices=["jsonl", "msgpack"], default="jsonl", help="input encoding")
+    produce.add_argument("--topic", default=None, help="the input topic (default: --input's)")
+    _env_flag(produce, "--bootstrap", "bootstrap", environ, metavar="HOST:PORT",
+              help="Kafka bootstrap servers (default: --config's kafka.bootstrap)")
+    produce.add_argument("--config", default=None, metavar="FILE", help="a daemon config: --input's topic, "
+                         "format, fields and partitioner are the defaults")
+    produce.add_argument("--input", default=None, metavar="NAME", help="the config's input to write to")
+    produce.add_argument("--format", choices=["msgpack", "json", "debezium", "jsonl"], default=None,
+                         help="the wire format written (default: --input's format, else msgpack; jsonl is "
+                              "msgpack, its meaning before FILE's encoding was told by its first byte)")
+    produce.add_argument("--fields", default=None, metavar="A,B",
+                         help="json and debezium: the record's field names, in order (default: --input's)")
     produce.add_argument("--progress", type=int, default=None, metavar="TIME_NS",
                          help="promise sent at the end: no later update has an earlier time "
                               "(default: one past the largest time sent)")
@@ -139,16 +148,23 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     produce.add_argument("--partitions", type=int, default=None, metavar="N",
                          help="create the topic with N partitions if it does not exist")
 
-    tail = commands.add_parser("tail", help="print a result topic's view and its live changes",
+    tail = commands.add_parser("tail", help="print a result topic's view and its live changes, or dead letters",
                                formatter_class=_Formatter)
-    tail.add_argument("--topic", required=True, help="the result (output) topic")
-    _env_flag(tail, "--bootstrap", "bootstrap", environ, required=True, metavar="HOST:PORT",
-              help="Kafka bootstrap servers")
+    tail.add_argument("--topic", default=None, help="the result (output) topic, or the dead-letter topic")
+    _env_flag(tail, "--bootstrap", "bootstrap", environ, metavar="HOST:PORT",
+              help="Kafka bootstrap servers (default: --config's kafka.bootstrap)")
+    tail.add_argument("--config", default=None, metavar="FILE",
+                      help="a daemon config: --output's topic, format, progress topic and fields are the defaults")
+    tail.add_argument("--output", default=None, metavar="NAME", help="the config's output to read")
+    tail.add_argument("--dead-letters", action="store_true",
+                      help="print the dead letters of --topic (default with --config: its dead_letter_topic)")
     tail.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after this long")
-    tail.add_argument("--limit", type=int, default=20, help="rows of the view to print (largest first)")
+    tail.add_argument("--limit", type=int, default=20,
+                      help="rows of the view to print (largest first); with --dead-letters, stop after this many "
+                           "when no --duration is given (0: never)")
     tail.add_argument("--json", action="store_true", help="print JSON lines instead of text")
-    tail.add_argument("--format", choices=("msgpack", "json", "debezium"), default="msgpack",
-                      help="the output's format (outputs[].format)")
+    tail.add_argument("--format", choices=("msgpack", "json", "debezium"), default=None,
+                      help="the output's format (outputs[].format; default: --output's, else msgpack)")
     tail.add_argument("--progress-topic", default=None, metavar="TOPIC",
                       help="a json or debezium output's progress topic (outputs[].progress_topic)")
     tail.add_argument("--fields", default=None, metavar="A,B",

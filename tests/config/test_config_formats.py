@@ -101,3 +101,31 @@ def test_json_input_fields_cannot_be_named_time_or_diff(tmp_path: Path) -> None:
         load_config(path)
     assert "inputs[0].fields: field 'time': in the json format 'time' and 'diff' are the update's own keys" \
         in str(info.value)
+
+
+def test_connect_output_options_load(tmp_path: Path) -> None:
+    config = load(tmp_path, "", 'format = "json"\nfields = { page = "str", views = "int" }\n'
+                  'progress_topic = "p"\nmode = "upsert"\npartitioner = "murmur2"')
+    o = config.outputs[0]  # type: ignore[attr-defined]
+    assert (o.mode, o.partitioner, o.tombstones) == ("upsert", "murmur2", True)
+    assert config.redacted()["outputs"][0]["mode"] == "upsert"  # type: ignore[attr-defined]
+    o = load(tmp_path, "", 'format = "debezium"\nfields = ["page"]\nprogress_topic = "p"\ntombstones = false'
+             ).outputs[0]  # type: ignore[attr-defined]
+    assert (o.mode, o.partitioner, o.tombstones) == ("changelog", "ddflow", False)
+
+
+@pytest.mark.parametrize("output, key, says", [
+    ('partitioner = "murmur2"', "outputs[0].partitioner", "no message key per record"),
+    ('format = "json"\nprogress_topic = "p"\nfields = ["page"]\npartitioner = "murmur3"', "outputs[0].partitioner",
+     "'murmur3' is not one of 'ddflow', 'murmur2'"),
+    ('format = "json"\nprogress_topic = "p"\nmode = "upsert"', "outputs[0].mode", "needs the record's fields"),
+    ('format = "json"\nprogress_topic = "p"\nfields = ["page"]\nmode = "table"', "outputs[0].mode",
+     "'table' is not one of 'changelog', 'upsert'"),
+    ('format = "debezium"\nprogress_topic = "p"\nfields = ["page"]\nmode = "upsert"', "outputs[0].mode",
+     "only json outputs use it"),
+    ('format = "json"\nprogress_topic = "p"\ntombstones = false', "outputs[0].tombstones",
+     "only debezium outputs use it"),
+])
+def test_connect_output_options_misused_name_their_key(tmp_path: Path, output: str, key: str, says: str) -> None:
+    found = problems(tmp_path, "", output)
+    assert key in found and says in found[key], found
