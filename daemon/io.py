@@ -148,12 +148,13 @@ class Sink(Protocol):
         ...
 
     def publish(self, lower: int, upper: int | None, updates: Mapping[str, Block | Sequence[Update]], *,
-                offsets: Offsets | None = None) -> dict[str, int]:
+                offsets: Offsets | None = None, snapshot: bool = False) -> dict[str, int]:
         """Add epoch ``[lower, upper)`` (upper None: final forever), each output's updates as a
         `block.Block` (a worker's) or ``(record, time, diff)`` tuples, to the commit window: it becomes
         durable with the window's other epochs, the staged dead letters and the input ``offsets``,
         all or nothing, when the window is committed (at once if its interval has passed; see
-        `commits.CommitWindow`). Returns the updates written per output."""
+        `commits.CommitWindow`). ``snapshot``: the epoch publishes the contents of the snapshot the
+        worker started from (a format may say so). Returns the updates written per output."""
         ...
 
     def commit(self) -> bool:

@@ -232,12 +232,14 @@ class ReplaySource(KafkaSource):
 
 @dataclass(frozen=True)
 class Epoch:
-    """One committed epoch ``[lower, upper)`` (upper None: final forever) and its updates per output."""
+    """One committed epoch ``[lower, upper)`` (upper None: final forever) and its updates per output;
+    ``snapshot``: it published the contents of the snapshot the worker started from."""
 
     lower: int
     upper: int | None
     updates: dict[str, list[Update]]
     offsets: dict[tuple[str, int], int]
+    snapshot: bool = False
 
 
 class ListSink(WindowCommits):
@@ -343,13 +345,13 @@ class ListSink(WindowCommits):
         return self._window.epochs + self._inflight
 
     def publish(self, lower: int, upper: int | None, updates: Mapping[str, Block | Sequence[Update]], *,
-                offsets: Offsets | None = None) -> dict[str, int]:
+                offsets: Offsets | None = None, snapshot: bool = False) -> dict[str, int]:
         names = {o.name for o in self.outputs}
         unknown = set(updates) - names
         if unknown:
             raise OptionsError(f"publishing epoch [{lower}, {upper}): unknown outputs {sorted(unknown)}")
         rows = {n: ups.rows() if isinstance(ups, Block) else list(ups) for n, ups in updates.items()}
-        epoch = Epoch(lower, upper, {n: rows.get(n, []) for n in names}, dict(offsets or {}))
+        epoch = Epoch(lower, upper, {n: rows.get(n, []) for n in names}, dict(offsets or {}), snapshot)
         self._window.add(lower, upper, [epoch], offsets)
         self.maybe_commit()
         return {name: len(ups) for name, ups in epoch.updates.items()}

@@ -364,7 +364,7 @@ class Worker:
         log.info("loaded %s: %d updates in %.3f s; publishing the output at frontier %d", loader.snapshot, fed,
                  loader.seconds or 0.0, frontier)
         self.recovery.restarted_timer()
-        return self._close_epoch(frontier)
+        return self._close_epoch(frontier, snapshot=True)
 
     def _maybe_close(self, *, force: bool, full: bool = False) -> EpochReport | None:
         """Close the epoch if the policy says so; ``force`` (stopping) or ``full`` (the epoch holds
@@ -381,7 +381,7 @@ class Worker:
                 upper = beyond
         return None if upper is None else self._close_epoch(upper)
 
-    def _close_epoch(self, upper: int) -> EpochReport:
+    def _close_epoch(self, upper: int, *, snapshot: bool = False) -> EpochReport:
         from ..operators.errors import DiffError, UserFunctionError  # loaded with the dataflow already
 
         lower = self.frontier
@@ -420,7 +420,7 @@ class Worker:
         self._doing(f"epoch [{lower}, {upper}): publishing")
         self.source.raise_to(upper)  # partitions behind the new frontier (idle ones) start there
         self.source.persist()  # reclock times and partition floors are durable before outputs depend on them
-        written = self.sink.publish(lower, upper, outputs, offsets=self.source.next_offsets())
+        written = self.sink.publish(lower, upper, outputs, offsets=self.source.next_offsets(), snapshot=snapshot)
         self.frontier = upper
         self._closed_epochs += 1
         self._just_closed = True

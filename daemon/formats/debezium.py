@@ -20,10 +20,10 @@ markers: its inputs use the ``monotonic`` or ``reclock`` progress policy.
 Output: change events a Debezium consumer reads as its own, one per message, keyed by the
 record's key fields (``{"page": "home"}``): at one time, a retraction and an insertion of the same
 key become one ``u`` event (``before`` -> ``after``), other retractions ``d`` and insertions ``c``
-events; a diff of +-n gives n events. The first epoch an output publishes, ``[MIN_TIME, upper)``
-(after a backfill or a restore: the output accumulated at the snapshot's frontier), is its
-snapshot: insertions there are ``r`` (read) events with ``source.snapshot = "true"``. Each event
-carries, as Debezium's do:
+events; a diff of +-n gives n events. The epoch that publishes the snapshot a worker started from
+(a backfill or a checkpoint: ``[MIN_TIME, F)``, the output accumulated at the snapshot's frontier
+``F``) is a snapshot as Debezium's are: its insertions are ``r`` (read) events, and its events
+have ``source.snapshot = "true"``. Each event carries, as Debezium's do:
 
 * ``ts_ms``/``ts_us``/``ts_ns``: the update's time;
 * ``source``: ``version`` (ddflow's), ``connector`` (``"ddflow"``), ``name`` (the daemon's logical
@@ -219,10 +219,11 @@ class DebeziumEncoder(RowEncoding):
         }
         return dumps(envelope if self._schema is None else {"schema": self._schema, "payload": envelope})
 
-    def events(self, updates: Sequence[Update], lower: int = T_MIN,
-               upper: int | None = None) -> list[tuple[bytes, bytes | None]]:
+    def events(self, updates: Sequence[Update], lower: int = T_MIN, upper: int | None = None, *,
+               snapshot: bool = False) -> list[tuple[bytes, bytes | None]]:
         """(key, value) of each change event of ``updates`` of epoch ``[lower, upper)``, in time then
-        key order, each ``d`` event followed by its tombstone (value None) when they are on."""
+        key order, each ``d`` event followed by its tombstone (value None) when they are on;
+        ``snapshot``: the epoch publishes a snapshot's contents (insertions are ``r`` events)."""
         key_of = self.layout.key
         groups: dict[tuple[int, bytes], tuple[list[Any], list[Any]]] = {}
         for record, time, diff in updates:
@@ -237,7 +238,6 @@ class DebeziumEncoder(RowEncoding):
             changes.extend((key, "u", before, after, time) for before, after in zip(gone, came))
             changes.extend((key, "d", before, None, time) for before in gone[paired:])
             changes.extend((key, "c", None, after, time) for after in came[paired:])
-        snapshot = lower == T_MIN
         tid = f"{lower}:{'' if upper is None else upper}"
         out: list[tuple[bytes, bytes | None]] = []
         for n, (key, op, before, after, time) in enumerate(changes, start=1):
@@ -253,11 +253,11 @@ class DebeziumEncoder(RowEncoding):
 
     def epoch(
         self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
-        writer: tuple[int, int] | None = None,
+        writer: tuple[int, int] | None = None, *, snapshot: bool = False,
     ) -> tuple[list[Message], Message]:
         header = epoch_header(lower, upper, incarnation)
         data: list[Message] = [(self.topic, partition, key, value, header)
-                               for key, value in self.events(updates, lower, upper)]
+                               for key, value in self.events(updates, lower, upper, snapshot=snapshot)]
         marker = Marker(self.topic, partition, lower, upper, incarnation, len(data), *(writer or (0, 1)))
         return data, marker_message(self.progress_topic, marker)
 

@@ -168,7 +168,7 @@ class JsonEncoder(RowEncoding):
 
     def epoch(
         self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
-        writer: tuple[int, int] | None = None,
+        writer: tuple[int, int] | None = None, *, snapshot: bool = False,
     ) -> tuple[list[Message], Message]:
         header = epoch_header(lower, upper, incarnation)
         if self.mode == "upsert":

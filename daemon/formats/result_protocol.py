@@ -174,7 +174,7 @@ class MsgpackEncoder:
 
     def epoch_block(
         self, lower: int, upper: int | None, incarnation: str, partition: int, block: Block,
-        writer: tuple[int, int] | None = None,
+        writer: tuple[int, int] | None = None, *, snapshot: bool = False,
     ) -> tuple[list[Message], Message]:
         records = block.records
         if not isinstance(records, np.ndarray):
@@ -198,7 +198,7 @@ class MsgpackEncoder:
 
     def epoch(
         self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
-        writer: tuple[int, int] | None = None,
+        writer: tuple[int, int] | None = None, *, snapshot: bool = False,
     ) -> tuple[list[Message], Message]:
         size = self.max_batch_updates
         data: list[Message] = [

@@ -377,7 +377,7 @@ class RowEncoding:
         raise NotImplementedError
 
     def epoch(self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Any],
-              writer: tuple[int, int] | None = None) -> tuple[list[Message], Message]:
+              writer: tuple[int, int] | None = None, *, snapshot: bool = False) -> tuple[list[Message], Message]:
         raise NotImplementedError
 
     def partitions(self, block: Block, partitions: int) -> np.ndarray:
@@ -386,6 +386,6 @@ class RowEncoding:
                            count=len(block))
 
     def epoch_block(self, lower: int, upper: int | None, incarnation: str, partition: int, block: Block,
-                    writer: tuple[int, int] | None = None) -> tuple[list[Message], Message]:
+                    writer: tuple[int, int] | None = None, *, snapshot: bool = False) -> tuple[list[Message], Message]:
         """`epoch` of the block's rows."""
-        return self.epoch(lower, upper, incarnation, partition, block.rows(), writer)
+        return self.epoch(lower, upper, incarnation, partition, block.rows(), writer, snapshot=snapshot)

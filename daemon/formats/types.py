@@ -158,11 +158,13 @@ class Encoder(Protocol):
 
     def epoch(
         self, lower: int, upper: int | None, incarnation: str, partition: int, updates: Sequence[Update],
-        writer: tuple[int, int] | None = None,
+        writer: tuple[int, int] | None = None, *, snapshot: bool = False,
     ) -> tuple[list[Message], Message]:
         """The data messages of ``updates`` (all of ``partition``) for epoch ``[lower, upper)``
         and the progress marker that closes the epoch on that partition (naming ``writer``
-        ``(i, W)`` when the output has ``W > 1`` writers)."""
+        ``(i, W)`` when the output has ``W > 1`` writers). ``snapshot``: the epoch publishes the
+        contents of a snapshot the worker started from (a backfill or a checkpoint), which a
+        format may say (debezium: ``r`` events)."""
         ...
 
     def partitions(self, block: Block, partitions: int) -> np.ndarray:
@@ -171,7 +173,7 @@ class Encoder(Protocol):
 
     def epoch_block(
         self, lower: int, upper: int | None, incarnation: str, partition: int, block: Block,
-        writer: tuple[int, int] | None = None,
+        writer: tuple[int, int] | None = None, *, snapshot: bool = False,
     ) -> tuple[list[Message], Message]:
         """`epoch` of the updates of ``block`` (an encoder of columns writes them without a
         Python object per update)."""

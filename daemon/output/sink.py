@@ -295,6 +295,7 @@ class KafkaSink(WindowCommits):
         updates: Mapping[str, Block | Sequence[tuple[Any, int, int]]],
         *,
         offsets: Mapping[tuple[str, int], int] | None = None,
+        snapshot: bool = False,
     ) -> dict[str, int]:
         """Publish epoch ``[lower, upper)`` (upper None: final forever), the updates of each output
         as a `block.Block` or ``(record, time, diff)`` tuples, in the commit window, to be
@@ -302,8 +303,9 @@ class KafkaSink(WindowCommits):
         ``offsets`` ((topic, partition) -> next offset to read, committed for ``group_id``; ignored
         without one) once ``commit_interval`` has passed since the window's first epoch (at once
         with an interval of 0) and the commit before it landed (in the background with
-        ``background``). Returns the updates written per output."""
-        messages, written, marked = self._encode(lower, upper, updates)
+        ``background``). ``snapshot``: the epoch publishes a snapshot's contents (see
+        `formats.types.Encoder.epoch`). Returns the updates written per output."""
+        messages, written, marked = self._encode(lower, upper, updates, snapshot=snapshot)
         self._window.add(lower, upper, messages, offsets)
         self._marked.update(marked)
         self.maybe_commit()
@@ -349,7 +351,8 @@ class KafkaSink(WindowCommits):
         return True
 
     def _encode(
-        self, lower: int, upper: int | None, updates: Mapping[str, Block | Sequence[tuple[Any, int, int]]]
+        self, lower: int, upper: int | None, updates: Mapping[str, Block | Sequence[tuple[Any, int, int]]], *,
+        snapshot: bool = False,
     ) -> tuple[list[Message], dict[str, int], list[tuple[str, int]]]:
         unknown = set(updates) - {o.name for o in self.outputs}
         if unknown:
@@ -380,7 +383,8 @@ class KafkaSink(WindowCommits):
                     kept = entries.take(entries.times >= final[p])
                     suppressed += len(entries) - len(kept)
                     entries = kept
-                data, marker = o.encoder.epoch_block(lower, upper, self.incarnation, p, entries, writer)
+                data, marker = o.encoder.epoch_block(lower, upper, self.incarnation, p, entries, writer,
+                                                     snapshot=snapshot)
                 messages.extend(data)
                 messages.append(marker)
                 marked.append((o.topic, p))

@@ -83,8 +83,8 @@ def publish(kafka_options: dict[str, Any], spec: OutputSpec, epochs: list[tuple[
     sink = KafkaSink([spec], kafka_options, transactional_id=f"tx-{spec.topic}")
     sink.open()
     assert sink.transactional
-    for lower, upper, updates in epochs:
-        sink.publish(lower, upper, {spec.name: updates})
+    for lower, upper, updates in epochs:  # the first: the contents of the snapshot a worker started from
+        sink.publish(lower, upper, {spec.name: updates}, snapshot=lower == T_MIN)
     sink.close()
 
 
