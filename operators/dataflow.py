@@ -13,9 +13,11 @@ from typing import Any
 from .collection import Collection
 from .context import Context
 from .errors import GraphError
+from .executor import PlanExecutor
 from .frontier import Antichain
 from .graph import Scope
 from .input import InputNode, InputSession
+from .plan import lower
 from .tuning import DEFAULT, EngineConfig
 from .values import sweep
 
@@ -34,6 +36,7 @@ class Dataflow:
         self.inputs: dict[str, InputSession] = {}
         self.epochs = 0
         self._spines: list | None = None
+        self._executor: PlanExecutor | None = None
 
     @property
     def config(self) -> EngineConfig:
@@ -83,13 +86,18 @@ class Dataflow:
         self.context.started = True
         worker = self.context.worker
         frontier = self.frontier if worker is None else worker.common_frontier(self.frontier)
-        while True:
-            self.root.step(frontier)
-            more = self.root.complete_work(frontier)
-            if worker is not None:
-                more = worker.any(more)
-            if not more:
-                break
+        if self.context.tuning.executor == "plan":
+            if self._executor is None:  # the graph is fixed once running
+                self._executor = PlanExecutor(lower(self.root), worker)
+            self._executor.run(frontier)
+        else:
+            while True:
+                self.root.step(frontier)
+                more = self.root.complete_work(frontier)
+                if worker is not None:
+                    more = worker.any(more)
+                if not more:
+                    break
         if self._spines is None:  # the graph is fixed once running
             self._spines = [spine for node in self._all_nodes() for _, spine in node.arrangements()]
         for spine in self._spines:

@@ -11,10 +11,12 @@ from dataclasses import dataclass, fields
 
 from .errors import ConfigurationError
 
+EXECUTORS = ("nodes", "plan")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
-    """Tuning knobs of one dataflow (all positive ints).
+    """Tuning knobs of one dataflow (positive ints, and the executor's name).
 
     * ``merge_fuel_per_update``: merge work a trace does per inserted update; with geometric
       merging any value of at least 2 keeps the number of batches logarithmic.
@@ -27,6 +29,9 @@ class EngineConfig:
     * ``sweep_growth``, ``sweep_min_ids``: at the end of ``run()``, ids no state holds any more are
       given back once the ids in use number ``sweep_growth`` times those alive after the last sweep,
       and at least ``sweep_min_ids`` (1 and 1: after every run).
+    * ``executor``: what runs an epoch, ``"nodes"`` (the reference: each scope walks its node
+      objects) or ``"plan"`` (the graph lowered to a plan at the first run; see
+      :mod:`ddflow.operators.executor`). Both compute the same outputs.
     """
 
     merge_fuel_per_update: int = 4
@@ -36,9 +41,15 @@ class EngineConfig:
     user_chunk: int = 1 << 18
     sweep_growth: int = 2
     sweep_min_ids: int = 1 << 16
+    executor: str = "nodes"
 
     def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise ConfigurationError(f"EngineConfig.executor must be one of {', '.join(map(repr, EXECUTORS))}, "
+                                     f"got {self.executor!r}")
         for f in fields(self):
+            if f.name == "executor":
+                continue
             value = getattr(self, f.name)
             if type(value) is not int or value < 1:
                 raise ConfigurationError(f"EngineConfig.{f.name} must be a positive int, got {value!r}")

@@ -70,6 +70,8 @@ class Join(Node):
                 if len(d_a):
                     parts.append(product(d_a, d_b, -1))
             self._emit([p for p in parts if len(p[0])])
+        if self.scope.context.in_round:  # the loop's closing pass moves the compaction
+            return
         for h in (self.left_handle, self.right_handle):
             h.set_compaction(frontier)
             if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads

@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import executors
 import worker_counts
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -40,6 +41,7 @@ settings.register_profile(
 settings.load_profile("library")
 
 BASES = (0, 1_700_000_000_000_000_000)  # small times and realistic nanosecond clock times
+EXECUTOR: str | None = None  # the executor (set by the suites' ``executor`` fixture; None: mixed)
 WORKERS: int | None = 1  # workers check_stream runs with (set by the suites' ``workers`` fixture; None: mixed)
 
 Update = tuple[Hashable, int, int]
@@ -117,13 +119,14 @@ def check_stream(
     more. The inputs are closed after the last epoch, which completes every time."""
     names = list(stream.updates)
     workers = worker_counts.count_for(WORKERS, stream.seed)
+    config = executors.config(None, executors.name_for(EXECUTOR, stream.seed))
     if workers == 1:
-        df: Any = Dataflow()
+        df: Any = Dataflow(config=config)
         sessions: list[Any] = [df.new_input(name) for name in names]
         probe: Any = build(*(s.collection for s in sessions)).capture()
     else:
         df = Workers(workers, lambda d: build(*(d.new_input(name).collection for name in names)).capture(),
-                     transport=worker_counts.transport(workers))
+                     config=config, transport=worker_counts.transport(workers))
         sessions = [df.input(name) for name in names]
         probe = df.capture(lambda capture: capture)
     epochs = {name: stream.epochs(name) for name in names}

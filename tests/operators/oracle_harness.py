@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+import executors
 import oracle
 import worker_counts
 from hypothesis import HealthCheck, settings
@@ -57,6 +58,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+EXECUTOR: str | None = None  # the executor (set by the suites' ``executor`` fixture; None: mixed)
 WORKERS: int | None = 1  # workers check_pipeline runs with (set by the suites' ``workers`` fixture; None: mixed)
 
 DIFFS = (-2, -1, 1, 2)
@@ -169,8 +171,11 @@ def check_pipeline(
     from ddflow.operators import Dataflow
     from ddflow.operators.workers import Workers
 
+    key = sum(len(s.updates) for s in sources_) + len(sources_)
     if workers is None:
-        workers = worker_counts.count_for(WORKERS, sum(len(s.updates) for s in sources_) + len(sources_))
+        workers = worker_counts.count_for(WORKERS, key)
+    if config is None or config.executor == "nodes":  # an executor the caller did not pick
+        config = executors.config(config, executors.name_for(EXECUTOR, key))
 
     def build(df: Any) -> list:
         sessions = [df.new_input(f"in{i}") for i in range(len(sources_))]

@@ -1,0 +1,158 @@
+"""Executors: what runs an epoch of a dataflow.
+
+Two executors compute the same thing, and :class:`~ddflow.operators.tuning.EngineConfig`'s
+``executor`` picks one per dataflow:
+
+* ``"nodes"``, the reference: :meth:`Scope.step <ddflow.operators.graph.Scope.step>` walks each
+  scope's node objects, and each loop node runs its own rounds (:mod:`ddflow.operators.nodes.iterate`).
+* ``"plan"``: :class:`PlanExecutor` steps through the dataflow's :class:`~ddflow.operators.plan.Plan`
+  (lowered at the first run). It runs the scopes from the plan's tables, runs every loop's rounds
+  itself, and inside a loop's rounds skips the nodes that only observe the frontier and hold no
+  work (an arrangement advancing its upper, a join or reduction moving its compaction), and lets a
+  join that works leave its compaction (``Context.in_round``): they see the frontier in the loop's
+  closing pass, which is all a frontier they were not stepped with would have told them (an upper
+  may stay behind until the next insert, which covers the times between; compaction is never
+  required, only allowed).
+
+Where the executor stops and resumes: every operator step is still the node's own Python
+``step`` (the boundary today is the whole node: a step of a user function runs it once per distinct
+record, memoised as before). An exchange (:mod:`ddflow.operators.nodes.exchange`) is stepped in
+every pass of its scope, round or not, so that every worker's steps pair up through the
+:class:`~ddflow.operators.transport.Transport`: the executor hands it the round's frontier, the
+exchange sends and receives through the transport, and the executor resumes with what it emitted.
+Loop rounds are agreed between workers exactly as the reference does (``worker.least_round``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import DiffError, IterationLimitError
+from .frontier import Antichain
+from .graph import describe_ids
+from .kernels.frontier import least_ready
+from .plan import KIND, Plan
+from .traces.batch import consolidate
+
+_LOOP = KIND["loop"]
+_EXCHANGE = KIND["exchange"]
+_QUIET = frozenset((KIND["arrange"], KIND["join"], KIND["reduce"]))  # idle observers a round may skip
+# linear nodes: a step takes every buffered update, so it leaves the node without work
+_LINEAR = frozenset(KIND[k] for k in ("concat", "negate", "map", "filter", "flat_map", "inspect", "enter"))
+
+
+class PlanExecutor:
+    """Runs epochs of one dataflow over its plan (see the module docstring)."""
+
+    def __init__(self, plan: Plan, worker: Any = None) -> None:
+        self.plan = plan
+        self.worker = worker
+        kinds = plan.kind.tolist()
+        observes = plan.observes.tolist()
+        # per scope: (node, kind code, may be skipped in a round when idle, observes the frontier,
+        # is linear)
+        self._rows = []
+        for s in range(len(plan.scopes)):
+            first, count = int(plan.scope_first[s]), int(plan.scope_count[s])
+            self._rows.append([(plan.nodes[i], kinds[i], kinds[i] in _QUIET, bool(observes[i]), kinds[i] in _LINEAR)
+                               for i in range(first, first + count)])
+        self._inner = {i: int(plan.loop[i]) for i in range(len(plan.nodes)) if kinds[i] == _LOOP}
+        self.rounds = 0  # loop rounds run, all loops together
+
+    def run(self, frontier: Antichain) -> None:
+        """Every pass of the outer scope the input ``frontier`` allows (the caller agreed it with the
+        other workers, if any)."""
+        worker = self.worker
+        root = self.plan.scopes[0]
+        while True:
+            self._pass(0, frontier, True)
+            more = root.complete_work(frontier)
+            if worker is not None:
+                more = worker.any(more)
+            if not more:
+                return
+
+    def _pass(self, s: int, frontier: Antichain, closing: bool) -> None:
+        """One pass over scope ``s``'s nodes: those holding work, and the frontier's observers that
+        have not seen it (in a loop's round, ``closing`` false, only those that may not wait)."""
+        scope = self.plan.scopes[s]
+        holding = scope.holding
+        node = None
+        try:
+            for node, kind, quiet, observes, linear in self._rows[s]:
+                if node in holding:
+                    self._step(node, kind, frontier)
+                    node.seen = frontier
+                    if linear or not node.holds_work():
+                        holding.discard(node)
+                elif observes and node.seen is not frontier and (closing or not quiet):
+                    self._step(node, kind, frontier)
+                    node.seen = frontier
+                    if node.holds_work():
+                        holding.add(node)
+        except DiffError as exc:
+            if exc.record_ids is None or exc.operator is not None or node is None:
+                raise
+            raise DiffError(f"{node.name}: {exc} (the record {describe_ids(node, exc.record_ids)})",
+                            record_ids=exc.record_ids, time=exc.time, operator=node.name) from exc
+
+    def _step(self, node, kind: int, frontier: Antichain) -> None:
+        if kind == _LOOP:
+            self._loop(node, frontier)
+        else:
+            node.step(frontier)
+
+    def _loop(self, loop, frontier: Antichain) -> None:
+        """The loop's rounds for the enclosing ``frontier``, then its closing pass and egress (what
+        :meth:`Loop.step <ddflow.operators.nodes.iterate.Loop.step>` does, over the plan)."""
+        s = self._inner[self.plan.row(loop)]
+        inner = self.plan.scopes[s]
+        worker = self.worker
+        context = inner.context
+        depth = loop.scope.depth
+        outer = frontier.array(depth)
+        base = [(*f, 0) for f in frontier.elements]
+        while True:
+            r = _next_round(inner.holding, outer)
+            if worker is not None:
+                r = worker.least_round(r)
+            if r is None:
+                break
+            if loop.max_iterations is not None and r >= loop.max_iterations:
+                raise IterationLimitError(
+                    f"iterate: work remains at iteration {r} of the epoch before {frontier.elements}, at its "
+                    f"max_iterations={loop.max_iterations}: the loop reaches no fixed point for these inputs "
+                    "or needs more iterations", iteration=r, limit=loop.max_iterations)
+            loop.round = r
+            outside, context.in_round = context.in_round, True
+            try:
+                self._pass(s, Antichain([*base, *((*f, r + 1) for f in loop.finished.elements)]), False)
+            finally:
+                context.in_round = outside
+            loop.rounds += 1
+            self.rounds += 1
+        loop.round = -1
+        outside, context.in_round = context.in_round, False
+        try:
+            self._pass(s, Antichain(base), True)
+        finally:
+            context.in_round = outside
+        loop.finished = frontier
+        egress = loop.take_all(0)
+        if len(egress):
+            loop.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
+
+
+def _next_round(holding, outer: np.ndarray) -> int | None:
+    """The least iteration of the work ``holding`` (a loop's inner nodes) holds at outer times
+    complete for ``outer`` (the enclosing frontier's array), or ``None``."""
+    r = None
+    for node in holding:
+        times = node.pending_times()
+        if len(times):
+            count, least = least_ready(times if times.flags.c_contiguous else np.ascontiguousarray(times), outer)
+            if count and (r is None or least < r):
+                r = least
+    return None if r is None else int(r)

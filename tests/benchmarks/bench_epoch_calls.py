@@ -1,0 +1,98 @@
+"""Python calls per single-change epoch: what the engine's control plane costs at one change.
+
+The 1k-node/2k-edge sliding-window reachability (``bench_reachability``'s workload and dataflow)
+is loaded, warmed up with ``--warm`` single-change epochs, then each executor runs ``--epochs``
+more single-change epochs twice: once timed (CPU and wall p50/p99 per epoch), once under cProfile,
+which counts every Python-level call (functions, methods, builtins) per epoch. Both executors run
+the same changes from the same state in the same process, the reference (``nodes``) first, so the
+ratios are same-run figures; the output is checked against a BFS after each.
+
+    .venv/bin/python tests/benchmarks/bench_epoch_calls.py [--epochs 200 --warm 300 --top 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from bench_reachability import Reachability, workload
+from ddflow.operators import Dataflow
+from ddflow.operators.tuning import EngineConfig
+
+ROOT = str(Path(__file__).resolve().parents[2]) + "/"
+
+
+def build(executor: str, e: np.ndarray, nodes: int, edges: int, roots: int) -> Reachability:
+    r = Reachability.__new__(Reachability)
+    original = Dataflow.__init__
+    Dataflow.__init__ = lambda self, *, config=None: original(self, config=EngineConfig(executor=executor))
+    try:
+        r.__init__(e, nodes, edges, roots)
+    finally:
+        Dataflow.__init__ = original
+    return r
+
+
+def rounds(r: Reachability) -> int:
+    return sum(getattr(n, "rounds", 0) for n in r.df._all_nodes() if type(n).__name__ == "Loop")
+
+
+def measure(executor: str, e, args) -> dict:
+    r = build(executor, e, args.nodes, args.edges, args.roots)
+    r.load()
+    r.slide(args.warm, 1)
+    before = rounds(r)
+    timed = r.slide(args.epochs, 1)
+    per_round = (rounds(r) - before) / args.epochs
+    profile = cProfile.Profile()
+    profile.enable()
+    r.slide(args.epochs, 1)
+    profile.disable()
+    r.check()
+    stats = pstats.Stats(profile)
+    by_function: Counter = Counter()
+    for (path, line, name), (_, calls, *_rest) in stats.stats.items():
+        by_function[f"{path.replace(ROOT, '')}:{line}({name})"] += calls / args.epochs
+    cpu = np.asarray(timed.epoch_cpu) * 1e3
+    wall = np.asarray(timed.latencies) * 1e3
+    return {"calls": stats.total_calls / args.epochs, "rounds": per_round, "top": by_function.most_common(args.top),
+            "cpu_p50": np.percentile(cpu, 50), "cpu_p99": np.percentile(cpu, 99),
+            "wall_p50": np.percentile(wall, 50), "wall_p99": np.percentile(wall, 99)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--edges", type=int, default=2_000)
+    parser.add_argument("--roots", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=200, help="single-change epochs measured (each way)")
+    parser.add_argument("--warm", type=int, default=300, help="single-change epochs before measuring")
+    parser.add_argument("--top", type=int, default=15, help="functions listed by calls per epoch")
+    parser.add_argument("--executors", default="nodes,plan")
+    args = parser.parse_args()
+    e = workload(args.nodes, args.edges, args.warm + 2 * args.epochs)
+    results = {}
+    for executor in args.executors.split(","):
+        started = time.perf_counter()
+        results[executor] = m = measure(executor, e, args)
+        print(f"{executor:>5s}: {m['calls']:7,.0f} Python calls per single-change epoch, {m['rounds']:.1f} loop "
+              f"rounds; epoch CPU p50 {m['cpu_p50']:.2f} ms p99 {m['cpu_p99']:.2f} ms, wall p50 "
+              f"{m['wall_p50']:.2f} ms p99 {m['wall_p99']:.2f} ms ({time.perf_counter() - started:.0f} s)")
+        for name, calls in m["top"]:
+            print(f"        {calls:7.1f}  {name}")
+    if "nodes" in results:
+        base = results["nodes"]
+        for executor, m in results.items():
+            if executor != "nodes":
+                print(f"{executor} / nodes: calls x{m['calls'] / base['calls']:.2f}, "
+                      f"CPU p50 x{m['cpu_p50'] / base['cpu_p50']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
