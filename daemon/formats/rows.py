@@ -1,7 +1,9 @@
 """What the JSON-based formats share: parsing, rows <-> records, keys, Connect schemas, epochs.
 
-* Parsing: a message value is one JSON document (UTF-8); NaN and Infinity are not JSON and are
-  refused, like anything else `json` cannot read (reason ``bad_json``).
+* Parsing: a message value is one JSON document (UTF-8), refused when `json` cannot read it or an
+  object repeats a key (reason ``bad_json``). ``NaN``, ``Infinity`` and numbers past a double's
+  range (``1e400``) read as the non-finite floats they spell, which no record may hold: an update
+  with one in its data is refused with ``field_range`` (see `ranges`), whatever the spelling.
 * Rows: an input row (a JSON object) gives the record's fields in declared order; extra columns
   are ignored (a table or event may carry more than the dataflow reads); a ``bytes`` field is
   a base64 string, as Kafka Connect's JSON converter writes binary columns; JSON arrays become
@@ -62,8 +64,23 @@ EPOCH_HEADER = "ddflow-epoch"
 CONNECT_TYPES = {"int": "int64", "float": "float64", "str": "string", "bytes": "bytes", "bool": "boolean"}
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+def _constant(name: str) -> float:
+    """``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, but written by many encoders) as the floats
+    they spell: a value holding one is then refused like ``1e400``, which Python reads as infinity
+    (reason ``field_range``, see `ranges`), whatever the spelling."""
+    return float(name)
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refused when a key repeats (which of its values would hold is a guess)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {key!r:.60} appears twice in one object")
+            seen.add(key)
+    return obj
 
 
 def parse(value: bytes | None, fields: InputFormat) -> tuple[Any, Malformed | None]:
@@ -77,7 +94,7 @@ def parse(value: bytes | None, fields: InputFormat) -> tuple[Any, Malformed | No
     if len(value) > fields.max_message_bytes:
         return None, Malformed("oversized", f"{len(value)} bytes > max_message_bytes {fields.max_message_bytes}")
     try:
-        return json.loads(value, parse_constant=_refuse_constant), None
+        return json.loads(value, parse_constant=_constant, object_pairs_hook=_object), None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, digit limits
         return None, Malformed("bad_json", f"{type(exc).__name__}: {exc}")
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...operators.lattice import T_MAX, T_MIN
 from ..exceptions import OptionsError
+from .ranges import column_in_range, describe, out_of_range
 from .types import FIELD_TYPES, Malformed
 
 __all__ = ["InputFormat"]
@@ -83,8 +84,8 @@ def _check_field(kind: str, value: Any) -> Any:
     elif kind == "float":
         if type(value) is float:
             return value
-        if type(value) is int:
-            return float(value)
+        if type(value) is int:  # outside int64 it stays an int, refused as out of range
+            return float(value) if T_MIN <= value <= T_MAX else value
     elif kind == "str":
         if type(value) is str:
             return value
@@ -152,6 +153,9 @@ class _Validator:
             hash(data)
         except TypeError:
             return Malformed("field_type", f"data {data!r} holds a map or another unhashable value", index)
+        bad = out_of_range(data)
+        if bad is not None:
+            return Malformed("field_range", f"data {data!r:.80}: {describe(bad)}", index)
         return (data, time, diff)
 
     def check_batch(self, items: tuple[Any, ...]) -> list[tuple[Any, int | None, int]] | None:
@@ -177,6 +181,8 @@ class _Validator:
                 set(datas)  # every record must be hashable
             except TypeError:
                 return None
+            if not column_in_range(datas):
+                return None
         else:
             assert self.types is not None
             columns = list(zip(*datas))
@@ -187,8 +193,12 @@ class _Validator:
                         set(columns[i])
                     except TypeError:
                         return None
+                    if not column_in_range(columns[i]):
+                        return None
                     continue
                 kinds = set(map(type, columns[i]))
+                if (kind == "int" or kind == "float") and not column_in_range(columns[i]):
+                    return None
                 if kind == "float" and kinds <= {float, int}:
                     if int in kinds:
                         columns[i] = tuple(map(float, columns[i]))

@@ -38,6 +38,7 @@ REASONS: dict[str, str] = {
     "shape": "the value is neither an update, a batch of updates nor a progress marker",
     "arity": "an update is not [data, time, diff] or its data has the wrong number of fields",
     "field_type": "a data field has the wrong type, or the data is not an array of hashable values",
+    "field_range": "a data value no output can carry: an integer outside int64 or a float that is not finite",
     "time_type": "the time is not an integer",
     "time_range": "the time is outside int64",
     "diff_type": "the diff is not an integer",

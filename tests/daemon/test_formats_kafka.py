@@ -172,6 +172,8 @@ def test_debezium_source_decodes_events_counts_tombstones_and_dead_letters_the_r
         "field_type": (0, js({"before": None, "after": {"id": "3", "page": "x", "title": "X"}, "op": "c",
                               "ts_ms": ms})),
         "time_type": (1, js({"before": None, "after": row, "op": "c", "ts_ms": "now"})),
+        "field_range": (1, js({"before": None, "after": {"id": 2**70, "page": "x", "title": "X"}, "op": "c",
+                               "ts_ms": ms})),  # accepted, it would stop every later epoch's publishing
         "empty": (0, b""),
     }
     raw = Producer(kafka_options)

@@ -17,6 +17,8 @@ Integers outside int64 fall back (Python keeps them as big ints, the general pat
 
 from __future__ import annotations
 
+import math
+
 import msgpack
 import numpy as np
 
@@ -155,7 +157,7 @@ def unpack_batch(buf: np.ndarray, kinds: np.ndarray):
                 ints[j, i] = v
             elif kind == FLOAT:
                 ok, x, pos = _float(buf, pos, bits64, bits32)
-                if not ok:
+                if not ok or not np.isfinite(x):  # infinities and NaN: refused by the validator
                     return FALLBACK, empty_i, empty_f, empty, empty
                 floats[j, i] = x
             else:
@@ -193,7 +195,7 @@ def unpack_batch_reference(value: bytes, kinds: list[int]) -> tuple[int, list] |
         data, t, d = item
         row = []
         for kind, v in zip(kinds, data, strict=True):
-            if kind == BOOL and type(v) is bool or kind == INT and type(v) is int and -(1 << 63) <= v <= _I64_MAX or kind == FLOAT and type(v) is float:
+            if kind == BOOL and type(v) is bool or kind == INT and type(v) is int and -(1 << 63) <= v <= _I64_MAX or kind == FLOAT and type(v) is float and math.isfinite(v):
                 row.append(v)
             elif kind == FLOAT and type(v) is int and -(1 << 63) <= v <= _I64_MAX:
                 row.append(float(v))
