@@ -83,10 +83,14 @@ def test_restore_resumes_at_the_recorded_offsets(kafka_options, topics, tmp_path
         pass
     producer.close()
     second = make_worker(spec_with(kafka_options, topics, tmp_path))
+    snapshots = []  # which epochs the sink is told publish the restored snapshot (debezium: r events)
+    publish = second.sink.publish
+    second.sink.publish = lambda *a, **k: (snapshots.append(k.get("snapshot", False)), publish(*a, **k))[1]
     second.open()
     assert second.recovery.restored.frontier == half and second.loading
     second.run(until=steps * STEP, timeout=120)
     second.close()
+    assert snapshots[0] is True and not any(snapshots[1:]) and len(snapshots) > 1
     # the second worker read only what came after the checkpoint's offsets
     later = sum(1 for _, _, t, _ in stream if t >= half)
     assert sum(second.stats.input(n).updates for n in INPUTS) == later
