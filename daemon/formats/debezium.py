@@ -52,7 +52,6 @@ from ...operators.lattice import T_MAX, T_MIN
 from ..exceptions import WireError
 from .rows import (
     Marker,
-    ddflow_version,
     RowEncoding,
     RowLayout,
     dumps,
@@ -155,6 +154,16 @@ class DebeziumDecoder:
                 return Malformed("time_range", f"{name} {raw} in {where} is outside int64 nanoseconds")
             return t
         return Malformed("bad_event", f"no ts_ns, ts_us or ts_ms in {where}")
+
+
+def ddflow_version() -> str:
+    """The installed ddflow's version (what change events name as their source's version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ddflow")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 class DebeziumEncoder(RowEncoding):

@@ -44,7 +44,6 @@ from .types import Malformed, Message, to_record
 
 __all__ = [
     "avro_name",
-    "ddflow_version",
     "EPOCH_HEADER",
     "RowEncoding",
     "Marker",
@@ -278,16 +277,6 @@ def avro_name(topic: str) -> str:
         clean = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in part) or "_"
         parts.append("_" + clean if clean[0].isdigit() else clean)
     return ".".join(parts)
-
-
-def ddflow_version() -> str:
-    """The installed ddflow's version (what change events name as their source's version)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ddflow")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def record_from_row(row: Any, names: Sequence[str] | None, types: Sequence[str] | None, skip: tuple[str, ...] = ()) -> Any:
