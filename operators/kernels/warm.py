@@ -1,10 +1,12 @@
 """Compile every kernel ahead of time: ``python -m ddflow.operators.kernels.warm``.
 
-Runs a small dataflow that uses every operator (linear, join, reduce with each built-in logic,
-nested iterate) plus the trace maintenance under it, so that each kernel is compiled for the types
-the engine calls it with and written to numba's on-disk cache (``NUMBA_CACHE_DIR`` when set). A
-process started afterwards with the same cache loads the kernels instead of compiling them. Exits 1
-naming any kernel the workload did not compile, so a kernel added without coverage here is noticed.
+The kernels missing from the cache are compiled first, in parallel processes
+(:mod:`~ddflow.operators.kernels.precompile`); then a small dataflow runs that uses every operator
+(linear, join, reduce with each built-in logic, nested iterate) plus the trace maintenance under
+it, so that each kernel is compiled (or loaded) for the types the engine calls it with and written
+to numba's on-disk cache (``NUMBA_CACHE_DIR`` when set). A process started afterwards with the same
+cache loads the kernels instead of compiling them. Exits 1 naming any kernel the workload did not
+compile, so a kernel added without coverage here is noticed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .. import kernels
 def import_all() -> None:
     """Import every kernel module (each registers its kernels in ``KERNELS``)."""
     for info in pkgutil.iter_modules(kernels.__path__):
-        if info.name != "warm":
+        if info.name not in ("warm", "precompile"):
             importlib.import_module(f"{kernels.__name__}.{info.name}")
 
 
@@ -101,8 +103,31 @@ def edge_cases() -> None:
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), np.arange(3))
 
 
-def main() -> int:
+def signatures() -> dict[str, tuple[str, ...]]:
+    """Every kernel's signatures after the warm-up workload, as :data:`precompile.SIGNATURES` lists
+    them (in its order; kernels it does not list yet go last)."""
+    from .precompile import SIGNATURES, encode
+
+    import_all()
+    workload()
+    edge_cases()
+    found = {name: tuple(sorted(encode(s) for s in k.signatures)) for name, k in kernels.KERNELS.items()}
+    order = [n for n in SIGNATURES if n in found] + sorted(n for n in found if n not in SIGNATURES)
+    return {name: found[name] for name in order}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--signatures"]:
+        print("SIGNATURES: dict[str, tuple[str, ...]] = {")
+        for name, sigs in signatures().items():
+            print(f"    {name!r}: ({''.join(repr(s) + ', ' for s in sigs).rstrip(' ')}),")
+        print("}")
+        return 0
+    from .precompile import ensure_compiled, stderr_progress
+
     start = time.perf_counter()
+    compiled = ensure_compiled(progress=stderr_progress("compiling kernels"))
     import_all()
     workload()
     edge_cases()
@@ -110,7 +135,7 @@ def main() -> int:
     missing = sorted(name for name, k in kernels.KERNELS.items() if not k.signatures)
     where = os.environ.get("NUMBA_CACHE_DIR") or "beside the sources (__pycache__)"
     print(f"{len(kernels.KERNELS) - len(missing)} of {len(kernels.KERNELS)} kernels compiled or loaded "
-          f"in {elapsed:.1f} s; cache: {where}")
+          f"in {elapsed:.1f} s ({compiled} compiled in parallel processes); cache: {where}")
     if missing:
         print(f"not exercised by the warm-up workload: {', '.join(missing)}", file=sys.stderr)
         return 1

@@ -87,14 +87,16 @@ class Intern(Node):
     def _apply(self, u: Updates) -> Updates:
         interner = self.interner
         records, times, diffs = u.data[0], u.times[:, 0], u.diffs
-        elements = interner.element_hashes(records)
-        hashes = rounds.pair_hashes(0, elements, self.modulus % FULL)
-        groups = interner.int_ids(hashes)
+        # an int is its own element hash as far as pair_hashes goes (it hashes its lanes itself)
+        elements = interner.int_values(records)
+        if elements is None:
+            elements = interner.element_hashes(records)
+        groups = interner.int_ids(rounds.pair_hashes(0, elements, self.modulus % FULL))
         self._fit(groups)
         became = rounds.claim(groups, records, self._first, self._status)
         if len(became):  # their first records' earlier outputs were (first, hash) with its count
             firsts = self._first.take(became)
-            for g, first, e in zip(became.tolist(), firsts.tolist(), interner.element_hashes(firsts).tolist()):
+            for g, first, e in zip(became.tolist(), firsts.tolist(), self._element_hashes(firsts).tolist()):
                 self._elements[first] = e
                 count = int(self._counts[g])
                 if count:
@@ -110,6 +112,7 @@ class Intern(Node):
                 break
             except _Restart:  # a group is watched now: its updates are events too
                 continue
+        del elements
         status = self._status.take(groups)
         rounds.add_counts(groups, diffs, self._status, self._counts)
         fast = status != MULTI
@@ -124,6 +127,10 @@ class Intern(Node):
         extra = Updates((interner.pair(recs, interner.int_ids(ids)),), ts.reshape(-1, 1), ds)
         return Updates((np.concatenate([out.data[0], extra.data[0]]),), np.concatenate([out.times, extra.times]),
                        np.concatenate([out.diffs, extra.diffs]))
+
+    def _element_hashes(self, records: np.ndarray) -> np.ndarray:
+        ints = self.interner.int_values(records)
+        return self.interner.element_hashes(records) if ints is None else ints
 
     def _fit(self, groups: np.ndarray) -> None:
         """Room in the arrays for the groups ``groups`` (ids)."""

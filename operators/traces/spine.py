@@ -111,7 +111,9 @@ class Spine:
             elements = frontier._elements
             if len(elements) == 1:
                 one = self._one
+                one.flags.writeable = True
                 one[0] = elements[0]
+                one.flags.writeable = False  # read-only as every frontier array: one kernel specialisation
                 self._frontier = (frontier, one)
             else:
                 self._frontier = (frontier, frontier_array(frontier, self.depth))

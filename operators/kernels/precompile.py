@@ -1,0 +1,172 @@
+"""Compiling the kernels before a first run: several processes, each filling numba's on-disk cache.
+
+numba compiles a kernel the first time it is called and keeps the machine code in its cache (beside
+the sources, or under ``NUMBA_CACHE_DIR``), one index file per kernel; a later process loads it from
+there. A cold start would compile them one after another, in the order the first epoch calls them.
+:func:`ensure_compiled` instead compiles every kernel missing from the cache ahead of the first
+epoch, in a pool of processes (numba's cache is per kernel, so processes compiling different kernels
+never write the same file), reporting how far it is; the process that called it then loads them all.
+
+Each kernel is compiled for the argument types the engine calls it with, listed in :data:`SIGNATURES`
+(``python -m ddflow.operators.kernels.warm --signatures`` prints them from the warm-up workload; a
+test holds the two equal). Kernels are listed longest compilation first, so that a pool finishes
+soon after the longest one. Threads are no substitute: numba compiles under one lock, and a thread
+compiling while the main thread imports modules can deadlock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+
+# "module.kernel" -> the argument types of each specialisation: a scalar type by its numba name, an
+# array as dtype[<ndim><layout>] with an "r" when read-only. Longest compilation first.
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    'merge.cascade': ('int64[2C], int64, int64, int64[2Cr], int64, int64[1C]',),
+    'consolidate.consolidate_wide': ('int64[2C], int64[2C], int64[1C], int64[1C]',),
+    'consolidate.consolidate_kernel': ('int64[2C], int64[2C], int64[1C], uint64[1C], int64[1C]',),
+    'lookup.lookup': ('int64[1C], int64[2C], int64',),
+    'reduce.reduce_points': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[2C], int64[1C], int64, int64',),
+    'sorting.sort_kernel': ('uint64[1C], int64[1C], uint64[1C], int64[1C], int64, int64', 'uint64[1C], none, uint64[1C], none, int64, int64',),
+    'join.join_sorted': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64',),
+    'trie.build_small': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
+    'merge.work': ('int64[1C], int64[2Cr], int64',),
+    'unpack.unpack_batch': ('uint8[1Cr], int64[1C]',),
+    'trie.build': ('int64[1C], int64[1C], int64[2C], int64[1C]',),
+    'lookup.flatten': ('int64[2C], int64',),
+    'trie.build_into': ('int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64, int64',),
+    'hashtable.insert': ('int32[1C], int64[1C], int64[1C], int64, int64[1C], int64, int64, int64',),
+    'lookup.expand': ('int64[1C], int64, int64, int64, int64, int64, int64',),
+    'merge.begin': ('int64[1C], int64, int64, int64, int64, int64, int64, int64, int64, int64',),
+    'reduce.reduce_emit': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
+    'pack.pack_updates': ('int64[2C], int64[1C], bool, int64[1C], int64[1C], uint8[1C]',),
+    'rounds.pair_hashes': ('int64, int64[1C], int64',),
+    'columns.int_columns': ('int64[1C], int8[1C], int64[1C], int64, int64, int64',),
+    'address.address': ('int64[1C]',),
+    'reclaim.mark': ('int64[1C], bool[1C], int8[1C], bool[1C], int64[1C]',),
+    'hashtable.build': ('int64[1C], int8[1C], bool[1C], int64, int64',),
+    'hashtable.find': ('int32[1C], int64[1C], int64[1C]',),
+    'rounds.add_counts': ('int64[1C], int64[1C], int8[1C], int64[1C]',),
+    'reclaim.sweep': ('int8[1C], bool[1C], int64, int64, bool[1C]',),
+    'rounds.claim': ('int64[1C], int64[1C], int32[1C], int8[1C]',),
+    'frontier.beyond': ('int64[2C], int64[2Cr]',),
+    'frontier.least_ready': ('int64[2C], int64[2Cr]',),
+    'trie.count': ('int64[1C], int64[1C]',),
+}
+
+_ARRAY = re.compile(r"(\w+)\[(\d)([CAF])(r?)\]$")
+
+
+def encode(signature: tuple) -> str:
+    """The text of a signature (a tuple of numba types): ``"int64[1C], int64[2Cr], int64"``."""
+    from numba.core import types
+
+    parts = []
+    for t in signature:
+        if isinstance(t, types.Array):
+            parts.append(f"{t.dtype}[{t.ndim}{t.layout}{'' if t.mutable else 'r'}]")
+        else:
+            parts.append(str(t))
+    return ", ".join(parts)
+
+
+def decode(text: str) -> tuple:
+    """The numba types of a signature's text (:func:`encode`'s inverse)."""
+    from numba.core import types
+
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        m = _ARRAY.match(part)
+        if m:
+            dtype, ndim, layout, readonly = m.groups()
+            out.append(types.Array(getattr(types, dtype), int(ndim), layout, readonly=bool(readonly)))
+        else:
+            out.append(getattr(types, part))
+    return tuple(out)
+
+
+def _kernels() -> dict:
+    from . import KERNELS
+    from .warm import import_all
+
+    import_all()
+    return KERNELS
+
+
+def missing(names: list[str] | None = None) -> list[str]:
+    """The kernels (of ``names``, default all) whose cache lacks some of their signatures, in
+    :data:`SIGNATURES` order. Reads the cache's index files only (fast; compiles nothing)."""
+    kernels = _kernels()
+    out = []
+    for name in names or list(SIGNATURES):
+        try:
+            index = kernels[name]._cache._cache_file._load_index()  # {} when absent or stale
+        except Exception:  # an unreadable index: compile
+            index = {}
+        have = {encode(key[0]) for key in index}
+        if not set(SIGNATURES[name]) <= have:
+            out.append(name)
+    return out
+
+
+def compile_here(name: str) -> tuple[str, float]:
+    """Compile kernel ``name`` for each of its signatures in this process (writing numba's cache);
+    returns ``(name, seconds)``."""
+    start = time.perf_counter()
+    dispatcher = _kernels()[name]
+    for text in SIGNATURES[name]:
+        dispatcher.compile(decode(text))
+    return name, time.perf_counter() - start
+
+
+Progress = Callable[[int, int, str], None]  # (kernels done, kernels to compile, the last one done)
+
+
+def ensure_compiled(names: list[str] | None = None, *, processes: int | None = None,
+                    progress: Progress | None = None) -> int:
+    """Compile every kernel (of ``names``, default all) missing from numba's cache, in ``processes``
+    processes (default: the CPUs this process may use, at most one per kernel), calling ``progress``
+    after each; returns how many were compiled (0 on a warm cache, at the cost of reading the index
+    files). The kernels are then loaded from the cache by whoever calls them."""
+    todo = missing(names)
+    if not todo:
+        return 0
+    if processes is None:
+        processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    processes = max(1, min(processes, len(todo)))
+    if progress is not None:
+        progress(0, len(todo), "")
+    if processes == 1:
+        for done, name in enumerate(todo, 1):
+            compile_here(name)
+            if progress is not None:
+                progress(done, len(todo), name)
+        return len(todo)
+    with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(compile_here, name) for name in todo]
+        for done, future in enumerate(as_completed(futures), 1):
+            name, _seconds = future.result()
+            if progress is not None:
+                progress(done, len(todo), name)
+    return len(todo)
+
+
+def stderr_progress(prefix: str = "compiling kernels (first run)") -> Progress:
+    """A ``progress`` that writes ``compiling kernels (first run): 7/27 merge.cascade`` lines to stderr."""
+    import sys
+
+    started = time.perf_counter()
+
+    def report(done: int, total: int, name: str) -> None:
+        if done == 0:
+            print(f"{prefix}: 0/{total} (once per kernel cache; later starts load them)", file=sys.stderr,
+                  flush=True)
+        else:
+            print(f"{prefix}: {done}/{total} {name} ({time.perf_counter() - started:.1f} s)", file=sys.stderr,
+                  flush=True)
+
+    return report

@@ -1,0 +1,48 @@
+"""Compiling kernels ahead of a first run, in processes: the signature list, and a cold cache filled."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ddflow.operators.kernels import precompile
+
+
+def test_signatures_are_those_the_warm_up_workload_calls():
+    """The list the processes compile from is the workload's, kernel for kernel (regenerate it with
+    ``python -m ddflow.operators.kernels.warm --signatures`` when a kernel or its types change)."""
+    out = subprocess.run([sys.executable, "-m", "ddflow.operators.kernels.warm", "--signatures"], capture_output=True,
+                         text=True, check=True, timeout=600).stdout
+    printed = ast.literal_eval(out.split("=", 1)[1].strip())
+    assert printed == precompile.SIGNATURES
+
+
+def test_a_signature_reads_back_as_the_same_numba_types():
+    from numba.core import types
+
+    for sigs in precompile.SIGNATURES.values():
+        for text in sigs:
+            assert precompile.encode(precompile.decode(text)) == text
+    assert precompile.decode("int64[2Cr], none, bool") == (
+        types.Array(types.int64, 2, "C", readonly=True), types.none, types.boolean)
+
+
+def test_a_cold_cache_is_filled_by_processes_and_then_loaded(tmp_path: Path):
+    names = ["frontier.beyond", "trie.count"]
+    code = ("import sys; from ddflow.operators.kernels import precompile as p; "
+            f"print('missing', p.missing({names!r})); "
+            f"print('compiled', p.ensure_compiled({names!r}, processes=2, progress=p.stderr_progress())); "
+            f"print('then missing', p.missing({names!r}))")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [f"missing {names}", "compiled 2", "then missing []"]
+    lines = run.stderr.splitlines()
+    assert lines[0] == "compiling kernels (first run): 0/2 (once per kernel cache; later starts load them)"
+    assert [line.split()[4] for line in lines[1:]] == ["1/2", "2/2"]
+    assert {line.split()[5] for line in lines[1:]} == set(names)
+    again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert again.stdout.splitlines() == ["missing []", "compiled 0", "then missing []"] and again.stderr == ""
