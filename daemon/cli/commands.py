@@ -135,7 +135,20 @@ def _run(args: argparse.Namespace) -> int:
         created = ensure_topics(config.client_options(), dict.fromkeys(topics, args.create_topics))
         if created:
             log.info("created topics %s with %d partitions", created, args.create_topics)
+    compile_kernels()
     return run_daemon(config, timeout=args.timeout, snapshot_from=args.snapshot_from)
+
+
+def compile_kernels() -> int:
+    """Compile the engine's and the codec's kernels missing from numba's cache (a first run) in
+    parallel processes, saying so on stderr; nothing but a look at the cache when it is warm."""
+    from ...operators.kernels import precompile
+    from ..formats.kernels.warm import SIGNATURES as CODEC
+
+    engine = precompile.jobs()
+    first = dict(list(engine.items())[:4])  # the longest compilations go first
+    todo = {**first, **precompile.jobs("ddflow.daemon.formats.kernels", CODEC), **engine}
+    return precompile.ensure_compiled(todo, progress=precompile.stderr_progress())
 
 
 def _with_bootstrap(config: Config, bootstrap: str, *, source: str) -> Config:
@@ -237,6 +250,7 @@ def _backfill(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
+    compile_kernels()
     return run_demo(args)
 
 

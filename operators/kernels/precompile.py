@@ -35,7 +35,6 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'join.join_sorted': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64',),
     'trie.build_small': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
     'merge.work': ('int64[1C], int64[2Cr], int64',),
-    'unpack.unpack_batch': ('uint8[1Cr], int64[1C]',),
     'trie.build': ('int64[1C], int64[1C], int64[2C], int64[1C]',),
     'lookup.flatten': ('int64[2C], int64',),
     'trie.build_into': ('int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64, int64',),
@@ -43,7 +42,6 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'lookup.expand': ('int64[1C], int64, int64, int64, int64, int64, int64',),
     'merge.begin': ('int64[1C], int64, int64, int64, int64, int64, int64, int64, int64, int64',),
     'reduce.reduce_emit': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
-    'pack.pack_updates': ('int64[2C], int64[1C], bool, int64[1C], int64[1C], uint8[1C]',),
     'rounds.pair_hashes': ('int64, int64[1C], int64',),
     'columns.int_columns': ('int64[1C], int8[1C], int64[1C], int64, int64, int64',),
     'address.address': ('int64[1C]',),
@@ -89,70 +87,87 @@ def decode(text: str) -> tuple:
     return tuple(out)
 
 
-def _kernels() -> dict:
-    from . import KERNELS
-    from .warm import import_all
+ENGINE = "ddflow.operators.kernels"  # the package whose kernels SIGNATURES lists
 
-    import_all()
-    return KERNELS
+Jobs = dict[str, tuple[str, ...]]  # "package.module.function" -> its signatures
 
 
-def missing(names: list[str] | None = None) -> list[str]:
-    """The kernels (of ``names``, default all) whose cache lacks some of their signatures, in
-    :data:`SIGNATURES` order. Reads the cache's index files only (fast; compiles nothing)."""
-    kernels = _kernels()
+def jobs(package: str = ENGINE, signatures: dict[str, tuple[str, ...]] | None = None) -> Jobs:
+    """The compile jobs of a package's kernels, listed as ``{"module.function": signatures}``
+    (default: the engine's, :data:`SIGNATURES`)."""
+    return {f"{package}.{name}": sigs for name, sigs in (SIGNATURES if signatures is None else signatures).items()}
+
+
+def _dispatcher(qualname: str):
+    import importlib
+
+    module, function = qualname.rsplit(".", 1)
+    return getattr(importlib.import_module(module), function)
+
+
+def missing(todo: Jobs | None = None) -> list[str]:
+    """The kernels of ``todo`` (default: the engine's) whose cache lacks some of their signatures, in
+    their order. Reads the cache's index files only (milliseconds; compiles nothing)."""
+    todo = jobs() if todo is None else todo
     out = []
-    for name in names or list(SIGNATURES):
+    for qualname, signatures in todo.items():
         try:
-            index = kernels[name]._cache._cache_file._load_index()  # {} when absent or stale
+            index = _dispatcher(qualname)._cache._cache_file._load_index()  # {} when absent or stale
         except Exception:  # an unreadable index: compile
             index = {}
         have = {encode(key[0]) for key in index}
-        if not set(SIGNATURES[name]) <= have:
-            out.append(name)
+        if not set(signatures) <= have:
+            out.append(qualname)
     return out
 
 
-def compile_here(name: str) -> tuple[str, float]:
-    """Compile kernel ``name`` for each of its signatures in this process (writing numba's cache);
-    returns ``(name, seconds)``."""
+def compile_here(qualname: str, signatures: tuple[str, ...]) -> tuple[str, float]:
+    """Compile kernel ``qualname`` for each of ``signatures`` in this process (writing numba's
+    cache); returns ``(qualname, seconds)``."""
     start = time.perf_counter()
-    dispatcher = _kernels()[name]
-    for text in SIGNATURES[name]:
+    dispatcher = _dispatcher(qualname)
+    for text in signatures:
         dispatcher.compile(decode(text))
-    return name, time.perf_counter() - start
+    return qualname, time.perf_counter() - start
 
 
 Progress = Callable[[int, int, str], None]  # (kernels done, kernels to compile, the last one done)
 
 
-def ensure_compiled(names: list[str] | None = None, *, processes: int | None = None,
+def ensure_compiled(todo: Jobs | None = None, *, processes: int | None = None,
                     progress: Progress | None = None) -> int:
-    """Compile every kernel (of ``names``, default all) missing from numba's cache, in ``processes``
-    processes (default: the CPUs this process may use, at most one per kernel), calling ``progress``
-    after each; returns how many were compiled (0 on a warm cache, at the cost of reading the index
-    files). The kernels are then loaded from the cache by whoever calls them."""
-    todo = missing(names)
-    if not todo:
+    """Compile every kernel of ``todo`` (default: the engine's, see :func:`jobs`) missing from numba's
+    cache, in ``processes`` processes (default: the CPUs this process may use, at most one per
+    kernel), calling ``progress`` after each with its short name (``merge.cascade``); returns how many
+    were compiled (0 on a warm cache, at the cost of reading the index files). The kernels are then
+    loaded from the cache by whoever calls them."""
+    todo = jobs() if todo is None else todo
+    names = missing(todo)
+    if not names:
         return 0
     if processes is None:
         processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    processes = max(1, min(processes, len(todo)))
+    processes = max(1, min(processes, len(names)))
+    total = len(names)
     if progress is not None:
-        progress(0, len(todo), "")
+        progress(0, total, "")
     if processes == 1:
-        for done, name in enumerate(todo, 1):
-            compile_here(name)
+        for done, name in enumerate(names, 1):
+            compile_here(name, todo[name])
             if progress is not None:
-                progress(done, len(todo), name)
-        return len(todo)
+                progress(done, total, _short(name))
+        return total
     with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(compile_here, name) for name in todo]
+        futures = [pool.submit(compile_here, name, todo[name]) for name in names]
         for done, future in enumerate(as_completed(futures), 1):
             name, _seconds = future.result()
             if progress is not None:
-                progress(done, len(todo), name)
-    return len(todo)
+                progress(done, total, _short(name))
+    return total
+
+
+def _short(qualname: str) -> str:
+    return ".".join(qualname.rsplit(".", 2)[-2:])
 
 
 def stderr_progress(prefix: str = "compiling kernels (first run)") -> Progress:

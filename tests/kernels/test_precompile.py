@@ -33,9 +33,10 @@ def test_a_signature_reads_back_as_the_same_numba_types():
 def test_a_cold_cache_is_filled_by_processes_and_then_loaded(tmp_path: Path):
     names = ["frontier.beyond", "trie.count"]
     code = ("import sys; from ddflow.operators.kernels import precompile as p; "
-            f"print('missing', p.missing({names!r})); "
-            f"print('compiled', p.ensure_compiled({names!r}, processes=2, progress=p.stderr_progress())); "
-            f"print('then missing', p.missing({names!r}))")
+            f"todo = {{k: v for k, v in p.jobs().items() if k.split('.', 3)[3] in {names!r}}}; "
+            "print('missing', [n.split('.', 3)[3] for n in p.missing(todo)]); "
+            "print('compiled', p.ensure_compiled(todo, processes=2, progress=p.stderr_progress())); "
+            "print('then missing', p.missing(todo))")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
@@ -46,3 +47,13 @@ def test_a_cold_cache_is_filled_by_processes_and_then_loaded(tmp_path: Path):
     assert {line.split()[5] for line in lines[1:]} == set(names)
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert again.stdout.splitlines() == ["missing []", "compiled 0", "then missing []"] and again.stderr == ""
+
+
+def test_the_codec_kernels_are_listed_as_the_daemon_calls_them():
+    code = ("from ddflow.daemon.formats.kernels import KERNELS, warm; from ddflow.operators.kernels import precompile; "
+            "warm.edge_cases(); "
+            "print({n: tuple(sorted(precompile.encode(s) for s in k.signatures)) for n, k in KERNELS.items()})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600).stdout
+    from ddflow.daemon.formats.kernels.warm import SIGNATURES
+
+    assert ast.literal_eval(out) == SIGNATURES

@@ -14,6 +14,12 @@ import numpy as np
 
 from . import KERNELS
 
+# the argument types of each kernel, as ``ddflow.operators.kernels.precompile.SIGNATURES`` lists the engine's
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    "unpack.unpack_batch": ("uint8[1Cr], int64[1C]",),
+    "pack.pack_updates": ("int64[2C], int64[1C], bool, int64[1C], int64[1C], uint8[1C]",),
+}
+
 
 def edge_cases() -> None:
     """One call of each kernel: a batch with an int, a float and a bool field, both ways."""
