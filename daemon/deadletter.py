@@ -29,6 +29,7 @@ import msgpack
 
 from .exceptions import WireError
 from .formats.types import Malformed, REASONS
+from .observe.rejections import RejectionLog
 from .observe.stats import Stats
 
 __all__ = ["DeadLetter", "DeadLetterWriter", "decode_dead_letter", "MAX_LISTED", "MAX_DETAIL", "OVERHEAD_BYTES"]
@@ -96,6 +97,11 @@ class DeadLetterWriter:
         self._stats = stats
         self.max_raw_bytes = max_raw_bytes
         self.written = 0
+        self.said = RejectionLog(topic)  # the log's account of what is written here
+
+    def tick(self) -> None:
+        """Log the dead-letter counts due (at most a line per reason a minute; see `RejectionLog`)."""
+        self.said.tick()
 
     def write(
         self,
@@ -149,6 +155,7 @@ class DeadLetterWriter:
         headers = [("ddflow-reason", reason.encode()) for reason in counts]
         self._produce(self.topic, f"{topic}:{partition}:{offset}".encode(), value, headers)
         self.written += 1
+        self.said.record(input=input, topic=topic, partition=partition, offset=offset, counts=counts, details=details)
         if self._stats is not None:
             self._stats.input(input).dead_letters.update(counts)
 

@@ -232,6 +232,9 @@ class Worker:
         watch, self.watch = self.watch, None
         if watch is not None:
             watch.close()
+        dead_letters = getattr(self.sink, "dead_letters", None)
+        if dead_letters is not None:
+            dead_letters.said.close()  # the dead-letter counts not said yet
         try:
             try:
                 bounded(self.source.close, 10.0, "closing the input consumer")
@@ -319,6 +322,9 @@ class Worker:
             self._epoch_in[name] = self._epoch_in.get(name, 0) + len(block)
         self.peak_open_updates = max(self.peak_open_updates, self.open_updates)
         self._waiting.extend(polled.batches)
+        dead_letters = getattr(self.sink, "dead_letters", None)
+        if dead_letters is not None:
+            dead_letters.tick()  # the dead-letter counts due in the log
         if self.sink.staged_for() > self.dead_letter_commit_s:
             self._committing()
             self.sink.commit_dead_letters()

@@ -74,7 +74,7 @@ def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
     try:
         obj = msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False)
     except Exception as exc:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError...
-        return Decoded([], None, [Malformed("bad_msgpack", f"{type(exc).__name__}: {exc or 'invalid msgpack'}")])
+        return Decoded([], None, [Malformed("bad_msgpack", f"{type(exc).__name__}: {str(exc) or 'invalid msgpack'}")])
     if type(obj) is dict:
         if set(obj) != {"progress"}:
             return Decoded([], None, [Malformed("shape", f"a map with keys {sorted(map(str, obj))}, expected only 'progress'")])

@@ -262,22 +262,36 @@ def test_late_updates_advance_or_reject(kafka_options, topics, late):
         assert [(x.reason, x.topic, x.partition) for x in letters] == [("late", topics["a"], 0)]
 
 
-def test_malformed_input_goes_to_the_dead_letter_topic_and_the_rest_is_processed(kafka_options, topics):
+def test_malformed_input_goes_to_the_dead_letter_topic_and_the_rest_is_processed(kafka_options, topics, caplog):
     stream = random_stream(6, steps=4, per_step=30)
     raw = Producer(kafka_options)
-    bad = [b"\xc1", msgpack.packb([[1], 5, 1]), msgpack.packb([[1, 2], 5, 0]), msgpack.packb({"progress": "x"})]
+    bad = [b"\xc1", msgpack.packb([[1], 5, 1]), msgpack.packb([[1, 2], 5, 0]), msgpack.packb({"progress": "x"}),
+           msgpack.packb([[1, 2], 6, 0])]
     for i, value in enumerate(bad):
         raw.produce(topics["a"], value, partition=i % 3)
     raw.flush()
     end = produce(kafka_options, topics, stream)
     worker = make_worker(kafka_options, topics, max_poll_messages=20)
-    worker.run(until=end, timeout=120)
+    with caplog.at_level(logging.WARNING, logger="ddflow.daemon.deadletters"):
+        worker.run(until=end, timeout=120)
     assert_views_follow(kafka_options, topics, oracle(join_count, by_input(stream), INPUTS), end)
     letters = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], topics["dlq"], 1)]
-    assert sorted(x.reason for x in letters) == sorted(["bad_msgpack", "arity", "zero_diff", "bad_progress"])
+    assert sorted(x.reason for x in letters) == sorted(["bad_msgpack", "arity", "zero_diff", "bad_progress", "zero_diff"])
     assert sorted((x.topic, x.partition, x.offset) for x in letters) == [
-        (topics["a"], 0, 0), (topics["a"], 0, 1), (topics["a"], 1, 0), (topics["a"], 2, 0)]
-    assert sum(worker.stats.input("a").dead_letters.values()) == 4
+        (topics["a"], 0, 0), (topics["a"], 0, 1), (topics["a"], 1, 0), (topics["a"], 1, 1), (topics["a"], 2, 0)]
+    assert sum(worker.stats.input("a").dead_letters.values()) == 5
+    # said in the log: one WARNING per reason when first seen, naming where; the second zero_diff counted
+    lines = [r.getMessage() for r in caplog.records if r.name == "ddflow.daemon.deadletters"]
+    first = [line for line in lines if line.startswith("dead letter (")]
+    assert sorted(line.split(")")[0] for line in first) == [
+        "dead letter (arity", "dead letter (bad_msgpack", "dead letter (bad_progress", "dead letter (zero_diff"]
+    assert f"dead letter (bad_msgpack): input 'a' {topics['a']}[0] offset 0: " in "".join(first)
+    counted = [line for line in lines if line.startswith("dead letters (")]
+    assert len(counted) == 1 and counted[0].startswith("dead letters (zero_diff): 1 more messages in the last ")
+    zero = {f"{topics['a']}[1] offset 1", f"{topics['a']}[2] offset 0"}  # the two zero_diff messages
+    assert {line.split(": ")[1].removeprefix("input 'a' ") for line in first if "(zero_diff)" in line} | \
+        {counted[0].split("the first input 'a' ")[1].split(":")[0]} == zero
+    assert "FormatError: invalid msgpack" in "".join(first)  # not an empty detail
 
 
 def test_dataflow_errors_name_the_epoch_and_step(kafka_options, topics, caplog):
