@@ -30,7 +30,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'consolidate.consolidate_wide': ('int64[2C], int64[2C], int64[1C], int64[1C]',),
     'consolidate.consolidate_kernel': ('int64[2C], int64[2C], int64[1C], uint64[1C], int64[1C]',),
     'lookup.lookup': ('int64[1C], int64[2C], int64',),
-    'reduce.reduce_points': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[2C], int64[1C], int64, int64',),
+    'points.reduce_points': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[2C], int64[1C], int64, int64',),
     'sorting.sort_kernel': ('uint64[1C], int64[1C], uint64[1C], int64[1C], int64, int64', 'uint64[1C], none, uint64[1C], none, int64, int64',),
     'join.join_sorted': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64',),
     'trie.build_small': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
@@ -41,7 +41,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'hashtable.insert': ('int32[1C], int64[1C], int64[1C], int64, int64[1C], int64, int64, int64',),
     'lookup.expand': ('int64[1C], int64, int64, int64, int64, int64, int64',),
     'merge.begin': ('int64[1C], int64, int64, int64, int64, int64, int64, int64, int64, int64',),
-    'reduce.reduce_emit': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
+    'diffs.reduce_emit': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
     'rounds.pair_hashes': ('int64, int64[1C], int64',),
     'columns.int_columns': ('int64[1C], int8[1C], int64[1C], int64, int64, int64',),
     'address.address': ('int64[1C]',),
@@ -107,12 +107,17 @@ def _dispatcher(qualname: str):
 
 def missing(todo: Jobs | None = None) -> list[str]:
     """The kernels of ``todo`` (default: the engine's) whose cache lacks some of their signatures, in
-    their order. Reads the cache's index files only (milliseconds; compiles nothing)."""
+    their order. Reads the cache's index files only (milliseconds; compiles nothing). A kernel
+    that does not exist (any more) is left out: whatever calls it compiles it."""
     todo = jobs() if todo is None else todo
     out = []
     for qualname, signatures in todo.items():
         try:
-            index = _dispatcher(qualname)._cache._cache_file._load_index()  # {} when absent or stale
+            dispatcher = _dispatcher(qualname)
+        except (ImportError, AttributeError):  # a kernel the list names no more: compiled when called
+            continue
+        try:
+            index = dispatcher._cache._cache_file._load_index()  # {} when absent or stale
         except Exception:  # an unreadable index: compile
             index = {}
         have = {encode(key[0]) for key in index}

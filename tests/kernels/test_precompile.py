@@ -17,7 +17,12 @@ def test_signatures_are_those_the_warm_up_workload_calls():
     out = subprocess.run([sys.executable, "-m", "ddflow.operators.kernels.warm", "--signatures"], capture_output=True,
                          text=True, check=True, timeout=600).stdout
     printed = ast.literal_eval(out.split("=", 1)[1].strip())
-    assert printed == precompile.SIGNATURES
+    assert printed == precompile.SIGNATURES, "regenerate precompile.SIGNATURES: python -m ddflow.operators.kernels.warm --signatures"
+
+
+def test_a_kernel_listed_but_gone_is_left_to_compile_when_called():
+    todo = {"ddflow.operators.kernels.nowhere.kernel": ("int64",), "ddflow.operators.kernels.merge.nothing": ("int64",)}
+    assert precompile.missing(todo) == [] and precompile.ensure_compiled(todo) == 0
 
 
 def test_a_signature_reads_back_as_the_same_numba_types():
