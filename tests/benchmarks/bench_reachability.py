@@ -22,7 +22,7 @@ The roadmap's full latency figure is ``--milestones 1000,10000,100000,1000000`` 
 the current engine). The latency CDF is saved as a PNG (``--plot``).
 
 Sustained latency (the roadmap's benchmark 1 at one change per epoch): ``--sustained`` runs only that,
-E=1 for 20,000 changes (about a minute), and compares the latencies of the first ``--window`` changes
+E=1 for 10,000 changes (about a minute), and compares the latencies of the first ``--window`` changes
 with the last ones; ``--sustained 1000000`` gives the issue's figure (changes 999,000-1,000,000 against
 the first 1,000; hours):
 
@@ -305,8 +305,8 @@ def arguments() -> argparse.ArgumentParser:
                         help="latency distributions after these many changes")
     parser.add_argument("--window", type=int, default=1_000, help="latencies per distribution")
     parser.add_argument("--baseline-seconds", type=float, default=10.0)
-    parser.add_argument("--sustained", type=int, nargs="?", const=20_000, default=0, metavar="CHANGES",
-                        help="only the sustained-latency run: E=1 for CHANGES changes (20,000 when no number), "
+    parser.add_argument("--sustained", type=int, nargs="?", const=10_000, default=0, metavar="CHANGES",
+                        help="only the sustained-latency run: E=1 for CHANGES changes (10,000 when no number), "
                              "the first --window changes against the last")
     parser.add_argument("--plot", type=Path, default=HERE.parents[1] / "docs" / "img" / "reachability_latency_cdf.png")
     return parser
