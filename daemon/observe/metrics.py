@@ -19,7 +19,6 @@ import logging
 import platform
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
@@ -40,6 +39,8 @@ __all__ = [
     "WorkerLabel",
 ]
 
+from .snapshot import MetricsSnapshot, snapshot_from_stats
+
 log = logging.getLogger(__name__)
 
 # seconds: a 1 ms epoch of single-element updates takes ~1e-4 s; a large backfill epoch seconds
@@ -54,6 +55,7 @@ METRIC_NAMES = (
     "ddflow_epoch_processing_seconds",
     "ddflow_end_to_end_latency_seconds",
     "ddflow_input_frontier_timestamp_seconds",
+    "ddflow_input_partition_frontier_timestamp_seconds",
     "ddflow_output_frontier_timestamp_seconds",
     "ddflow_last_epoch_timestamp_seconds",
     "ddflow_worker_loop_timestamp_seconds",
@@ -71,74 +73,6 @@ METRIC_NAMES = (
 )
 
 
-@dataclass
-class MetricsSnapshot:
-    """Cumulative figures of a worker at one instant (what a scrape reports).
-
-    Frontiers are data times in nanoseconds; ``None`` means not known yet (exported as 0) and
-    ``float('inf')`` an input that is closed (empty frontier).
-    """
-
-    input_updates: Mapping[str, int] = field(default_factory=dict)
-    output_updates: Mapping[str, int] = field(default_factory=dict)
-    epochs: int = 0
-    input_frontier_ns: Mapping[str, float | None] = field(default_factory=dict)
-    output_frontier_ns: Mapping[str, float | None] = field(default_factory=dict)
-    last_epoch_wall: float | None = None
-    loop_wall: float | None = None  # when the worker loop last stepped (None: not running yet)
-    consumer_lag: Mapping[tuple[str, int], int] = field(default_factory=dict)
-    late_updates: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    dead_letters: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    tombstones: Mapping[str, int] = field(default_factory=dict)
-    ready: bool = False
-    exchange_waited: Mapping[int, float] = field(default_factory=dict)  # seconds blocked on each other worker
-    exchange_waiting_on: Sequence[int] = ()  # the workers it is blocked on now
-
-
-def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool,
-                        exchange: Any = None) -> MetricsSnapshot:
-    """A ``MetricsSnapshot`` read from the data path's ``ddflow.daemon.observe.stats.Stats``.
-
-    ``topics`` maps input names to their topics (lag is labelled by topic and partition);
-    ``exchange``: the worker's end of the exchange between workers (its ``waited`` and
-    ``waiting_on``), or ``None`` for a worker alone.
-    """
-    input_updates, input_frontier, tombstones = {}, {}, {}
-    lag: dict[tuple[str, int], int] = {}
-    late: dict[tuple[str, str], int] = {}
-    dead: dict[tuple[str, str], int] = {}
-    for name, s in list(stats.inputs.items()):
-        input_updates[name] = s.updates
-        tombstones[name] = s.tombstones
-        input_frontier[name] = s.frontier
-        for policy, count in s.late.items():
-            if count:
-                late[(name, policy)] = count
-        for reason, count in list(s.dead_letters.items()):
-            dead[(name, reason)] = count
-        for partition, p in list(s.partitions.items()):
-            if p.lag is not None:
-                lag[(topics.get(name, name), partition)] = p.lag
-    outputs = list(stats.outputs.items())
-    last = [o.last_epoch_time for _, o in outputs if o.last_epoch_time is not None]
-    return MetricsSnapshot(
-        input_updates=input_updates,
-        output_updates={name: o.updates for name, o in outputs},
-        epochs=stats.epochs,
-        input_frontier_ns=input_frontier,
-        output_frontier_ns={name: o.frontier for name, o in outputs},
-        last_epoch_wall=max(last) if last else None,
-        loop_wall=getattr(stats, "loop_time", None),
-        consumer_lag=lag,
-        late_updates=late,
-        dead_letters=dead,
-        tombstones=tombstones,
-        ready=ready,
-        exchange_waited=dict(getattr(exchange, "waited", None) or {}),
-        exchange_waiting_on=tuple(getattr(exchange, "waiting_on", None) or ()),
-    )
-
-
 def _version() -> str:
     try:
         return metadata.version("ddflow")
@@ -146,8 +80,13 @@ def _version() -> str:
         return "unknown"
 
 
+_LEAST_TIME = -(1 << 63)  # the least time: a frontier there has seen no progress yet
+
+
 def _seconds(ns: float | None) -> float:
-    return 0.0 if ns is None else ns / 1e9
+    """A frontier in seconds; 0 before any progress (not known, or still the least time: a gauge at
+    -9.2e9 s would read as a date three centuries back)."""
+    return 0.0 if ns is None or ns <= _LEAST_TIME else ns / 1e9
 
 
 class _SnapshotCollector(Collector):
@@ -183,6 +122,13 @@ class _SnapshotCollector(Collector):
         for name in _known(o.inputs, s.input_updates, s.input_frontier_ns):
             updates_in.add_metric([name], s.input_updates.get(name, 0))
             frontier_in.add_metric([name], _seconds(s.input_frontier_ns.get(name)))
+
+        frontier_part = GaugeMetricFamily("ddflow_input_partition_frontier_timestamp_seconds",
+                                          "Frontier of one assigned input partition: the time its progress "
+                                          "markers promise (ns / 1e9; 0 before the first).",
+                                          labels=["input", "partition"])
+        for (name, partition), ns in sorted(s.partition_frontier_ns.items()):
+            frontier_part.add_metric([name, str(partition)], _seconds(ns))
 
         updates_out = CounterMetricFamily("ddflow_output_updates", "Output diffs published per output.",
                                           labels=["output"])
@@ -238,7 +184,7 @@ class _SnapshotCollector(Collector):
         for peer in peers:
             waited.add_metric([str(peer)], s.exchange_waited.get(peer, 0.0))
             waiting.add_metric([str(peer)], int(peer in s.exchange_waiting_on))
-        return [build, updates_in, updates_out, epochs, frontier_in, frontier_out, last_epoch, loop, lag, late, dead,
+        return [build, updates_in, updates_out, epochs, frontier_in, frontier_part, frontier_out, last_epoch, loop, lag, late, dead,
                 tombstones, ready, waited, waiting]
 
 

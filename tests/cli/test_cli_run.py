@@ -213,6 +213,10 @@ def test_run_serves_every_family_and_exits_0_on_sigterm_with_output_final(
         assert value(values, "ddflow_epoch_processing_seconds_count") == value(values, "ddflow_epochs_total")
         assert value(values, "ddflow_end_to_end_latency_seconds_count") == sent
         assert value(values, "ddflow_input_frontier_timestamp_seconds", input="edges") >= (T0 + 3 * MS) / 1e9
+        partitions = [value(values, "ddflow_input_partition_frontier_timestamp_seconds", input="edges",
+                            partition=p) for p in "01"]  # none holds the input's frontier back any more
+        assert 0 < min(partitions) and min(partitions) >= value(values, "ddflow_input_frontier_timestamp_seconds",
+                                                                input="edges")
         assert value(values, "ddflow_output_frontier_timestamp_seconds", output="reachable") >= (T0 + 3 * MS) / 1e9
         assert value(values, "ddflow_last_epoch_timestamp_seconds") > time.time() - 600
         assert value(values, "ddflow_ready") == 1

@@ -20,7 +20,8 @@ from ddflow.daemon.observe.metrics import METRIC_NAMES, DaemonMetrics, MetricsSn
 EXPECTED = {
     "ddflow_build_info", "ddflow_input_updates_total", "ddflow_output_updates_total", "ddflow_epochs_total",
     "ddflow_epoch_processing_seconds", "ddflow_end_to_end_latency_seconds",
-    "ddflow_input_frontier_timestamp_seconds", "ddflow_output_frontier_timestamp_seconds",
+    "ddflow_input_frontier_timestamp_seconds", "ddflow_input_partition_frontier_timestamp_seconds",
+    "ddflow_output_frontier_timestamp_seconds",
     "ddflow_last_epoch_timestamp_seconds", "ddflow_worker_loop_timestamp_seconds", "ddflow_consumer_lag_messages", "ddflow_arrangement_records",
     "ddflow_arrangement_batches", "ddflow_arrangement_bytes", "ddflow_compaction_merge_records_total",
     "ddflow_late_updates_total", "ddflow_dead_letters_total", "ddflow_input_tombstones_total", "ddflow_ready",
@@ -136,6 +137,22 @@ def test_scrape_reports_the_values_the_worker_holds(registry: CollectorRegistry)
     status, content_type, body = openmetrics
     assert status == 200 and content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith("# EOF")
+
+
+def test_frontiers_read_zero_before_any_progress(registry: CollectorRegistry) -> None:
+    least = -(1 << 63)  # an input whose partitions sent no marker yet; the first epoch's lower
+    snapshot = MetricsSnapshot(input_frontier_ns={"edges": least}, output_frontier_ns={"reachable": least},
+                               partition_frontier_ns={("edges", 0): least, ("edges", 1): 2_000_000_000,
+                                                      ("edges", 2): None})
+    DaemonMetrics(registry, inputs={"edges": "reject"}, outputs=["reachable"], dead_letter_reasons=["late"],
+                  snapshot=lambda: snapshot)
+    with EndpointServer(registry, port=0) as server:
+        v = samples(get(server.url + "/metrics")[2])
+    assert v[("ddflow_input_frontier_timestamp_seconds", (("input", "edges"),))] == 0
+    assert v[("ddflow_output_frontier_timestamp_seconds", (("output", "reachable"),))] == 0
+    # per partition: the one holding the input back is the one at 0
+    assert [v[("ddflow_input_partition_frontier_timestamp_seconds", (("input", "edges"), ("partition", p)))]
+            for p in "012"] == [0, 2, 0]
 
 
 def test_a_failing_snapshot_still_serves_known_series(registry: CollectorRegistry) -> None:
