@@ -17,6 +17,15 @@ round structure are the same everywhere, and every decision that could differ is
   worker has work at, whether any worker has work left. A Kafka transport publishes these in its
   markers.
 
+Where an executor meets the transport (:mod:`ddflow.operators.executor`): an epoch's ``run()``
+first agrees the common frontier; then, in every pass of a scope (every loop round, and each
+loop's closing pass), the executor steps each exchange node in graph order, the exchange sends its
+complete updates and blocks until it holds every other worker's share of that step, and the
+executor resumes with what the exchange emitted; before each round a loop agrees the least round
+any worker has work at, and after each pass of the outer scope whether any worker has work left.
+Both executors make the same exchange steps and agreements in the same order, so a transport
+sees no difference between them.
+
 :class:`LocalTransport` runs the workers as threads of one process (the engine's tests and the
 multi-worker runner, :mod:`ddflow.operators.workers`). A worker that fails aborts the transport, so
 the others stop waiting and raise :class:`TransportAborted`.
