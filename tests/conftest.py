@@ -1,8 +1,11 @@
-"""Settings for the whole test session."""
+"""Settings for the whole test session: the shared support modules (see tests/support) and the
+compiled kernels."""
 
 from __future__ import annotations
 
 import pytest
+
+pytest_plugins = ["support.profiles", "support.broker", "support.kcat"]
 
 
 @pytest.fixture(scope="session", autouse=True)

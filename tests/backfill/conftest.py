@@ -1,17 +1,11 @@
-"""Fixtures for the backfill tests: the session broker, fresh topics, and one local Spark session
-per test module (starting Spark takes ~15 s)."""
+"""Fixtures for the backfill tests: one local Spark session per test module (starting Spark takes
+~15 s); the broker fixtures come from ``support.broker``."""
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kafka_broker import kafka_broker, kafka_options, make_topic  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")

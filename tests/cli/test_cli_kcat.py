@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docs_support import example
-from kafka_broker import create_topic
-from kcat_support import ensure_kcat, kcat, kcat_broker, kcat_read  # noqa: F401
+from support.docs import example
+from support.broker import create_topic
+from support.kcat import ensure_kcat, kcat, kcat_read
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
 from test_cli_run import Daemon, scrape, value  # type: ignore[import-not-found]
 

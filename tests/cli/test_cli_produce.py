@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from kafka_broker import read_topic  # type: ignore[import-not-found]
+from support.broker import read_topic
 from test_cli_basics import DDFLOW, ddflow  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker

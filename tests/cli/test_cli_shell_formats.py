@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka_broker import read_topic  # type: ignore[import-not-found]
+from support.broker import read_topic
 
 from ddflow.daemon.deadletter import DeadLetterWriter
 from ddflow.daemon.formats import decoder

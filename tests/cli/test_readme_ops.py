@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ddflow.config import parse_config, resolve_dataflow
 from ddflow.daemon.observe.metrics import METRIC_NAMES
-from docs_support import README, example, section
+from support.docs import README, example, section
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)

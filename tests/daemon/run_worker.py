@@ -13,17 +13,14 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import flows
 
-import flows  # noqa: E402
-
-from ddflow.daemon.input.progress import EpochPolicy  # noqa: E402
-from ddflow.daemon.output.sink import OutputSpec  # noqa: E402
-from ddflow.daemon.input.source import InputSpec  # noqa: E402
-from ddflow.daemon.factory import kafka_worker  # noqa: E402
-from ddflow.daemon.worker import Worker, stop_on_signals  # noqa: E402
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.input.source import InputSpec
+from ddflow.daemon.factory import kafka_worker
+from ddflow.daemon.worker import Worker, stop_on_signals
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ Updates produced while the daemon was down used to be fed to the engine as fast 
 read: 3M of them became one epoch of 2.6M updates and a 5.4 GB peak. A worker now feeds at most
 ``max_epoch_updates`` updates (plus the rest of the message it is in) before closing an epoch, and
 while an epoch is full but cannot close (a partition holds the frontier back) it reads only the
-partitions that hold it, the others paused. tests/benchmarks/bench_backlog.py measures a 10M-update
+partitions that hold it, the others paused. benchmarks/bench_backlog.py measures a 10M-update
 backlog. The same behaviour is checked over the in-memory doubles (`ddflow.daemon.testing`) at the
 end, where every epoch can be checked exactly.
 """

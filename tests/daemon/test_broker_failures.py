@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kafka_broker import create_topic
+from support.broker import create_topic
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 from ddflow.daemon.kafka.producer import UpdateProducer

@@ -73,9 +73,7 @@ def test_workers_in_separate_processes_equal_one_dataflow(kafka_broker):
     import json
     import subprocess
     import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import run_exchange_worker as script
 
     single = Dataflow()

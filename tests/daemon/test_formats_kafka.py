@@ -22,7 +22,7 @@ from ddflow.daemon.input.source import InputSpec, KafkaSource
 from ddflow.daemon.observe.stats import Stats
 from ddflow.operators.lattice import T_MIN
 from ddflow.daemon.factory import kafka_worker
-from kafka_broker import read_topic
+from support.broker import read_topic
 from test_source import drain  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.kafka

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,7 @@ from ddflow.daemon.cluster.mesh import MeshTimeout, MeshTransport, PeerLost, lis
 from ddflow.operators import Dataflow
 from ddflow.operators.transport import ExchangeBatch, ExchangeMarker
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run_mesh_worker as script  # noqa: E402
+import run_mesh_worker as script
 
 
 def ipc(tmp_path, count: int) -> list[str]:

@@ -8,7 +8,7 @@ from ddflow.daemon.input.progress import EpochPolicy
 from ddflow.daemon.output.sink import OutputSpec
 from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
-from docs_support import DOCS, example
+from support.docs import DOCS, example
 from test_worker import Background
 
 pytestmark = pytest.mark.kafka

@@ -25,7 +25,7 @@ from ddflow.daemon.formats.result_protocol import (
     pack_output_update,
     pack_record,
 )
-from kafka_broker import read_topic
+from support.broker import read_topic
 
 pytestmark = pytest.mark.kafka
 

@@ -15,7 +15,7 @@ from ddflow.daemon.input.source import InputSpec, KafkaSource
 from ddflow.daemon.observe.stats import Stats
 from ddflow.operators.lattice import T_MIN
 from ddflow.daemon.formats.msgpack import encode_progress, encode_update, encode_updates
-from kafka_broker import read_topic
+from support.broker import read_topic
 
 pytestmark = pytest.mark.kafka
 

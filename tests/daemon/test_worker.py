@@ -24,7 +24,7 @@ from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
 from flows import INPUTS, OUTPUTS, join_count, oracle
-from kafka_broker import read_topic
+from support.broker import read_topic
 
 pytestmark = pytest.mark.kafka
 

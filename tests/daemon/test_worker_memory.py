@@ -213,7 +213,7 @@ def test_dataflow_errors_name_the_epoch_and_step():
 
 
 def test_readme_testing_snippet_runs_as_written(capsys):
-    from docs_support import example
+    from support.docs import example
 
     code = example("worker-testing", "python")  # docs/dataflows.md, "Testing a dataflow without a broker"
     exec(compile(code, "docs/dataflows.md", "exec"), {})

@@ -16,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared broker fixtures
+from deploy_support import EDGE_TIMES, KUBERNETES, PROGRESS, LiveDaemon, exposed_samples, kustomize
+from support.broker import create_topic
 
-from deploy_support import EDGE_TIMES, KUBERNETES, PROGRESS, LiveDaemon, exposed_samples, kustomize  # noqa: E402
-from kafka_broker import create_topic, kafka_broker  # noqa: E402,F401
-
-from ddflow.daemon.kafka.broker import EmbeddedBroker  # noqa: E402
+from ddflow.daemon.kafka.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")

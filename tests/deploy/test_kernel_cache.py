@@ -65,7 +65,7 @@ def test_the_guide_s_warm_up_commands_are_the_image_s_and_run() -> None:
     import subprocess
     import sys
 
-    from docs_support import example
+    from support.docs import example
 
     commands = [shlex.split(part) for part in example("warm-kernels", "bash").strip().split(" && ")]
     build_run = stages()["build"].one("RUN")

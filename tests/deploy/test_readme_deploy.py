@@ -9,7 +9,7 @@ import shlex
 import yaml
 
 from deploy_support import CONTAINER, KUBERNETES, REPO, SYSTEMD, by_kind
-from docs_support import example, text
+from support.docs import example, text
 
 def section() -> str:
     return text("deployment.md")

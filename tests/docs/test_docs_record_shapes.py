@@ -10,7 +10,7 @@ import pytest
 
 from ddflow.daemon import EpochPolicy, InputSpec, Worker
 from ddflow.daemon.testing import ListSink, ReplaySource
-from docs_support import example
+from support.docs import example
 
 
 def test_record_shapes_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:

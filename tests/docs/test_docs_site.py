@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from docs_support import DOCS, FENCE, MARKED, README, ROOT, examples, pages
+from support.docs import DOCS, FENCE, MARKED, README, ROOT, examples, pages
 
 TESTS = ROOT / "tests"
 
@@ -49,7 +49,7 @@ def test_every_block_is_a_named_example(page: Path) -> None:
 
 def test_every_example_is_used_by_a_test() -> None:
     sources = "\n".join(p.read_text(encoding="utf-8") for p in TESTS.rglob("*.py")
-                        if p.name not in {"docs_support.py", Path(__file__).name})
+                        if p.name not in {"docs.py", Path(__file__).name})
     used = set(re.findall(r"""example\(\s*["']([\w-]+)["']""", sources))
     unused = sorted(set(examples()) - used)
     assert not unused, f"examples no test runs or checks: {unused}"
@@ -59,9 +59,9 @@ def test_every_example_is_used_by_a_test() -> None:
 def test_named_files_and_benchmarks_exist() -> None:
     for page in pages():
         text = page.read_text(encoding="utf-8")
-        for path in re.findall(r"`((?:deploy|config|tests|daemon|operators|docs)/[\w@./-]*\w)`", text):
+        for path in re.findall(r"`((?:deploy|config|tests|benchmarks|daemon|operators|docs)/[\w@./-]*\w)`", text):
             assert (ROOT / path).exists(), f"{page.name} names {path}, which does not exist"
-        for script in re.findall(r"(tests/benchmarks/\w+\.py)", text):
+        for script in re.findall(r"(benchmarks/\w+\.py)", text):
             assert (ROOT / script).is_file(), f"{page.name} names {script}"
         for name in re.findall(r"`([\w-]+\.toml)`", text):
             known = {p.name for p in (ROOT / "config" / "examples").glob("*.toml")} | {

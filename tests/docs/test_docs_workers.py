@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ddflow.config import load_config
-from docs_support import ROOT, example
+from support.docs import ROOT, example
 
 pytestmark = pytest.mark.kafka
 

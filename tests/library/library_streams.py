@@ -8,37 +8,27 @@ after every run compares ``capture.at(t)`` with a plain-Python reference at ever
 ``t`` the output or the inputs move at (between two such times neither can change).
 
 With more than one worker (``WORKERS``, which the suites' ``workers`` fixture sets: a count, or
-``None`` for a count each stream picks by its seed, see ``worker_counts``) the dataflow is built on
+``None`` for a count each stream picks by its seed, see ``support.workers``) the dataflow is built on
 every worker of a :class:`ddflow.operators.workers.Workers`, the changes are dealt round-robin to
 the workers, and the union of their captures is compared.
 """
 
 from __future__ import annotations
 
-import os
 import random
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import executors
-import worker_counts
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+from support import executors
+from support.workers import count_for, transport
 
 from ddflow.operators import Dataflow
 from ddflow.operators.testing import accumulate
 from ddflow.operators.workers import Workers
-
-settings.register_profile(
-    "library",
-    max_examples=int(os.environ.get("LIBRARY_EXAMPLES", "30")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
-settings.load_profile("library")
 
 BASES = (0, 1_700_000_000_000_000_000)  # small times and realistic nanosecond clock times
 EXECUTOR: str | None = None  # the executor (set by the suites' ``executor`` fixture; None: mixed)
@@ -118,7 +108,7 @@ def check_stream(
     compare with ``reference(*snapshots)`` at every complete time; ``extra(result, t)`` may check
     more. The inputs are closed after the last epoch, which completes every time."""
     names = list(stream.updates)
-    workers = worker_counts.count_for(WORKERS, stream.seed)
+    workers = count_for(WORKERS, stream.seed)
     config = executors.config(None, executors.name_for(EXECUTOR, stream.seed))
     if workers == 1:
         df: Any = Dataflow(config=config)
@@ -126,7 +116,7 @@ def check_stream(
         probe: Any = build(*(s.collection for s in sessions)).capture()
     else:
         df = Workers(workers, lambda d: build(*(d.new_input(name).collection for name in names)).capture(),
-                     config=config, transport=worker_counts.transport(workers))
+                     config=config, transport=transport(workers))
         sessions = [df.input(name) for name in names]
         probe = df.capture(lambda capture: capture)
     epochs = {name: stream.epochs(name) for name in names}

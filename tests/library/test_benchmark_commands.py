@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from docs_support import example, section
+from support.docs import example, section
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCHMARKS = ROOT / "tests" / "benchmarks"
+BENCHMARKS = ROOT / "benchmarks"
 SCRIPTS = ("bench_reachability", "bench_reachability_1m", "bench_intern", "bench_cc_window")
 
 

@@ -11,52 +11,28 @@ frontier is the inputs' frontier; and that running again with nothing new change
 Each epoch is fed in two halves with a ``df.run()`` between.
 
 With ``workers`` > 1 (default ``WORKERS``, which the suites' ``workers`` fixture sets: a count, or
-``None`` for a count each example picks by its number of updates, see ``worker_counts``)
+``None`` for a count each example picks by its number of updates, see ``support.workers``)
 the pipeline is built on every worker of a :class:`ddflow.operators.workers.Workers`, the updates
 are dealt round-robin to the workers, and the union of the workers' captures must equal the oracle
 at the same times.
 
-Hypothesis strategies for the streams live here too, with the settings profiles
-(``HYPOTHESIS_PROFILE=ci|dev|thorough``; ``dev`` is the default).
+Hypothesis strategies for the streams live here too (the settings profiles are in
+``support.profiles``).
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-import executors
 import oracle
-import worker_counts
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from ddflow.operators.testing import Epoch, ReplaySource, accumulate_at
+from support import executors
+from support.workers import count_for, transport
 
-settings.register_profile(
-    "ci",
-    max_examples=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
-settings.register_profile(
-    "dev",
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
-settings.register_profile(
-    "thorough",
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+from ddflow.operators.testing import Epoch, ReplaySource, accumulate_at
 
 EXECUTOR: str | None = None  # the executor (set by the suites' ``executor`` fixture; None: mixed)
 WORKERS: int | None = 1  # workers check_pipeline runs with (set by the suites' ``workers`` fixture; None: mixed)
@@ -173,7 +149,7 @@ def check_pipeline(
 
     key = sum(len(s.updates) for s in sources_) + len(sources_)
     if workers is None:
-        workers = worker_counts.count_for(WORKERS, key)
+        workers = count_for(WORKERS, key)
     if config is None or config.executor == "nodes":  # an executor the caller did not pick
         config = executors.config(config, executors.name_for(EXECUTOR, key))
 
@@ -189,7 +165,7 @@ def check_pipeline(
         sessions = [df.inputs[f"in{i}"] for i in range(len(sources_))]
         first = df
     else:
-        df = Workers(workers, build, config=config, transport=worker_counts.transport(workers))
+        df = Workers(workers, build, config=config, transport=transport(workers))
         probes = [df.capture(lambda out, i=i: out[i]) for i in range(len(df.outputs[0]))]
         sessions = [df.input(f"in{i}") for i in range(len(sources_))]
         first = df.dataflows[0]

@@ -17,10 +17,11 @@ from collections.abc import Callable, Hashable
 import oracle
 import oracle_harness
 import pytest
-import worker_counts
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle_harness import _feed_in_halves, _frontier, pairs, small_ints, sources
+
+from support.workers import count_for, transport
 
 from ddflow.operators import Dataflow, GraphError, ShapeError
 from ddflow.operators.lattice import T_MAX, T_MIN
@@ -100,14 +101,14 @@ def check_windows(build: Callable, reference: Callable[[Updates, int], dict], so
     ``reference(updates, t)`` at every time that became complete."""
     from ddflow.operators.workers import Workers
 
-    workers = worker_counts.count_for(oracle_harness.WORKERS, len(source.updates))
+    workers = count_for(oracle_harness.WORKERS, len(source.updates))
     if workers == 1:
         df = Dataflow()
         probe = build(df.new_input("in0").collection).capture()
         session, runner = df.inputs["in0"], df
     else:
         runner = Workers(workers, lambda d: build(d.new_input("in0").collection).capture(),
-                         transport=worker_counts.transport(workers))
+                         transport=transport(workers))
         probe, session = runner.capture(lambda capture: capture), runner.input("in0")
     updates = list(source.updates)
     marks = {u for _, u, _ in updates} | set(source.boundaries) | ends
@@ -310,6 +311,6 @@ def test_session_route_state_is_the_open_sessions():
 
 
 def test_docs_windows_example_runs_as_written():
-    from docs_support import example
+    from support.docs import example
 
     exec(compile(example("windows", "python"), "docs/dataflows.md", "exec"), {})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from docs_support import example
+from support.docs import example
 
 
 def run(code: str) -> dict:

@@ -18,14 +18,11 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from recovery_support import make_worker
 
-from recovery_support import make_worker  # noqa: E402
-
-import ddflow.daemon.state.snapshot as snapshot_module  # noqa: E402
-from ddflow.daemon.worker import stop_on_signals  # noqa: E402
+import ddflow.daemon.state.snapshot as snapshot_module
+from ddflow.daemon.worker import stop_on_signals
 
 
 def die_at(worker, where: str, n: int) -> None:  # type: ignore[no-untyped-def]

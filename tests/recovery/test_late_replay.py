@@ -20,7 +20,7 @@ from recovery_support import WorkerProcess, kill_leftovers
 from ddflow.daemon.deadletter import decode_dead_letter
 from ddflow.daemon.kafka.results import ResultClient
 from ddflow.daemon.formats.msgpack import encode_progress, encode_update
-from kafka_broker import read_topic
+from support.broker import read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

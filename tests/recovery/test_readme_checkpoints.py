@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ddflow.config import parse_config
 from ddflow.daemon.cli.parser import build_parser
-from docs_support import example, section
+from support.docs import example, section
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def test_commands_parse_with_the_cli():
 
 def test_named_benchmarks_exist_and_the_checkpoint_keys_load(tmp_path):
     text = section("performance.md", "Checkpoints, restarts, backlogs and backfill")
-    scripts = re.findall(r"(tests/benchmarks/\w+\.py)", text)
+    scripts = re.findall(r"(benchmarks/\w+\.py)", text)
     assert {Path(s).stem for s in scripts} >= {"bench_checkpoint", "bench_restart", "bench_backlog", "bench_backfill"}
     for script in scripts:
         assert (ROOT / script).is_file(), script

@@ -5,7 +5,7 @@ so restart time grew with the topics' history until it no longer fit the catch-u
 crash loop). A checkpoint now records, per output partition, the final frontier and the offset of
 the progress marker that made it final; a restart reads from there (what was published since the
 checkpoint), checks that the marker is still there, and refuses a result topic that was
-recreated. tests/benchmarks/bench_restart.py measures the restart time from 1K to 4M epochs.
+recreated. benchmarks/bench_restart.py measures the restart time from 1K to 4M epochs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ddflow.daemon.kafka.results import ResultClient
 from ddflow.operators.lattice import T_MIN
 from ddflow.daemon.formats.result_protocol import encode_output_progress
 from ddflow.daemon.formats.msgpack import encode_progress, encode_update
-from kafka_broker import create_topic
+from support.broker import create_topic
 
 pytestmark = pytest.mark.kafka
 

@@ -17,7 +17,7 @@ needs ``rate`` recomputes per second of updates (once per epoch is printed for r
 ddflow absorbs ``--changes`` changes per E (one second is ``--rate`` changes); with fewer, the
 milliseconds per second of updates are scaled from the changes measured (printed as such).
 
-    .venv/bin/python tests/benchmarks/bench_cc_window.py [--edges 100000 --epochs 100 --changes 200]
+    .venv/bin/python benchmarks/bench_cc_window.py [--edges 100000 --epochs 100 --changes 200]
 
 The issue's figure is ``--edges 1000000 --epochs 1000,10000 --changes 10000`` (hours with the
 current engine); ``--changes 100 --epochs 100`` on 1M edges gives a scaled estimate.

@@ -9,7 +9,7 @@ a baseline measured in the same run, consolidating each batch alone (the least a
 The trace's final contents are checked against the window; a failed check fails the benchmark. The
 kernels are loaded (or compiled) by a first run over the first 2,000 batches, which is not timed.
 
-    .venv/bin/python tests/benchmarks/bench_spine.py [--batches 100000 --size 10 --profile]
+    .venv/bin/python benchmarks/bench_spine.py [--batches 100000 --size 10 --profile]
 
 ``--profile`` runs the timed calls under cProfile (times then do not count) and prints its top
 functions and the function calls per insert.

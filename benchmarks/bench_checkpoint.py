@@ -11,7 +11,7 @@ Both workers' result views must equal the degree distribution computed with nump
 ``--changes C`` the topic also holds C sliding-window changes (change k removes edge k and adds
 edge M+k): the replay reads M + 2C updates, the checkpoint still holds M edges.
 
-    .venv/bin/python tests/benchmarks/bench_checkpoint.py [--edges 1000000 --nodes 1000000 --changes 0]
+    .venv/bin/python benchmarks/bench_checkpoint.py [--edges 1000000 --nodes 1000000 --changes 0]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ warm means the cache the cold run left. Two figures each:
   from process launch until ``/readyz`` answers 200, i.e. the first epoch of 1,000 edges is
   published. The same-run baseline is the warm figure of each; the printed ratio is cold / warm.
 
-    .venv/bin/python tests/benchmarks/bench_startup.py [--runs 2]
+    .venv/bin/python benchmarks/bench_startup.py [--runs 2]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ddflow.daemon.kafka.client import ensure_topics
 from ddflow.daemon.kafka.producer import UpdateProducer
 
 DDFLOW = str(Path(sys.executable).with_name("ddflow"))
-EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "examples" / "reachability.toml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "examples" / "reachability.toml"
 
 
 def warm_up(cache: Path) -> float:

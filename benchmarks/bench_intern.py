@@ -11,7 +11,7 @@ same ids computed in numpy (the engine's stable hash of ``(round, record)``,
 to 63 bits, vectorized and bit-exact, with collision rounds resolved by sorting). Every ddflow id is checked against the
 second baseline's; a mismatch fails the benchmark.
 
-    .venv/bin/python tests/benchmarks/bench_intern.py [--records 1000000]
+    .venv/bin/python benchmarks/bench_intern.py [--records 1000000]
 
 The post's figure is ``--records 10000000`` (Rust: 6.5 s, 621 MB).
 """

@@ -11,7 +11,7 @@ epoch are the restart figures. Restart time must stay flat from 1K to 4M epochs;
 prints each figure, the messages each start read, and the same-run ratios. It checks that the
 restarted worker's output is right.
 
-    .venv/bin/python tests/benchmarks/bench_restart.py [--epochs 1000,4000000 --partitions 1]
+    .venv/bin/python benchmarks/bench_restart.py [--epochs 1000,4000000 --partitions 1]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ checks). Two chains are measured: ``negate`` nodes (the record passes through ev
 ``filter(lambda x: False)`` after the first (the record stops at once: the rest have no work and should
 cost nothing).
 
-    .venv/bin/python tests/benchmarks/bench_scheduler.py [--nodes 200] [--epochs 2000]
+    .venv/bin/python benchmarks/bench_scheduler.py [--nodes 200] [--epochs 2000]
 """
 
 from __future__ import annotations

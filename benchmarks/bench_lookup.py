@@ -11,7 +11,7 @@ baseline interleaved, so both see the same machine), numpy's ``searchsorted`` of
 in one sorted array of all the trace's keys (finding them only, no gathering). Every lookup is
 checked against a filter of the trace's contents; a wrong answer fails the benchmark.
 
-    .venv/bin/python tests/benchmarks/bench_lookup.py [--keys 1000000 --query 1000 --batches 5 --repeat 300]
+    .venv/bin/python benchmarks/bench_lookup.py [--keys 1000000 --query 1000 --batches 5 --repeat 300]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ which counts every Python-level call (functions, methods, builtins) per epoch. B
 the same changes from the same state in the same process, the reference (``nodes``) first, so the
 ratios are same-run figures; the output is checked against a BFS after each.
 
-    .venv/bin/python tests/benchmarks/bench_epoch_calls.py [--epochs 200 --warm 300 --top 15]
+    .venv/bin/python benchmarks/bench_epoch_calls.py [--epochs 200 --warm 300 --top 15]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from bench_reachability import Reachability, workload
 from ddflow.operators import Dataflow
 from ddflow.operators.tuning import EngineConfig
 
-ROOT = str(Path(__file__).resolve().parents[2]) + "/"
+ROOT = str(Path(__file__).resolve().parents[1]) + "/"
 
 
 def build(executor: str, e: np.ndarray, nodes: int, edges: int, roots: int) -> Reachability:

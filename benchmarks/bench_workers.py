@@ -24,8 +24,8 @@ steps, the mean wait per step (the per-round exchange latency) and the updates t
 workers, from the workers' logs. Results are checked: the counts per page against a count of the
 input, reachability against the 1-worker run.
 
-    .venv/bin/python tests/benchmarks/bench_workers.py [--nodes 1000 --edges 2000 --changes 1000 --epoch 100] [--kafka]
-    .venv/bin/python tests/benchmarks/bench_workers.py --daemon [--updates 1000000 --changes 20000 --epoch 10000]
+    .venv/bin/python benchmarks/bench_workers.py [--nodes 1000 --edges 2000 --changes 1000 --epoch 100] [--kafka]
+    .venv/bin/python benchmarks/bench_workers.py --daemon [--updates 1000000 --changes 20000 --epoch 10000]
 """
 
 from __future__ import annotations

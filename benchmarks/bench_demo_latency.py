@@ -6,7 +6,7 @@ same run: the round trip of one message produced and consumed back (the floor of
 through Kafka). The demo's result view is checked against a breadth-first search; a failed
 check fails the benchmark.
 
-    .venv/bin/python tests/benchmarks/bench_demo_latency.py [--nodes 1000 --edges 2000 --changes 300 --rate 20]
+    .venv/bin/python benchmarks/bench_demo_latency.py [--nodes 1000 --edges 2000 --changes 300 --rate 20]
 
 ``--stages`` also time-stamps each stage of every change's path (probes wrapped around the demo's
 generator, the daemon's source poll, epoch close and commit, and the result client) and prints

@@ -9,7 +9,7 @@ starting) and a warm one (the same session again), next to the baseline of the s
 own consolidation of the archive (group by edge, sum the diffs, drop zeros, count the result),
 without the shard hash, the repartition and the shard files.
 
-    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python tests/benchmarks/bench_backfill.py [--edges 500000 --changes 250000]
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python benchmarks/bench_backfill.py [--edges 500000 --changes 250000]
 """
 
 from __future__ import annotations

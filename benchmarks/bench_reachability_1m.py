@@ -7,7 +7,7 @@ and adds edge ``M + k`` at its own time ``1 + k``). One dataflow loads the graph
 ``--changes`` changes per E, for each E in turn (the phases continue the same window). The output
 is checked against a BFS after the load and at the end; a mismatch fails the benchmark.
 
-    .venv/bin/python tests/benchmarks/bench_reachability_1m.py [--epochs 10,100,1000,10000 --changes 10000]
+    .venv/bin/python benchmarks/bench_reachability_1m.py [--epochs 10,100,1000,10000 --changes 10000]
 
 Smaller graphs for a quick look: ``--nodes 100000 --edges 200000 --changes 2000``.
 """

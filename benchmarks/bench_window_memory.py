@@ -10,7 +10,7 @@ the first 10% (the same process, the same dataflow, warm); the figures printed a
 the interner's ids in use and the arrangements' records. The outputs are checked against the window
 at the end (and the run fails if they differ or RSS grew past the target).
 
-    .venv/bin/python tests/benchmarks/bench_window_memory.py [--records 10000000 --window 10000]
+    .venv/bin/python benchmarks/bench_window_memory.py [--records 10000000 --window 10000]
 """
 
 from __future__ import annotations

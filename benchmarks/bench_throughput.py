@@ -1,6 +1,6 @@
 """Benchmark: the daemon's end-to-end updates/s on a map-only dataflow, as a ratio to bare loops.
 
-Run: ``.venv/bin/python tests/daemon/bench_throughput.py [--updates N] [--batch B]``
+Run: ``.venv/bin/python benchmarks/bench_throughput.py [--updates N] [--batch B]``
 
 One broker (tansu, or ``KAFKA_BOOTSTRAP``), one input topic filled once with N updates in batch
 messages of B updates (the producer helper's format) and progress markers. Over the same
@@ -20,27 +20,26 @@ It prints updates/s for each and the ratios daemon/bare and daemon/decode.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import msgpack
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from flows import map_only  # noqa: E402
-
-from ddflow.daemon.kafka.broker import EmbeddedBroker  # noqa: E402
-from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
-from ddflow.daemon.input.progress import EpochPolicy  # noqa: E402
-from ddflow.daemon.output.sink import OutputSpec  # noqa: E402
-from ddflow.daemon.input.source import InputSpec  # noqa: E402
-from ddflow.daemon.factory import kafka_worker  # noqa: E402
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.daemon.input.source import InputSpec
+from ddflow.daemon.factory import kafka_worker
 
 STEP = 1_000_000  # 1 ms of data time per 1,000 updates
+
+
+def map_only(df, inputs):
+    """The benchmark's dataflow: every record ``(k, v)`` becomes ``(k, v + 1)``."""
+    return {"out": inputs["a"].map(lambda r: (r[0], r[1] + 1))}
 
 
 def create(bootstrap: str, *names: str) -> None:

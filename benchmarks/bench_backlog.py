@@ -13,7 +13,7 @@ largest number of updates held in flight, the worker's RSS as the backlog is rea
 0.2 s) and its peak over its RSS before it opened (the producer runs in another process, so the
 peak is the daemon's), and checks the counts against the backlog.
 
-    .venv/bin/python tests/benchmarks/bench_backlog.py [--updates 10000000 --max-updates 100000 --echo]
+    .venv/bin/python benchmarks/bench_backlog.py [--updates 10000000 --max-updates 100000 --echo]
 """
 
 from __future__ import annotations

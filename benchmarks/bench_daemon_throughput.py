@@ -1,6 +1,6 @@
 """Benchmark: `ddflow run` end to end at 1 ms epochs, as a ratio to a bare consume -> produce pipe.
 
-Run: ``.venv/bin/python tests/benchmarks/bench_daemon_throughput.py [--updates N] [--batch B]
+Run: ``.venv/bin/python benchmarks/bench_daemon_throughput.py [--updates N] [--batch B]
 [--max-updates M] [--commit-interval D]``
 
 One embedded broker (tansu, memory storage). One input topic is filled once with N page views

@@ -15,7 +15,7 @@ change; that rate is the denominator of the printed ratios (once per epoch would
 epochs' last times, and is printed for reference). ddflow's final output is checked against the
 baseline's BFS; a mismatch fails the benchmark.
 
-    .venv/bin/python tests/benchmarks/bench_reachability.py \
+    .venv/bin/python benchmarks/bench_reachability.py \
         [--epochs 10,100,1000,10000 --changes 1000 --latency-e 100 --milestones 1000,10000]
 
 The roadmap's full latency figure is ``--milestones 1000,10000,100000,1000000`` (hours at E=100 with
@@ -26,7 +26,7 @@ E=1 for 10,000 changes (about a minute), and compares the latencies of the first
 with the last ones; ``--sustained 1000000`` gives the issue's figure (changes 999,000-1,000,000 against
 the first 1,000; hours):
 
-    .venv/bin/python tests/benchmarks/bench_reachability.py --sustained [1000000]
+    .venv/bin/python benchmarks/bench_reachability.py --sustained [1000000]
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--sustained", type=int, nargs="?", const=10_000, default=0, metavar="CHANGES",
                         help="only the sustained-latency run: E=1 for CHANGES changes (10,000 when no number), "
                              "the first --window changes against the last")
-    parser.add_argument("--plot", type=Path, default=HERE.parents[1] / "docs" / "img" / "reachability_latency_cdf.png")
+    parser.add_argument("--plot", type=Path, default=HERE.parent / "docs" / "img" / "reachability_latency_cdf.png")
     return parser
 
 

@@ -11,7 +11,7 @@ per-round exchange latency, which includes waiting for a slower peer's compute),
 steps per epoch, and the bytes of update frames (records, times, diffs, new values) sent per
 update that crossed workers. Every run's final output is checked against the 1-worker run's.
 
-    .venv/bin/python tests/benchmarks/bench_workers_mesh.py [--nodes 1000 --edges 2000 --changes 1000
+    .venv/bin/python benchmarks/bench_workers_mesh.py [--nodes 1000 --edges 2000 --changes 1000
         --epoch 100 --workers 1,2,4] [--kafka]
 
 Ratios of changes/s say little on a machine with fewer cores than workers plus load; the wait per

@@ -12,7 +12,7 @@ The result is checked: sorted, distinct (id, time), no zero diff, the total diff
 updates of a sample of ids equal to the reference implementation's consolidation of theirs.
 ``--stages`` also times the kernel's passes one by one (where the time goes).
 
-    .venv/bin/python tests/benchmarks/bench_consolidate.py [--updates 10000000 --ids 4000000 --keyed --stages]
+    .venv/bin/python benchmarks/bench_consolidate.py [--updates 10000000 --ids 4000000 --keyed --stages]
 """
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ One tansu broker per test session (`ddflow.daemon.kafka.broker.EmbeddedBroker`; 
 selects an existing broker instead). Tests create fresh topics with `make_topic` so they never
 see each other's messages, read with `assign()` and use `fetch.wait.max.ms=10`.
 
-Use from a conftest::
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests/ directory
-    from kafka_broker import kafka_broker, kafka_options, make_topic  # noqa: F401
+The root conftest loads this module as a plugin, so every test may ask for the fixtures
+``kafka_broker``, ``kafka_options`` and ``make_topic``; the helpers are imported by name
+(``from support.broker import read_topic``).
 """
 
 from __future__ import annotations
@@ -25,6 +24,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 
 _counter = itertools.count()
+
+BROKER_FIXTURES = frozenset({"kafka_broker", "kafka_options", "make_topic", "kcat_broker"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses a broker fixture (directly or through another fixture) is marked
+    ``kafka``, so ``-m "not kafka"`` leaves out exactly the tests that start a broker."""
+    for item in items:
+        if BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,12 @@
+"""What the test suites share: loaded by the root conftest through ``pytest_plugins``.
+
+* `support.broker`: the session's Kafka-protocol broker and fresh topics (fixtures), topic helpers;
+* `support.kcat`: the kcat client and a broker it can talk to;
+* `support.profiles`: the hypothesis settings profiles, registered and loaded once;
+* `support.workers`: how many workers the oracle and library suites share a dataflow among;
+* `support.oracles`: the from-scratch references and the seeded workloads several suites share;
+* `support.docs`: the named examples and sections of README.md and docs/.
+
+``tests/`` is on the import path (``pythonpath`` in pyproject.toml), so a test imports these as
+``from support.broker import read_topic``.
+"""
