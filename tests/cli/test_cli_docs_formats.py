@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from docs_support import example
-from kafka_broker import create_topic, read_topic  # type: ignore[import-not-found]
+from support.docs import example
+from support.broker import create_topic, read_topic  # type: ignore[import-not-found]
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
 
 from ddflow.config import load_config
