@@ -20,7 +20,7 @@ From the bottom:
 6. `input`: the Kafka source (intake, progress, reclocking, floors);
 7. `output`: the Kafka sink and its commits;
 8. `state`: snapshots, checkpoints, recovery, backfill;
-9. `worker` (one worker's loop), then `cluster` (the worker of several, its exchange transport and
+9. `worker` (one worker's loop; `epochs`: closing an epoch), then `cluster` (the worker of several, its exchange transport and
    clock), then `factory` (workers from specs), `service` (a configured daemon), `testing` (the
    in-memory doubles);
 10. `cli`: the ``ddflow`` command, its commands and the demo.

@@ -28,7 +28,7 @@ DAEMON_LAYERS: list[tuple[str, ...]] = [
     ("input",),
     ("output",),
     ("state",),
-    ("worker",),
+    ("worker", "epochs"),
     ("cluster",),
     ("factory",),
     ("service",),

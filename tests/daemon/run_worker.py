@@ -20,7 +20,8 @@ from ddflow.daemon.input.progress import EpochPolicy
 from ddflow.daemon.output.sink import OutputSpec
 from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
-from ddflow.daemon.worker import Worker, stop_on_signals
+from ddflow.daemon.cli.signals import stop_on_signals
+from ddflow.daemon.worker import Worker
 
 
 def main() -> None:

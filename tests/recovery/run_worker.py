@@ -22,7 +22,7 @@ import sys
 from recovery_support import make_worker
 
 import ddflow.daemon.state.snapshot as snapshot_module
-from ddflow.daemon.worker import stop_on_signals
+from ddflow.daemon.cli.signals import stop_on_signals
 
 
 def die_at(worker, where: str, n: int) -> None:  # type: ignore[no-untyped-def]
