@@ -1,6 +1,7 @@
 """Kafka plumbing and clients: what talks to a broker without being the data path.
 
-`client` (configs, bounded blocking calls, metadata and topic creation), `topics` (watching the
+`client` (configs, bounded blocking calls, metadata and topic creation), `logs` (librdkafka's
+log lines through Python logging, deduplicated), `topics` (watching the
 input topics for changes), `broker` (the embedded tansu broker), `producer` (`UpdateProducer`,
 writing input updates), `results` and `following` (`ResultClient`, reading a result topic back
 into final times).

@@ -15,6 +15,7 @@ and creation go through the AdminClient.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -23,9 +24,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ...config.secrets import mask
 from ..exceptions import BrokerTimeout, KafkaClientError, OptionsError
+from .logs import LIBRDKAFKA_LOGGER
 
 __all__ = ["client_config", "redact", "topic_partitions", "ensure_topics", "option_problems", "bounded",
-           "BOUNDED_GRACE"]
+           "unreachable", "BOUNDED_GRACE"]
 
 T = TypeVar("T")
 
@@ -63,12 +65,13 @@ def bounded(call: Callable[[], T], timeout: float, what: str, *, grace: float = 
 
 def client_config(kafka_options: Mapping[str, Any], role: Mapping[str, Any], *, who: str) -> dict[str, Any]:
     """Merge the user's options with a role's defaults (user options win, except ``role``
-    entries that the component needs to work, which are the ``role`` values)."""
+    entries that the component needs to work, which are the ``role`` values). librdkafka's log
+    lines go to Python logging, deduplicated (`logs`)."""
     if not isinstance(kafka_options, Mapping):
         raise OptionsError(f"{who}: kafka_options must be a dict of librdkafka settings, got {kafka_options!r}")
     if not kafka_options.get("bootstrap.servers"):
         raise OptionsError(f"{who}: kafka_options has no 'bootstrap.servers'")
-    config = {"log_level": 3, **dict(kafka_options)}
+    config = {"log_level": 3, "logger": LIBRDKAFKA_LOGGER, **dict(kafka_options)}
     config.update(role)
     return config
 
@@ -139,13 +142,29 @@ def _admin(kafka_options: Mapping[str, Any]) -> AdminClient:
     return AdminClient(client_config(kafka_options, {}, who="admin client"))
 
 
+# librdkafka's errors that mean no broker answered at all
+_UNREACHABLE = frozenset(("_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "_RESOLVE", "_MSG_TIMED_OUT"))
+
+
+def unreachable(kafka_options: Mapping[str, Any], exc: KafkaException, waited: float) -> str | None:
+    """One line saying that no broker answered (address, error, for how long), when ``exc`` says so."""
+    error = exc.args[0] if exc.args else None
+    if getattr(error, "name", lambda: "")() not in _UNREACHABLE:
+        return None
+    return (f"the broker at {kafka_options.get('bootstrap.servers')} is unreachable: {error.str()} "
+            f"(no answer within {waited:.1f} s); is it running, and is kafka.bootstrap right?")
+
+
 def topic_partitions(kafka_options: Mapping[str, Any], topic: str, *, timeout: float = 10.0) -> int:
-    """Number of partitions of ``topic``; KafkaClientError if it does not exist."""
+    """Number of partitions of ``topic``; KafkaClientError if it does not exist, or no broker answers
+    (said in one line, see `unreachable`)."""
     admin = _admin(kafka_options)
+    started = time.monotonic()
     try:
         meta = admin.list_topics(topic=topic, timeout=timeout)
     except KafkaException as exc:
-        raise KafkaClientError(f"reading metadata of topic {topic!r}: {exc}") from exc
+        said = unreachable(kafka_options, exc, time.monotonic() - started)
+        raise KafkaClientError(f"reading metadata of topic {topic!r}: {said or exc}") from exc
     info = meta.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
         why = "does not exist" if info is None or not info.partitions else str(info.error)
@@ -162,10 +181,12 @@ def ensure_topics(
 ) -> list[str]:
     """Create the topics (name -> partitions) that do not exist yet; returns the ones created."""
     admin = _admin(kafka_options)
+    started = time.monotonic()
     try:
         existing = set(admin.list_topics(timeout=timeout).topics)
     except KafkaException as exc:
-        raise KafkaClientError(f"listing topics: {exc}") from exc
+        said = unreachable(kafka_options, exc, time.monotonic() - started)
+        raise KafkaClientError(f"listing topics: {said or exc}") from exc
     missing = [NewTopic(name, partitions, replication) for name, partitions in topics.items() if name not in existing]
     if not missing:
         return []
