@@ -133,6 +133,9 @@ def parse_config(text: str, source: str | Path = "<string>") -> Config:
                 problems.append(Problem(f"outputs[{n}].progress_topic", f"{o.progress_topic!r} is also {clash}"))
     if dead_letter_topic in input_topics:
         problems.append(Problem("dead_letter.topic", f"{dead_letter_topic!r} is also an input topic"))
+    if workers.addresses and checkpoint.location is not None:
+        problems.append(Problem("workers.addresses", "mesh workers take no checkpoints yet (a restart replays the "
+                                "inputs): remove checkpoint.location, or workers.addresses for the exchange topics"))
     if problems:
         raise ConfigError(source, problems)
     return Config(
@@ -374,13 +377,43 @@ def _workers(t: _Table) -> WorkersConfig:
     count = t.get("count", int, 1, check=_positive)
     index = t.get("index", int, None)
     wait = t.duration("wait_timeout", 60_000_000_000)
+    addresses = _mesh_addresses(t, t.get("addresses", (list, str), None), count)
+    peer = t.duration("peer_timeout", 10_000_000_000)
     t.finish()
     if index is not None and not 0 <= index < count:
         t.problems.append(Problem(t.key("index"), f"{index} is not a worker of {count} (0 <= index < workers.count)"))
         index = None
     if wait < 10**9:
         t.problems.append(Problem(t.key("wait_timeout"), "must be at least 1s"))
-    return WorkersConfig(count, index, wait)
+    if peer < 10**8:
+        t.problems.append(Problem(t.key("peer_timeout"), "must be at least 100ms"))
+    return WorkersConfig(count, index, wait, addresses, peer)
+
+
+def _mesh_addresses(t: _Table, given: list | str | None, count: int) -> tuple[str, ...]:
+    """``workers.addresses``: a list of ``count`` addresses, or one pattern whose ``{index}`` each
+    worker's index fills (``tcp://ddflow-{index}.ddflow-mesh:7070``: a StatefulSet's stable names)."""
+    if given is None:
+        return ()
+    if isinstance(given, str):
+        if "{index}" not in given:
+            t.problems.append(Problem(t.key("addresses"), f"{given!r}: a pattern names each worker by {{index}} "
+                                      "(e.g. 'tcp://ddflow-{index}.ddflow-mesh:7070'), else give a list"))
+            return ()
+        given = [given.replace("{index}", str(i)) for i in range(count)]
+    if len(given) != count:
+        t.problems.append(Problem(t.key("addresses"), f"{len(given)} addresses for {count} workers (workers.count)"))
+        return ()
+    for a in given:
+        host, sep, port = a[len("tcp://"):].rpartition(":") if isinstance(a, str) and a.startswith("tcp://") else ("", "", "")
+        ipc = isinstance(a, str) and a.startswith("ipc://") and len(a) > len("ipc://")
+        if not ipc and not (host and sep and port.isdigit() and 0 < int(port) <= 65535):
+            t.problems.append(Problem(t.key("addresses"), f"{a!r} is neither tcp://HOST:PORT nor ipc://PATH"))
+            return ()
+    if len(set(given)) != count:
+        t.problems.append(Problem(t.key("addresses"), "two workers have the same address"))
+        return ()
+    return tuple(given)
 
 
 def parse_address(text: str) -> tuple[str, int]:

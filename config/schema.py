@@ -226,11 +226,16 @@ class WorkersConfig:
     daemon resolves it at start (``ddflow run --worker-index``, env ``DDFLOW_WORKER_INDEX``, or the
     host name's trailing ``-N``, e.g. a StatefulSet pod ``ddflow-3``; see ``ddflow.daemon.cluster.identity``).
     When given, ``0 <= index < count``. ``wait_timeout_ns``: how long a worker waits for the others
-    at an exchange step or an epoch agreement before it exits 1 (a worker restarting takes a while)."""
+    at an exchange step or an epoch agreement before it exits 1 (a worker restarting takes a while).
+    ``addresses``: one per worker (``tcp://HOST:PORT`` or ``ipc://PATH``), the workers exchange over
+    direct connections (``ddflow.daemon.cluster.mesh``) instead of Kafka topics; empty: the topics.
+    ``peer_timeout_ns``: how long a mesh worker hears nothing from a peer before it reports it lost."""
 
     count: int = 1
     index: int | None = None
     wait_timeout_ns: int = 60_000_000_000
+    addresses: tuple[str, ...] = ()
+    peer_timeout_ns: int = 10_000_000_000
 
 
 @dataclass(frozen=True)
@@ -329,5 +334,6 @@ class Config:
                 "stop_timeout_ns": self.worker.stop_timeout_ns,
             },
             "workers": {"count": self.workers.count, "index": self.workers.index,
-                        "wait_timeout_ns": self.workers.wait_timeout_ns},
+                        "wait_timeout_ns": self.workers.wait_timeout_ns, "addresses": list(self.workers.addresses),
+                        "peer_timeout_ns": self.workers.peer_timeout_ns},
         }

@@ -52,6 +52,7 @@ def kafka_worker(
     watch_interval: float | None = 5.0,
     worker: tuple[int, int] = (0, 1),
     wait_timeout: float = 60.0,
+    mesh: tuple[tuple[str, ...], float] = ((), 10.0),
 ) -> Worker:
     """A `Worker` reading ``inputs`` and publishing ``outputs`` on the Kafka cluster of
     ``kafka_options``. ``group_id`` names the consumer group the input offsets are committed for
@@ -60,7 +61,8 @@ def kafka_worker(
     skip); ``worker``: ``(i, W)``, worker i of W reads the input partitions ``p % W == i``, publishes
     as writer i of W with transactional id ``ddflow-{group_id}-{i}``, and exchanges and agrees with
     the others over the topics ``ddflow-{group_id}-exchange-*`` and ``-agree`` (`cluster.ClusterWorker`;
-    ``wait_timeout``: seconds it waits for them); ``commit_interval``: seconds of epochs committed in one transaction while input keeps coming (0: one per
+    ``wait_timeout``: seconds it waits for them), or with ``mesh = (addresses, peer_timeout)`` over
+    direct connections (`cluster.mesh`); ``commit_interval``: seconds of epochs committed in one transaction while input keeps coming (0: one per
     epoch; an idle worker commits at once, `commits.CommitWindow`); ``watch_interval`` None turns the topic watch off."""
     stats = stats or Stats()
     sink = KafkaSink(
@@ -111,7 +113,8 @@ def kafka_worker(
     from .cluster.member import ClusterWorker
 
     return ClusterWorker(dataflow, source, sink, index=worker[0], count=worker[1], kafka_options=kafka_options,
-                         prefix=f"ddflow-{group_id}", run=group_id, wait_timeout=wait_timeout, **common)
+                         prefix=f"ddflow-{group_id}", run=group_id, wait_timeout=wait_timeout,
+                         addresses=mesh[0], peer_timeout=mesh[1], **common)
 
 
 def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from: str | None = None) -> Worker:
@@ -162,4 +165,5 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
         commit_interval=config.kafka.commit_interval_ns / 1e9,
         worker=(index, count),
         wait_timeout=config.workers.wait_timeout_ns / 1e9,
+        mesh=(config.workers.addresses, config.workers.peer_timeout_ns / 1e9),
     )

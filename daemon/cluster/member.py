@@ -48,6 +48,7 @@ from ..state.recovery import INTERNAL
 from ..state.snapshot import Snapshot
 from ..worker import Worker
 from .clock import EpochClock
+from .mesh import Interrupted as MeshInterrupted
 from .transport import Interrupted, KafkaTransport, UNKNOWN
 
 GENERATION_FILE = "generation.json"
@@ -69,8 +70,10 @@ class ClusterWorker(Worker):
     would say does not change)."""
 
     def __init__(self, *args: Any, index: int, count: int, kafka_options: Mapping[str, Any], prefix: str, run: str,
-                 wait_timeout: float = 60.0, retry: float = 0.1, stop_grace: float = 5.0, **kwargs: Any) -> None:
+                 wait_timeout: float = 60.0, retry: float = 0.1, stop_grace: float = 5.0,
+                 addresses: tuple[str, ...] = (), peer_timeout: float = 10.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.addresses, self.peer_timeout = tuple(addresses), peer_timeout
         self.index, self.count = index, count
         self.kafka_options = dict(kafka_options)
         self.prefix, self.run_tag = prefix, run
@@ -108,6 +111,8 @@ class ClusterWorker(Worker):
     def _new_dataflow(self) -> Any:
         from ...operators.workers import worker_dataflow
 
+        if self.addresses:
+            return self._mesh_dataflow()
         recovery = self.recovery
         snapshot = recovery.choose() if recovery is not None else None
         shared = recovery is not None and recovery.shared(snapshot)  # a backfill: every worker its share
@@ -157,6 +162,29 @@ class ClusterWorker(Worker):
                                 voted=transport.voted, retry=self.retry)
         log.info("worker %d of %d: generation %s (agree topic from offset %d)", self.index, self.count,
                  transport.generation, transport.start)
+        return df
+
+    def _mesh_dataflow(self) -> Any:
+        """Worker ``index`` over the mesh (`mesh`): no generations and no replay of the exchange; the
+        workers meet at start-up (each started from its inputs' beginning, the config refuses
+        checkpoints), and a lost peer stops this worker (its supervisor restarts it with the others)."""
+        from ...operators.workers import worker_dataflow
+        from .mesh import MeshTransport
+
+        if self.recovery is not None:
+            raise SnapshotError(f"worker {self.index} of {self.count}: mesh workers (workers.addresses) start from "
+                                f"empty inputs only, not from a snapshot or checkpoint (not supported yet)")
+        transport = MeshTransport(self.addresses, self.index, run=self.run_tag, start_timeout=self.wait_timeout,
+                                  peer_timeout=self.peer_timeout, stop=self._give_up)
+        self._doing(f"meeting the other workers over the mesh (worker {self.index} of {self.count} at "
+                    f"{self.addresses[self.index]})")
+        df = worker_dataflow(self.index, self.count, transport)
+        self.transport = transport  # type: ignore[assignment]  (the same waits, stop and votes)
+        worker = df.worker
+        self.clock = EpochClock(self.epoch_policy, agree=worker.agree, seq=lambda: worker.agreements,
+                                voted=transport.voted, retry=self.retry)
+        log.info("worker %d of %d: mesh at %s, peers %s", self.index, self.count, self.addresses[self.index],
+                 [a for i, a in enumerate(self.addresses) if i != self.index])
         return df
 
     def _generation_file(self, generation: str | None = None, start: int | None = None,
@@ -293,7 +321,7 @@ class ClusterWorker(Worker):
             self.transport.interruptible = True
             try:
                 decision = self.clock.next_upper(self.frontier, vote)
-            except Interrupted as exc:
+            except (Interrupted, MeshInterrupted) as exc:
                 self._interrupted = True
                 log.warning("%s: worker %d stops without that agreement", exc, self.index)
                 return None

@@ -21,7 +21,8 @@ names of the peers declared lost, for logs, metrics and readiness). A second hel
 restarted: its part of the state is gone) is `PeerLost` too. There is no replay: a mesh run whose
 worker fails is over, and recovery restarts every worker from a checkpoint they all completed.
 
-``waited[j]``: seconds this worker spent blocked while worker ``j`` had not yet delivered its part;
+``stop()``: when it returns True, a wait made while ``interruptible`` is set raises `Interrupted`
+(a daemon worker told to stop). ``waited[j]``: seconds this worker spent blocked while worker ``j`` had not yet delivered its part;
 ``waiting_on``: the workers it is blocked on now; ``sent_bytes``/``received_bytes``: frame bytes
 of updates (records, times, diffs, new values) sent/received; ``steps``: exchange steps received.
 """
@@ -31,7 +32,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
@@ -43,7 +44,7 @@ from ...operators.transport import ExchangeBatch, ExchangeMarker
 from ..exceptions import DaemonError
 from . import mesh_wire as wire
 
-__all__ = ["MeshError", "MeshTimeout", "MeshTransport", "PeerLost", "listen_address"]
+__all__ = ["Interrupted", "MeshError", "MeshTimeout", "MeshTransport", "PeerLost", "listen_address"]
 
 
 class MeshError(DaemonError):
@@ -56,6 +57,10 @@ class MeshTimeout(MeshError):
 
 class PeerLost(MeshError):
     """A peer was silent for longer than ``peer_timeout``, or restarted: names it and its address."""
+
+
+class Interrupted(TransportAborted):
+    """A wait made while ``interruptible`` was set ended because ``stop()`` said so."""
 
 
 def listen_address(address: str) -> str:
@@ -74,7 +79,8 @@ class MeshTransport:
     """Worker ``index``'s end of a mesh of ``len(addresses)`` workers (see the module)."""
 
     def __init__(self, addresses: Sequence[str], index: int, *, run: str, start_timeout: float = 60.0,
-                 heartbeat: float = 0.5, peer_timeout: float = 10.0, context: zmq.Context | None = None) -> None:
+                 heartbeat: float = 0.5, peer_timeout: float = 10.0, stop: Callable[[], bool] | None = None,
+                 context: zmq.Context | None = None) -> None:
         addresses = list(addresses)
         if not addresses or type(index) is not int or not 0 <= index < len(addresses):
             raise MeshError(f"mesh: worker {index!r} is not an index into {len(addresses)} addresses")
@@ -102,10 +108,16 @@ class MeshTransport:
         self._started = False
         self._closed = threading.Event()
         self._beater: threading.Thread | None = None
+        self.stop = stop or (lambda: False)
+        self.interruptible = False
+        self.waiting_since: float | None = None
         self.lost: list[str] = []
         self.waited: dict[int, float] = {}
         self.waiting_on: tuple[int, ...] = ()
         self.sent_bytes = self.received_bytes = self.steps = 0
+
+    def _head(self, kind: int, dest: int, **fields: Any) -> bytes:
+        return wire.header(kind, self.index, dest, self._token, incarnation=self._incarnation, **fields)
 
     def _socket(self, kind: int) -> zmq.Socket:
         s = self._context.socket(kind)
@@ -132,7 +144,7 @@ class MeshTransport:
             return
         self._started = True
         for p in self._peers:
-            self._dealers[p].send(wire.header(wire.HELLO, self.index, p, self._token, seq=self._incarnation))
+            self._dealers[p].send(self._head(wire.HELLO, p))
         self._beater = threading.Thread(target=self._beat, name=f"mesh-heartbeat-{self.index}", daemon=True)
         self._beater.start()
         deadline = time.monotonic() + self.start_timeout
@@ -150,7 +162,7 @@ class MeshTransport:
         try:
             while not self._closed.wait(self.heartbeat):
                 for p, s in dealers.items():
-                    s.send(wire.header(wire.BEAT, self.index, p, self._token))
+                    s.send(self._head(wire.BEAT, p))
         finally:
             for s in dealers.values():
                 s.close(0)
@@ -183,7 +195,7 @@ class MeshTransport:
                                 f"None and tuples of them)") from exc
         times = np.ascontiguousarray(batch.times, dtype="<i8")
         diffs = np.ascontiguousarray(batch.diffs, dtype="<i8")
-        head = wire.header(wire.BATCH, self.index, batch.dest, self._token, channel=batch.channel, seq=batch.seq,
+        head = self._head(wire.BATCH, batch.dest, channel=batch.channel, seq=batch.seq,
                            lower=batch.lower, upper=batch.upper, rounds=batch.rounds, count=n,
                            depth=times.shape[1], form=form, first=first)
         frames = [head, column, times, diffs, *extra]
@@ -192,9 +204,9 @@ class MeshTransport:
 
     def mark(self, marker: ExchangeMarker) -> None:
         self.start()
-        self._dealers[marker.dest].send(wire.header(
-            wire.MARKER, self.index, marker.dest, self._token, channel=marker.channel, seq=marker.seq,
-            lower=marker.lower, upper=marker.upper, rounds=marker.rounds, count=marker.count))
+        self._dealers[marker.dest].send(self._head(
+            wire.MARKER, marker.dest, channel=marker.channel, seq=marker.seq, lower=marker.lower,
+            upper=marker.upper, rounds=marker.rounds, count=marker.count))
 
     def receive(self, worker: int, channel: int, seq: int) -> list[ExchangeBatch]:
         self.start()
@@ -229,12 +241,20 @@ class MeshTransport:
         self.start()
         packed = msgpack.packb(value, use_bin_type=True)
         for p in self._peers:
-            self._dealers[p].send_multipart([wire.header(wire.VOTE, self.index, p, self._token, seq=seq), packed])
+            self._dealers[p].send_multipart([self._head(wire.VOTE, p, seq=seq), packed])
         votes = self._votes.setdefault(seq, {})
         votes[self.index] = msgpack.unpackb(packed, raw=False, use_list=True, strict_map_key=False)
         self._wait(lambda: len(votes) == self.workers, lambda: [p for p in self._peers if p not in votes])
         del self._votes[seq]
         return [votes[i] for i in range(self.workers)]
+
+    def voted(self, seq: int) -> bool:
+        """Whether some other worker has voted in agreement ``seq`` by now (no waiting; a daemon
+        worker asks between epochs, so a peer lost while no exchange waits is found here too)."""
+        self.start()
+        self._poll(0)
+        self._check_peers(time.monotonic())
+        return bool(self._votes.get(seq))
 
     def abort(self, error: BaseException) -> None:
         self._error = error
@@ -252,23 +272,31 @@ class MeshTransport:
 
     def _wait(self, done, missing) -> None:
         now = time.monotonic()
+        self.waiting_since = now
         try:
             while not done():
                 if self._error is not None:
                     raise TransportAborted(f"another worker failed: {self._error!r}")
                 blocked = tuple(missing())
+                if self.interruptible and self.stop():
+                    raise Interrupted(f"mesh: worker {self.index} stopped while waiting for workers {list(blocked)}")
                 self.waiting_on = blocked
-                for p in blocked:
-                    if now - self._heard.get(p, now) > self.peer_timeout:
-                        self.lost.append(self.name(p))
-                        raise PeerLost(f"mesh: worker {self.index} heard nothing from {self.name(p)} for "
-                                       f"{now - self._heard[p]:.1f} s (peer_timeout {self.peer_timeout:g} s)")
+                self._check_peers(now)
                 self._poll(min(self.heartbeat, 0.05))
                 then, now = now, time.monotonic()
                 for p in blocked:
                     self.waited[p] = self.waited.get(p, 0.0) + (now - then)
         finally:
             self.waiting_on = ()
+            self.waiting_since = None
+
+    def _check_peers(self, now: float) -> None:
+        """`PeerLost` for the first peer not heard from for ``peer_timeout`` seconds."""
+        for p in self._peers:
+            if now - self._heard.get(p, now) > self.peer_timeout:
+                self.lost.append(self.name(p))
+                raise PeerLost(f"mesh: worker {self.index} heard nothing from {self.name(p)} for "
+                               f"{now - self._heard[p]:.1f} s (peer_timeout {self.peer_timeout:g} s)")
 
     def _poll(self, timeout: float) -> None:
         """File every message that arrives within ``timeout`` seconds (all that are there, at least)."""
@@ -288,6 +316,8 @@ class MeshTransport:
         codes = len(self._codes_in[peer]) if peer in self._codes_in else 0
         m = wire.decode(frames, sender=self.name(peer) if peer in self._codes_in else f"connection {sender!r}",
                         me=self.index, workers=self.workers, run=self._token, codes=codes)
+        if m.kind != wire.HELLO and self._hellos.get(peer) != m.incarnation:
+            return  # sent before its hello reached this worker (a heartbeat), or by an earlier incarnation
         if m.source != peer:
             raise wire.MeshMessageError(f"mesh: refused a message from {self.name(peer)} at worker {self.index}: "
                                         f"it claims to come from worker {m.source}")
@@ -308,7 +338,7 @@ class MeshTransport:
                 raise MeshError(f"mesh: agreement {m.seq}: {self.name(peer)} voted twice")
             votes[peer] = m.vote
         elif m.kind == wire.HELLO:
-            if peer in self._hellos and self._hellos[peer] != m.seq:
+            if peer in self._hellos and self._hellos[peer] != m.incarnation:
                 self.lost.append(self.name(peer))
                 raise PeerLost(f"mesh: {self.name(peer)} restarted (a new hello): its part of the run is gone")
-            self._hellos[peer] = m.seq
+            self._hellos[peer] = m.incarnation

@@ -4,13 +4,14 @@ Every message between two workers of a mesh (`ddflow.daemon.cluster.mesh`) is on
 message whose first frame is a fixed little-endian header (`HEADER`, then ``rounds`` int64s):
 
     magic "ddfm", version, kind, source, dest, channel, seq, lower, upper, absent, rounds, count,
-    depth, form, run, first
+    depth, form, run, first, incarnation
 
 ``run`` is a 64-bit token of the run's name (`run_token`): a message of another run is foreign and
-refused. ``absent``: bit 0 set when ``lower`` is None, bit 1 when ``upper`` is. The kinds and their
+refused; ``incarnation``: a random number per sender process (a receiver takes only messages of the
+incarnation that said hello to it). ``absent``: bit 0 set when ``lower`` is None, bit 1 when ``upper`` is. The kinds and their
 further frames:
 
-* ``HELLO`` (start-up barrier; ``seq``: the sender's incarnation number) — no further frame.
+* ``HELLO`` (start-up barrier) — no further frame.
 * ``BEAT`` (heartbeat) — none.
 * ``BATCH`` ``count`` updates of exchange step ``(channel, seq)``: a records frame, ``times``
   (``count x depth`` int64) and ``diffs`` (``count`` int64), then for ``form == CODES`` a frame of the
@@ -49,7 +50,7 @@ HELLO, BEAT, BATCH, MARKER, VOTE = 1, 2, 3, 4, 5
 INTS, PAIRS, CODES = 0, 1, 2
 KINDS = {HELLO: "hello", BEAT: "heartbeat", BATCH: "batch", MARKER: "marker", VOTE: "vote"}
 FRAMES = {HELLO: 1, BEAT: 1, MARKER: 1, VOTE: 2}  # BATCH: 4, or 5 with CODES
-HEADER = struct.Struct("<4sBBHHiqqqBBqBBqq")
+HEADER = struct.Struct("<4sBBHHiqqqBBqBBqqq")
 MAX_ROUNDS = 64
 
 
@@ -64,11 +65,11 @@ def run_token(run: str) -> int:
 
 def header(kind: int, source: int, dest: int, run: int, *, channel: int = 0, seq: int = 0,
            lower: int | None = None, upper: int | None = None, rounds: tuple[int, ...] = (), count: int = 0,
-           depth: int = 0, form: int = 0, first: int = 0) -> bytes:
+           depth: int = 0, form: int = 0, first: int = 0, incarnation: int = 0) -> bytes:
     """The first frame of a message (see the module)."""
     absent = (lower is None) | ((upper is None) << 1)
     head = HEADER.pack(MAGIC, VERSION, kind, source, dest, channel, seq, lower or 0, upper or 0, absent,
-                       len(rounds), count, depth, form, run, first)
+                       len(rounds), count, depth, form, run, first, incarnation)
     return head + struct.pack(f"<{len(rounds)}q", *rounds) if rounds else head
 
 
@@ -88,6 +89,7 @@ class Message:
     count: int
     form: int = INTS
     first: int = 0
+    incarnation: int = 0
     records: np.ndarray | None = None
     times: np.ndarray | None = None
     diffs: np.ndarray | None = None
@@ -116,7 +118,7 @@ def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes:
     if len(head) < HEADER.size:
         fail(f"its header holds {len(head)} bytes, fewer than {HEADER.size} (not a ddflow mesh message)")
     (magic, version, kind, source, dest, channel, seq, lower, upper, absent, nrounds, count, depth, form, token,
-     first) = HEADER.unpack_from(head)
+     first, incarnation) = HEADER.unpack_from(head)
     if magic != MAGIC:
         fail(f"it does not start with {MAGIC!r} (not a ddflow mesh message)")
     if version != VERSION:
@@ -138,7 +140,7 @@ def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes:
     if count < 0 or seq < 0 or channel < 0:
         fail(f"negative count, seq or channel ({count}, {seq}, {channel})")
     msg = Message(kind, source, channel, seq, None if absent & 1 else lower, None if absent & 2 else upper,
-                  tuple(rounds), count, form, first)
+                  tuple(rounds), count, form, first, incarnation)
     if kind == VOTE:
         try:
             msg.vote = msgpack.unpackb(frames[1], raw=False, use_list=True, strict_map_key=False)

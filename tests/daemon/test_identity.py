@@ -49,7 +49,8 @@ def error(tmp_path: Path, workers: str, **kwargs) -> ConfigError:
 def test_defaults_one_worker(tmp_path: Path) -> None:
     config = config_with(tmp_path)
     assert (config.workers.count, config.workers.index) == (1, None)
-    assert config.redacted()["workers"] == {"count": 1, "index": None, "wait_timeout_ns": 60 * 10**9}
+    assert config.redacted()["workers"] == {"count": 1, "index": None, "wait_timeout_ns": 60 * 10**9, "addresses": [],
+                                            "peer_timeout_ns": 10 * 10**9}
     # one worker: worker 0 whatever the environment or host name says
     assert worker_identity(config, environ={INDEX_ENV: "5"}, hostname="ddflow-7") == (0, 1)
 

@@ -1,0 +1,96 @@
+"""``ddflow run`` workers over the mesh (``[workers] addresses``) on the real broker: the result
+topic's view at every frontier equals the engine's; a worker killed is reported lost by name by the
+others, which stop; all restarted, they replay their inputs and the results stay exact."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_workers_daemon import MS, T0, Daemons, config, oracle, stream  # noqa: E402
+
+from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
+from ddflow.daemon.kafka.results import ResultClient  # noqa: E402
+
+pytestmark = pytest.mark.kafka
+
+
+def mesh_config(tmp_path: Path, *args) -> Path:
+    path = config(tmp_path, *args)
+    path.write_text(path.read_text() + f'addresses = "ipc://{tmp_path}/mesh-{{index}}"\npeer_timeout = "2s"\n')
+    return path
+
+
+def check(client, want, final: int, daemons: Daemons) -> None:
+    frontiers = []
+    for change in client.changes(timeout=120):
+        frontiers.append(change.frontier)
+        assert client.view == want.at(change.frontier - 1), (change.frontier, daemons.log())
+        if change.frontier >= final:
+            break
+    assert frontiers and frontiers[-1] >= final, daemons.log()
+    assert client.view == want.at(final - 1) and client.view
+
+
+@pytest.mark.parametrize("flow,workers", [("reachability", 2), ("count-per-page", 3)])
+def test_mesh_workers_through_ddflow_run_equal_the_engine(kafka_broker, make_topic, tmp_path, flow, workers):
+    bootstrap = kafka_broker.bootstrap
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    source, results, dead = make_topic("in", 4), make_topic("out", 3), make_topic("dead")
+    rounds = stream(flow)
+    want = oracle(flow, rounds)
+    daemons = Daemons(mesh_config(tmp_path, bootstrap, flow, workers, source, results, dead), workers)
+    try:
+        with UpdateProducer(source, options) as producer, ResultClient(results, options) as client:
+            for r, ups in enumerate(rounds):
+                for record, t, d in ups:
+                    producer.send(record, t, d)
+                producer.advance_to(T0 + 10 * (r + 1) * MS)
+                producer.flush()
+            check(client, want, T0 + 10 * len(rounds) * MS, daemons)
+    finally:
+        codes = daemons.stop()
+    assert codes == [0] * workers, daemons.log()
+    assert all(f"mesh at ipc://{tmp_path}/mesh-{i}" in "".join(daemons.logs[i]) for i in range(workers)), daemons.log()
+
+
+def test_a_killed_mesh_worker_is_reported_lost_and_all_restarted_replay_exactly(kafka_broker, make_topic, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    source, results, dead = make_topic("in", 4), make_topic("out", 3), make_topic("dead")
+    rounds = stream("reachability", rounds=4)
+    want = oracle("reachability", rounds)
+    path = mesh_config(tmp_path, bootstrap, "reachability", 2, source, results, dead)
+    daemons = Daemons(path, 2)
+    with UpdateProducer(source, options) as producer, ResultClient(results, options) as client:
+        try:
+            for r, ups in enumerate(rounds[:2]):
+                for record, t, d in ups:
+                    producer.send(record, t, d)
+                producer.advance_to(T0 + 10 * (r + 1) * MS)
+                producer.flush()
+            check(client, want, T0 + 20 * MS, daemons)
+            daemons.processes[1].send_signal(signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while daemons.processes[0].poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert daemons.processes[0].poll() not in (None, 0), daemons.log()  # it stopped, failing
+            assert f"heard nothing from worker 1 (ipc://{tmp_path}/mesh-1)" in "".join(daemons.logs[0]), daemons.log()
+        finally:
+            daemons.stop()
+        restarted = Daemons(path, 2)  # as their supervisors would
+        try:
+            for r, ups in enumerate(rounds[2:], start=2):
+                for record, t, d in ups:
+                    producer.send(record, t, d)
+                producer.advance_to(T0 + 10 * (r + 1) * MS)
+                producer.flush()
+            check(client, want, T0 + 10 * len(rounds) * MS, restarted)
+        finally:
+            codes = restarted.stop()
+        assert codes == [0, 0], restarted.log()
