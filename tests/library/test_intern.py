@@ -122,13 +122,13 @@ def test_compiled_intern_of_strings_and_pairs(stream, modulus):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 30), st.sampled_from([-2, -1, 1, 1, 2])),
                 max_size=60),
-       st.lists(st.integers(1, 31), max_size=5), st.integers(13, 30))
-def test_compiled_intern_with_negative_multiplicities(updates, cuts, modulus):
+       st.lists(st.integers(1, 31), max_size=5), st.integers(13, 30), st.sampled_from(["nodes", "plan"]))
+def test_compiled_intern_with_negative_multiplicities(updates, cuts, modulus, executor):
     """Arbitrary signed diffs (negative multiplicities present), many times per epoch: the compiled
-    operator, the loop of reductions and the synchronous rounds agree at every time. Ids are given
-    back after every run (the operator's groups keep theirs)."""
+    operator, the loop of reductions and the synchronous rounds agree at every time, with either
+    executor. Ids are given back after every run (the operator's groups keep theirs)."""
     hasher = StableHashModulo(modulus)
-    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1))
+    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1, executor=executor))
     records = df.new_input()
     compiled = intern(records.collection, hasher=hasher).capture()
     loop = _intern_rounds(records.collection, hasher).capture()
