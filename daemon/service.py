@@ -110,6 +110,9 @@ class Service:
                            f"workers.wait_timeout {self.config.workers.wait_timeout_ns / 1e9:g} s)")
         if self.stats.epochs < 1:
             return False, "first epoch not completed yet"
+        stalled = getattr(getattr(self.worker, "stalls", None), "reason", None)
+        if stalled is not None:
+            return False, f"output frontier stalled: {stalled}"
         return True, "ready"
 
     def snapshot(self) -> Any:

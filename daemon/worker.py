@@ -49,6 +49,7 @@ from .block import Block
 from .epochs import EpochCloser
 from .exceptions import KafkaClientError, OptionsError, TopicChanged, WorkerError
 from .input.progress import EpochPolicy
+from .input.stalls import StallWatch
 from .io import Sink, Source
 from .kafka.client import bounded
 from .kafka.topics import TopicWatch
@@ -137,6 +138,8 @@ class Worker(EpochCloser):
         self._open_times: list[Any] = []  # times (numpy) of the updates fed at or beyond the frontier
         self.open_updates = 0  # updates fed and in no closed epoch yet (held by the engine)
         self.peak_open_updates = 0
+        self.stalls = StallWatch()  # says what holds the output frontier back (`input.stalls`)
+        self._topics = {spec.name: spec.topic for spec in self.input_specs}
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -308,6 +311,8 @@ class Worker(EpochCloser):
         dead_letters = getattr(self.sink, "dead_letters", None)
         if dead_letters is not None:
             dead_letters.tick()  # the dead-letter counts due in the log
+        self.stalls.check(frontier=self.frontier, open_updates=self.open_updates, stats=self.stats,
+                          topics=self._topics, resolution_ns=self.epoch_policy.resolution_ns)
         if self.sink.staged_for() > self.dead_letter_commit_s:
             self._committing()
             self.sink.commit_dead_letters()

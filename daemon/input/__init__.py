@@ -4,7 +4,8 @@
 `intake`, decodes with each input's decoder (`inputs.InputSpec`, built from `ddflow.daemon.formats`),
 holds updates back by the epoch policy and the input frontiers (`progress`), stamps reclocked inputs
 (`reclock`), keeps the floors below which a partition's updates are settled (`floors`), and
-dead-letters what it cannot read (`ddflow.daemon.deadletter`).
+dead-letters what it cannot read (`ddflow.daemon.deadletter`); `stalls` says which partition holds
+the output frontier back when it stops moving.
 
 May import: `exceptions`, `block`, `durable`, `formats`, `observe`, `kafka`, `deadletter`, `io`,
 and `ddflow.operators`/`ddflow.config`; never `output`, `state`, the worker or anything above.
