@@ -13,6 +13,7 @@ update that crossed workers. Every run's final output is checked against the 1-w
 
     .venv/bin/python benchmarks/bench_workers_mesh.py [--nodes 1000 --edges 2000 --changes 1000
         --epoch 100 --workers 1,2,4] [--kafka]
+    .venv/bin/python benchmarks/bench_workers_mesh.py --rounds 2000   # the bare round trip, mesh and Kafka
 
 Ratios of changes/s say little on a machine with fewer cores than workers plus load; the wait per
 step is the figure the mesh is about.
@@ -43,6 +44,8 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--epoch", type=int, default=100)
     p.add_argument("--workers", default="1,2,4", help="worker process counts over the mesh")
     p.add_argument("--kafka", action="store_true", help="also 2 processes over Kafka exchange topics")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="only N empty exchange steps between 2 processes (the bare round trip), mesh and Kafka")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: run one worker process
     return p
 
@@ -53,15 +56,9 @@ def worker(spec: dict) -> None:
     from ddflow.operators.workers import worker_dataflow
 
     index, count = spec["index"], spec["count"]
-    if spec.get("kafka"):
-        from ddflow.daemon.cluster.transport import KafkaTransport
-
-        transport = KafkaTransport(count, index, {"bootstrap.servers": spec["kafka"], "fetch.wait.max.ms": 1},
-                                   prefix=f"bench-{spec['run']}", run=spec["run"], timeout=300)
-    else:
-        from ddflow.daemon.cluster.mesh import MeshTransport
-
-        transport = MeshTransport(spec["addresses"], index, run=spec["run"], start_timeout=300)
+    if spec.get("rounds"):
+        return empty_steps(spec)
+    transport = transport_of(spec)
     waits: list[float] = []
     receive = transport.receive
 
@@ -115,10 +112,40 @@ def worker(spec: dict) -> None:
         close()
 
 
+def transport_of(spec: dict):
+    index, count = spec["index"], spec["count"]
+    if spec.get("kafka"):
+        from ddflow.daemon.cluster.transport import KafkaTransport
+
+        return KafkaTransport(count, index, {"bootstrap.servers": spec["kafka"], "fetch.wait.max.ms": 1},
+                              prefix=f"bench-{spec['run']}", run=spec["run"], timeout=300)
+    from ddflow.daemon.cluster.mesh import MeshTransport
+
+    return MeshTransport(spec["addresses"], index, run=spec["run"], start_timeout=300)
+
+
+def empty_steps(spec: dict) -> None:
+    """``rounds`` exchange steps with nothing to send (a marker each way) and nothing to compute:
+    the transport's own round trip."""
+    from ddflow.operators.transport import ExchangeMarker
+
+    transport, index = transport_of(spec), spec["index"]
+    waits = []
+    for seq in range(spec["rounds"] + 50):
+        started = time.perf_counter()
+        transport.mark(ExchangeMarker(0, seq, index, 1 - index, 0, 1, (), 0))
+        transport.receive(index, 0, seq)
+        if seq >= 50:  # the first steps meet and warm up
+            waits.append(time.perf_counter() - started)
+    print(json.dumps({"seconds": sum(waits), "cpu": time.process_time(), "waits": waits, "epochs": 1, "sent": 0,
+                      "sent_bytes": 0, "final": {}}))
+    transport.close()
+
+
 def launch(count: int, args, folder: str, kafka: str | None = None) -> list[dict]:
     run = uuid.uuid4().hex[:12]
     addresses = [f"ipc://{folder}/{run}-{i}" for i in range(count)]
-    base = {"count": count, "run": run, "addresses": addresses, "kafka": kafka, "nodes": args.nodes,
+    base = {"count": count, "run": run, "rounds": args.rounds, "addresses": addresses, "kafka": kafka, "nodes": args.nodes,
             "edges": args.edges, "roots": args.roots, "changes": args.changes, "epoch": args.epoch}
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", json.dumps({**base, "index": i})],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(count)]
@@ -128,7 +155,8 @@ def launch(count: int, args, folder: str, kafka: str | None = None) -> list[dict
     return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
 
 
-def report(label: str, results: list[dict], base: tuple[float, dict] | None, changes: int) -> tuple[float, dict]:
+def report(label: str, results: list[dict], base: tuple[float, dict] | None, changes: int,
+           unit: str = "changes") -> tuple[float, dict]:
     seconds = max(r["seconds"] for r in results)
     final: dict = {}
     for r in results:
@@ -140,7 +168,7 @@ def report(label: str, results: list[dict], base: tuple[float, dict] | None, cha
     waits = np.array([w for r in results for w in r["waits"]]) if len(results) > 1 else np.zeros(0)
     epochs = results[0]["epochs"]
     sent = sum(r["sent"] for r in results)
-    line = (f"  {label:<22} {changes / seconds:8.0f} changes/s"
+    line = (f"  {label:<22} {changes / seconds:8.0f} {unit}/s"
             + (f" (ratio {base[0] / seconds:.2f})" if base else "")
             + "; CPU s per worker " + "/".join(f"{r['cpu']:.2f}" for r in results))
     if len(waits):
@@ -160,6 +188,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"reachability {args.nodes} nodes / {args.edges} edges / {args.roots} roots, {args.changes} changes, "
           f"E={args.epoch}; worker processes on {os.cpu_count()} cores", flush=True)
     with tempfile.TemporaryDirectory(prefix="ddflow-mesh-") as folder, contextlib.ExitStack() as stack:
+        if args.rounds:
+            from ddflow.daemon.kafka.broker import EmbeddedBroker
+
+            print(f"{args.rounds} empty exchange steps between 2 processes (per step: a marker each way)")
+            report("2 workers, mesh:", launch(2, args, folder), None, args.rounds, "steps")
+            broker = stack.enter_context(EmbeddedBroker())
+            report("2 workers, Kafka:", launch(2, args, folder, broker.bootstrap), None, args.rounds, "steps")
+            return
         base = None
         for count in [int(w) for w in args.workers.split(",") if w]:
             results = launch(count, args, folder)
