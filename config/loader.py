@@ -156,12 +156,22 @@ def parse_config(text: str, source: str | Path = "<string>") -> Config:
 # -- sections -----------------------------------------------------------------------------------
 
 
+ON_ERROR = ("stop", "dead_letter")  # what a user function's exception does (dataflow.on_error)
+
+
 def _dataflow(t: _Table, base: Path) -> DataflowConfig:
     function = t.get("function", str, None, required=True, check=_reference)
     args = t.get("args", dict, {})
     path = t.get("path", list, [], check=_strings)
+    on_error = t.get("on_error", str, "stop", check=_choice(ON_ERROR))
+    overrides = t.get("on_error_functions", dict, {})
+    for name, chosen in overrides.items():
+        problem = _choice(ON_ERROR)(chosen) if isinstance(chosen, str) else f"must be a string, not {_describe(chosen)}"
+        if problem:
+            t.problems.append(Problem(f"{t.key('on_error_functions')}.{name}", problem))
     t.finish()
-    return DataflowConfig(function or "", dict(args), tuple((base / p).resolve() for p in path))
+    return DataflowConfig(function or "", dict(args), tuple((base / p).resolve() for p in path), on_error,
+                          dict(overrides))
 
 
 def _kafka(t: _Table, base: Path) -> KafkaConfig:

@@ -67,6 +67,8 @@ class DataflowConfig:
     function: str
     args: Mapping[str, Any] = field(default_factory=dict)
     path: tuple[Path, ...] = ()
+    on_error: str = "stop"  # a user function's exception: "stop" the daemon, or "dead_letter" its record
+    on_error_functions: Mapping[str, str] = field(default_factory=dict)  # per function (qualified name)
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,26 @@ class DeadLetterWriter:
         if self._stats is not None:
             self._stats.input(input).dead_letters.update(counts)
 
+    def write_failure(self, error: Any) -> None:
+        """One dead letter for a record a user function raised on (a `UserFunctionError` taken by the
+        dataflow's ``dead_letter`` policy): ``input`` names the operator and function, ``raw`` is the
+        record's ``repr``, the detail the error (function, file, line, exception, record, time); no
+        topic position (``""``, -1, -1). The key is the function and the record, the same at every
+        replay, so a reader deduplicates by it."""
+        raw = repr(error.record).encode()
+        detail = _cut(str(error))
+        value = msgpack.packb(
+            {"input": f"{error.operator} {error.function}", "topic": "", "partition": -1, "offset": -1,
+             "counts": {"user_function": 1}, "indexes": {"user_function": None},
+             "details": {"user_function": detail}, "raw": raw[: self.max_raw_bytes], "raw_size": len(raw)},
+            use_bin_type=True,
+        )
+        key = f"{error.function} {error.where}: {raw[:512].decode(errors='replace')}".encode()
+        self._produce(self.topic, key, value, [("ddflow-reason", b"user_function")])
+        self.written += 1
+        self.said.record(input=error.operator, topic="", partition=-1, offset=-1, counts={"user_function": 1},
+                         details={"user_function": detail}, where=f"{error.operator} {error.function} ({error.where})")
+
     @property
     def max_bytes(self) -> int:
         """The largest dead letter this writer produces."""

@@ -38,7 +38,9 @@ REFUSED = ("a multiplicity outside int64 was refused (nothing of this epoch is p
            "again until the input is corrected)")
 # what to do when a user function raised (the traceback is logged at ERROR just before)
 USER_FUNCTION_ADVICE = ("Nothing of this epoch is published and the record stays in the input, so a restart "
-                        "stops here again: fix the function so that it accepts every record its input can hold "
+                        "stops here again: fix the function so that it accepts every record its input can hold, "
+                        "or set dataflow.on_error = \"dead_letter\" (or dataflow.on_error_functions for this "
+                        "function) to send such records to the dead-letter topic and go on without them "
                         "(the traceback is logged above)")
 
 
@@ -111,6 +113,7 @@ class EpochCloser:
             step = "running the dataflow"
             self._before_run()
             self.dataflow.run()
+            self._dead_letter_failures()
             outputs: dict[str, Block] = {}
             for name, capture in self._captures.items():
                 step = f"draining output {name!r}"
@@ -164,6 +167,17 @@ class EpochCloser:
             self._doing(f"epoch [{lower}, {upper}): checkpointing")
             self._checkpoint(upper, force=False)
         return report
+
+    def _dead_letter_failures(self) -> None:
+        """The records user functions raised on and the dataflow's ``dead_letter`` policy took (treated
+        as absent), each to the dead-letter topic, in the epoch's transaction."""
+        quarantine = getattr(self.dataflow.context, "quarantine", None)
+        failed = [] if quarantine is None else quarantine.drain()
+        writer = getattr(self.sink, "dead_letters", None)
+        for error in failed:
+            if writer is None:
+                raise WorkerError(f"{error}: the on_error policy is dead_letter but there is no dead-letter topic")
+            writer.write_failure(error)
 
     def _before_run(self) -> None:
         """Called before the dataflow runs an epoch (`cluster.ClusterWorker` persists its inputs' replay

@@ -128,6 +128,10 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
     resolve_dataflow(config)  # import errors become ConfigErrors on dataflow.function
 
     def build(df: Any, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        if config.dataflow.on_error != "stop" or config.dataflow.on_error_functions:
+            from ..operators.nodes.calls import Quarantine
+
+            df.context.quarantine = Quarantine(config.dataflow.on_error, config.dataflow.on_error_functions)
         return build_dataflow(config, df, inputs)
 
     inputs = [

@@ -24,18 +24,20 @@ class Context:
     * ``worker``: the :class:`~ddflow.operators.workers.Worker` this dataflow is, when several share
       it (set before the graph is built: exchanges go before arrangements), else ``None``.
     * ``started``: true once the dataflow first ran; the graph may not change after that.
+    * ``quarantine``: where user functions' failures go (``None``: every failure stops the run).
     * ``in_round``: true while an executor runs a pass of a loop's round that the loop's closing
       pass will follow (the plan executor sets it; the reference never does): a node may then leave
       what only the frontier asks of it, such as moving its trace handles' compaction, to that pass.
     """
 
-    __slots__ = ("interner", "tuning", "worker", "started", "in_round", "_names")
+    __slots__ = ("interner", "tuning", "worker", "started", "in_round", "quarantine", "_names")
 
     def __init__(self, tuning: EngineConfig) -> None:
         self.tuning = tuning
         self.interner = Interner(memo_limit=tuning.memo_limit)
         self.worker: Any = None
         self.started = False
+        self.quarantine: Any = None  # user functions' failures under dead_letter (`nodes.calls.Quarantine`)
         self.in_round = False
         self._names: dict[str, int] = {}
 

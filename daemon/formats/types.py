@@ -49,6 +49,7 @@ REASONS: dict[str, str] = {
     "missing_field": "a JSON object or Debezium row lacks a declared field, or a JSON update its time or diff",
     "bad_event": "a Debezium change event without a usable op, before/after row or timestamp",
     "late": "the update's time is behind the input frontier and the late policy is 'reject'",
+    "user_function": "a user function raised on this record and the dataflow's on_error policy is 'dead_letter'",
 }
 
 FIELD_TYPES = ("any", "int", "float", "str", "bytes", "bool")

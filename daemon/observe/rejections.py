@@ -41,10 +41,11 @@ class RejectionLog:
         self._pending: dict[str, _Pending] = {}
 
     def record(self, *, input: str, topic: str, partition: int, offset: int, counts: Mapping[str, int],
-               details: Mapping[str, str]) -> None:
-        """One dead-lettered message with ``counts`` bad updates per reason."""
+               details: Mapping[str, str], where: str | None = None) -> None:
+        """One dead-lettered message with ``counts`` bad updates per reason (``where``: what to name
+        instead of the input's position, for a record that comes from no one message)."""
         now = self._clock()
-        where = f"input {input!r} {topic}[{partition}] offset {offset}"
+        where = where or f"input {input!r} {topic}[{partition}] offset {offset}"
         for reason, n in counts.items():
             if reason not in self._said:
                 self._said[reason] = now

@@ -10,7 +10,7 @@ Nothing is paid while no function raises.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -39,21 +39,70 @@ def failure(operator: str, f: Callable, exc: BaseException, *, record: object = 
     return err
 
 
-def call_all(operator: str, f: Callable, columns: Sequence[list], ids: np.ndarray | None = None) -> list:
+class Quarantine:
+    """Where the failures of user functions go under the ``dead_letter`` policy.
+
+    ``policy`` (``"stop"`` or ``"dead_letter"``) holds for every function, except those named in
+    ``functions`` (qualified name -> policy). A failure the policy takes is kept in ``failed`` (until
+    `drain`), once per function and record however often the record recurs, and the operator treats
+    its record as absent: ``map`` and ``flat_map`` give nothing for it, ``filter`` drops it. A user
+    function is deterministic and called once per distinct record (memoized), so the record is absent
+    at every time, its retractions included, and the rest of the output stays exact. ``join_map``,
+    ``reduce``, ``threshold`` and ``inspect`` always stop."""
+
+    POLICIES = ("stop", "dead_letter")
+
+    def __init__(self, policy: str = "stop", functions: Mapping[str, str] | None = None) -> None:
+        for name, chosen in {"": policy, **dict(functions or {})}.items():
+            if chosen not in self.POLICIES:
+                raise ValueError(f"on_error{' for ' + name if name else ''}: {chosen!r} is not one of "
+                                 f"{', '.join(self.POLICIES)}")
+        self.policy = policy
+        self.functions = dict(functions or {})
+        self.failed: list[UserFunctionError] = []
+        self._seen: set[tuple[str, str]] = set()
+
+    def takes(self, error: UserFunctionError) -> bool:
+        """Whether ``error``'s record is to be treated as absent (kept for its dead letter if new)."""
+        if self.functions.get(error.function, self.policy) != "dead_letter":
+            return False
+        key = (f"{error.function} {error.where}", repr(error.record))
+        if key not in self._seen:
+            self._seen.add(key)
+            self.failed.append(error)
+        return True
+
+    def drain(self) -> list[UserFunctionError]:
+        """The failures taken since the last drain."""
+        failed, self.failed = self.failed, []
+        return failed
+
+
+def call_all(operator: str, f: Callable, columns: Sequence[list], ids: np.ndarray | None = None,
+             quarantine: Quarantine | None = None, absent: object = None) -> list:
     """``[f(*args) for args in zip(*columns)]``; where ``f`` raises, a named
     :class:`~ddflow.operators.errors.UserFunctionError` (``ids``: the records' ids, one per row, to
-    name the record's id too)."""
+    name the record's id too), or ``absent`` in its place when ``quarantine`` takes the failure."""
     try:
         return list(map(f, *columns))
     except DataflowError:
         raise
     except Exception as exc:
         first = exc
+    out = []
+    raised = False
     for i, args in enumerate(zip(*columns)):
         try:
-            f(*args)
+            out.append(f(*args))
+        except DataflowError:
+            raise
         except Exception as exc:
+            raised = True
             record = args[0] if len(args) == 1 else args
-            raise failure(operator, f, exc, record=record,
-                          record_id=None if ids is None else int(ids[i])) from exc
-    raise failure(operator, f, first) from first  # it raised once only: not deterministic
+            error = failure(operator, f, exc, record=record, record_id=None if ids is None else int(ids[i]))
+            if quarantine is None or operator not in ("map", "filter", "flat_map") or not quarantine.takes(error):
+                raise error from exc
+            out.append(absent)
+    if not raised:
+        raise failure(operator, f, first) from first  # it raised once only: not deterministic
+    return out

@@ -68,15 +68,30 @@ class Memoized(Linear):
         raise NotImplementedError
 
     def _memo(self, u: Updates) -> np.ndarray:
-        """The memo's results for the records of ``u``; a user function's failure names the record's time."""
+        """The memo's results for the records of ``u``; a user function's failure names the record's
+        time (raised, or taken by the quarantine)."""
+        quarantine = self.scope.context.quarantine
+        taken = 0 if quarantine is None else len(quarantine.failed)
         try:
-            return self.memo(u.data[0])
+            results = self.memo(u.data[0])
         except UserFunctionError as exc:
-            if exc.time is None and exc.record_id is not None:
-                at = np.flatnonzero(u.data[0] == exc.record_id)
-                if len(at):
-                    exc.time = to_scalar(u.times[int(at[0])])
+            _time_of(exc, u)
             raise
+        if quarantine is not None:
+            for exc in quarantine.failed[taken:]:
+                _time_of(exc, u)
+        return results
+
+
+def _time_of(exc: UserFunctionError, u: Updates) -> None:
+    """Name the time of ``exc``'s record, the first in ``u``, if it is not named yet."""
+    if exc.time is None and exc.record_id is not None:
+        at = np.flatnonzero(u.data[0] == exc.record_id)
+        if len(at):
+            exc.time = to_scalar(u.times[int(at[0])])
+
+
+_ABSENT = object()  # the result of a record whose function raised, under the dead_letter policy
 
 
 class Map(Memoized):
@@ -100,17 +115,32 @@ class Map(Memoized):
     def _call(self, ids: np.ndarray) -> np.ndarray:
         """Ids of ``f`` of the records ``ids``: one Python call each, in chunks."""
         interner, f, chunk = self.interner, self.f, self.tuning.user_chunk
+        quarantine = self.scope.context.quarantine
+        absent: list[int] = []  # positions of records whose function raised (dead_letter): id -1
 
         def chunks():
             for lo in range(0, len(ids), chunk):
                 known: list = []  # the input values (and their parts): outputs reusing them skip lookups
                 values = interner.value_list(ids[lo : lo + chunk], known)
-                yield call_all("map", f, (values,), ids[lo : lo + chunk]), known
+                out = call_all("map", f, (values,), ids[lo : lo + chunk], quarantine, _ABSENT)
+                if quarantine is not None and any(v is _ABSENT for v in out):
+                    for i in [i for i, v in enumerate(out) if v is _ABSENT]:
+                        out[i] = None
+                        absent.append(lo + i)
+                yield out, known
 
-        return interner.ids_of_chunks(chunks())
+        results = interner.ids_of_chunks(chunks())
+        if absent:
+            results[absent] = -1
+        return results
 
     def apply(self, u: Updates) -> Updates:
-        return u.with_data(self._memo(u))
+        results = self._memo(u)
+        if self.scope.context.quarantine is not None:
+            kept = results >= 0
+            if not kept.all():
+                return u.take(kept).with_data(results[kept])
+        return u.with_data(results)
 
 
 class Filter(Memoized):
@@ -122,7 +152,7 @@ class Filter(Memoized):
         super().__init__(scope, p, "filter")
 
     def _chunk(self, ids: np.ndarray) -> np.ndarray:
-        kept = call_all("filter", self.f, (self.interner.value_list(ids),), ids)
+        kept = call_all("filter", self.f, (self.interner.value_list(ids),), ids, self.scope.context.quarantine, False)
         if set(map(type, kept)) != {bool}:
             kept = list(map(bool, kept))
         return np.array(kept, dtype=np.int8)
@@ -147,8 +177,11 @@ class FlatMap(Linear):
             except DataflowError:
                 raise
             except Exception as exc:
-                raise failure("flat_map", f, exc, record=v, record_id=int(u.data[0][i]),
-                              time=to_scalar(u.times[i])) from exc
+                error = failure("flat_map", f, exc, record=v, record_id=int(u.data[0][i]), time=to_scalar(u.times[i]))
+                quarantine = self.scope.context.quarantine
+                if quarantine is None or not quarantine.takes(error):
+                    raise error from exc
+                del outs[before:]  # what it gave before raising
             counts.append(len(outs) - before)
         rep = np.asarray(counts, dtype=np.int64)
         return Updates((self.interner.ids(outs),), np.repeat(u.times, rep, axis=0), np.repeat(u.diffs, rep))

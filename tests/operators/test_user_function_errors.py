@@ -85,3 +85,61 @@ def test_a_callable_object_is_described_by_its_class():
     with pytest.raises(UserFunctionError) as info:
         _run(lambda c: c.map(Bad()), [(1, 1)])
     assert info.value.function.endswith("Bad") and info.value.where.startswith(__file__)
+
+
+def _quarantined(build, records, policy="dead_letter", functions=None, executor="nodes"):
+    """Run with a quarantine: the final view and the failures taken."""
+    from ddflow.operators.nodes.calls import Quarantine
+    from ddflow.operators.tuning import EngineConfig
+
+    df = Dataflow(config=EngineConfig(executor=executor))
+    df.context.quarantine = Quarantine(policy, functions)
+    inp = df.new_input("x")
+    probe = build(inp.collection).capture()
+    for t, r, d in records:
+        inp.update(r, t, d)
+    inp.advance_to(100)
+    df.run()
+    return probe.at(99), df.context.quarantine.drain()
+
+
+def strict_int(v):
+    return int(v) * 2
+
+
+@pytest.mark.parametrize("executor", ["nodes", "plan"])
+@pytest.mark.parametrize("op", ["map", "filter", "flat_map"])
+def test_dead_letter_treats_the_record_as_absent_at_every_time(op, executor):
+    f = {"map": strict_int, "filter": lambda v: int(v) > 1, "flat_map": lambda v: [int(v)] * 2}[op]
+    poison = "x"
+    records = [(1, "1", 1), (2, poison, 1), (3, "2", 1), (4, poison, -1), (5, poison, 1), (6, poison, 1),
+               (7, "3", 1), (8, poison, -2), (9, "1", -1)]
+
+    def build(c):
+        return getattr(c, op)(f).map(lambda v: ("all", v)).count()
+
+    view, failed = _quarantined(build, records, executor=executor)
+    expected_df = Dataflow()  # the oracle: the same dataflow over the records without the poisoned one
+    inp = expected_df.new_input("x")
+    probe = build(inp.collection).capture()
+    for t, r, d in records:
+        if r != poison:
+            inp.update(r, t, d)
+    inp.advance_to(100)
+    expected_df.run()
+    assert view == probe.at(99)
+    assert len(failed) == 1 and failed[0].record == poison and failed[0].operator == op and failed[0].time == 2
+    assert isinstance(failed[0].__cause__, ValueError)
+
+
+def test_stop_is_the_default_and_per_function_overrides_apply():
+    records = [(1, "1", 1), (2, "x", 1)]
+    with pytest.raises(UserFunctionError):
+        _quarantined(lambda c: c.map(strict_int), records, policy="stop")
+    with pytest.raises(UserFunctionError):
+        _quarantined(lambda c: c.map(strict_int), records, functions={"strict_int": "stop"})
+    _, failed = _quarantined(lambda c: c.map(strict_int), records, policy="stop",
+                             functions={"strict_int": "dead_letter"})
+    assert [e.record for e in failed] == ["x"]
+    with pytest.raises(UserFunctionError):  # reductions always stop: a group without one value is no answer
+        _quarantined(lambda c: c.map(lambda v: (v, 1)).reduce(lambda k, vs: [(int(k), 1)]), records)

@@ -1,0 +1,99 @@
+"""A record that makes a user function raise, under the dataflow's dead_letter policy: it goes to
+the dead-letter topic with the exception and the operator, the operator treats it as absent at
+every time (its retraction and re-insertion included), the rest of the output stays exact, and a
+restart that replays it writes a dead letter with the same key (a reader deduplicates by key)."""
+
+from __future__ import annotations
+
+from ddflow.daemon.deadletter import decode_dead_letter
+from ddflow.daemon.factory import kafka_worker
+from ddflow.daemon.input.progress import EpochPolicy
+from ddflow.daemon.input.source import InputSpec
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.output.sink import OutputSpec
+from ddflow.operators.nodes.calls import Quarantine
+from support.broker import read_topic
+
+
+def parse(row):
+    return (row[0], int(row[1]))  # raises on a value that is not a number
+
+
+def flow(df, inputs):
+    df.context.quarantine = Quarantine("dead_letter")
+    return {"parsed": inputs["a"].map(parse)}
+
+
+def view_at(topic, kafka_options, frontier):
+    with ResultClient(topic, kafka_options) as client:
+        for change in client.changes(timeout=30):
+            if change.frontier >= frontier:
+                return dict(client.view)
+    raise AssertionError(f"{topic} never reached {frontier}")
+
+
+def test_a_poisoned_record_is_dead_lettered_and_absent_across_a_restart(kafka_options, make_topic):
+    inp, out, dlq = make_topic("a"), make_topic("parsed"), make_topic("dlq")
+
+    def worker():
+        return kafka_worker(flow, [InputSpec("a", inp, fields=["k", "v"])], [OutputSpec("parsed", out)],
+                            kafka_options, group_id=f"g-{inp}", dead_letter_topic=dlq,
+                            epochs=EpochPolicy(resolution_ns=10))
+
+    with UpdateProducer(inp, kafka_options) as p:
+        p.insert(("k", "1"), 5)
+        p.insert(("k", "x"), 10)  # poisoned
+        p.advance_to(20)
+        p.remove(("k", "x"), 25)  # its retraction: absent too, so nothing to retract
+        p.insert(("k", "2"), 30)
+        p.insert(("k", "x"), 35)
+        p.insert(("k", "x"), 36)
+        p.advance_to(50)
+    worker().run(until=50, timeout=60)
+    assert view_at(out, kafka_options, 50) == {("k", 1): 1, ("k", 2): 1}
+    letters = [m for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
+    assert len(letters) == 1  # once per function and record, however often it recurs
+    letter = decode_dead_letter(letters[0].value())
+    assert letter.reason == "user_function" and letter.raw == repr(("k", "x")).encode()
+    assert letter.input == "map parse" and (letter.topic, letter.partition, letter.offset) == ("", -1, -1)
+    assert "map function parse (" in letter.detail and "raised ValueError: invalid literal for int()" in letter.detail
+    assert "at time 10" in letter.detail
+
+    with UpdateProducer(inp, kafka_options) as p:  # a restart replays the input from the beginning
+        p.insert(("k", "3"), 60)
+        p.remove(("k", "x"), 61)
+        p.advance_to(80)
+    worker().run(until=80, timeout=60)
+    assert view_at(out, kafka_options, 80) == {("k", 1): 1, ("k", 2): 1, ("k", 3): 1}
+    keys = {m.key() for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)}
+    assert keys == {letters[0].key()}  # the replay's dead letter has the same key
+
+
+def test_the_policy_is_configured_per_dataflow_and_function(tmp_path):
+    import pytest
+
+    from ddflow.config import ConfigError, parse_config
+
+    base = """
+[dataflow]
+function = "ddflow.config.dataflows:reachability"
+{extra}
+[kafka]
+bootstrap = "127.0.0.1:9"
+[[inputs]]
+name = "edges"
+topic = "edges"
+fields = ["src", "dst"]
+[[outputs]]
+name = "reachable"
+topic = "reachable"
+"""
+    config = parse_config(base.format(extra='on_error = "dead_letter"\non_error_functions = { "parse" = "stop" }'),
+                          tmp_path / "d.toml")
+    assert (config.dataflow.on_error, dict(config.dataflow.on_error_functions)) == ("dead_letter", {"parse": "stop"})
+    assert parse_config(base.format(extra=""), tmp_path / "d.toml").dataflow.on_error == "stop"
+    with pytest.raises(ConfigError, match=r"dataflow\.on_error.*'skip' is not one of 'stop', 'dead_letter'"):
+        parse_config(base.format(extra='on_error = "skip"'), tmp_path / "d.toml")
+    with pytest.raises(ConfigError, match=r"dataflow\.on_error_functions\.parse.*'drop' is not one of"):
+        parse_config(base.format(extra='on_error_functions = { "parse" = "drop" }'), tmp_path / "d.toml")
