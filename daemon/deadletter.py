@@ -15,7 +15,10 @@ full size). A dead letter's size is bounded whatever the message: at most `MAX_L
 are listed in all (``counts`` still counts every bad update) and each detail is cut to
 `MAX_DETAIL` characters, so a dead letter is at most ``max_raw_bytes`` + `OVERHEAD_BYTES` (topic
 names up to Kafka's 249 characters included). The key is ``"topic:partition:offset"`` and each
-reason is also a header (``ddflow-reason``), so tools can filter without decoding. Dead letters
+reason is also a header (``ddflow-reason``), so tools can filter without decoding; the source
+position and the first reason with its detail are also in Kafka Connect's dead-letter headers
+(`connect_headers`: ``__connect.errors.topic``, ``.partition``, ``.offset``,
+``.exception.class.name``, ``.exception.message``). Dead letters
 are written through the worker's producer, inside the epoch's transaction when there is one.
 """
 
@@ -32,7 +35,8 @@ from .formats.types import Malformed, REASONS
 from .observe.rejections import RejectionLog
 from .observe.stats import Stats
 
-__all__ = ["DeadLetter", "DeadLetterWriter", "decode_dead_letter", "MAX_LISTED", "MAX_DETAIL", "OVERHEAD_BYTES"]
+__all__ = ["DeadLetter", "DeadLetterWriter", "decode_dead_letter", "connect_headers", "MAX_LISTED", "MAX_DETAIL",
+           "OVERHEAD_BYTES"]
 
 Produce = Callable[[str, bytes, bytes, list[tuple[str, bytes]]], None]
 
@@ -153,6 +157,8 @@ class DeadLetterWriter:
             use_bin_type=True,
         )
         headers = [("ddflow-reason", reason.encode()) for reason in counts]
+        first = next(iter(counts))
+        headers += connect_headers(topic, partition, offset, first, details[first])
         self._produce(self.topic, f"{topic}:{partition}:{offset}".encode(), value, headers)
         self.written += 1
         self.said.record(input=input, topic=topic, partition=partition, offset=offset, counts=counts, details=details)
@@ -174,7 +180,8 @@ class DeadLetterWriter:
             use_bin_type=True,
         )
         key = f"{error.function} {error.where}: {raw[:512].decode(errors='replace')}".encode()
-        self._produce(self.topic, key, value, [("ddflow-reason", b"user_function")])
+        self._produce(self.topic, key, value, [("ddflow-reason", b"user_function"),
+                                               *connect_headers("", -1, -1, "user_function", detail)])
         self.written += 1
         self.said.record(input=error.operator, topic="", partition=-1, offset=-1, counts={"user_function": 1},
                          details={"user_function": detail}, where=f"{error.operator} {error.function} ({error.where})")
@@ -183,6 +190,17 @@ class DeadLetterWriter:
     def max_bytes(self) -> int:
         """The largest dead letter this writer produces."""
         return self.max_raw_bytes + OVERHEAD_BYTES
+
+
+def connect_headers(topic: str, partition: int, offset: int, reason: str, detail: str) -> list[tuple[str, bytes]]:
+    """Where a dead letter came from and why, in the headers Kafka Connect's dead-letter queues use
+    (``errors.deadletterqueue.context.headers.enable``), so any client or Connect tooling reads them
+    without decoding the value: ``__connect.errors.topic``, ``.partition``, ``.offset``,
+    ``.exception.class.name`` (the reason) and ``.exception.message`` (its detail), UTF-8 strings."""
+    return [("__connect.errors.topic", topic.encode()), ("__connect.errors.partition", str(partition).encode()),
+            ("__connect.errors.offset", str(offset).encode()),
+            ("__connect.errors.exception.class.name", reason.encode()),
+            ("__connect.errors.exception.message", detail.encode())]
 
 
 def _cut(text: str) -> str:

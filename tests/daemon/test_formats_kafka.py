@@ -200,8 +200,15 @@ def test_debezium_source_decodes_events_counts_tombstones_and_dead_letters_the_r
                     and stats.input("pages").tombstones == 1)
         assert sorted(ups) == sorted(expected)
         dlp.flush()
-        letters = {decode_dead_letter(m.value()).reason: decode_dead_letter(m.value())
-                   for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)}
+        messages = read_topic(kafka_options["bootstrap.servers"], dlq, 1)
+        letters = {decode_dead_letter(m.value()).reason: decode_dead_letter(m.value()) for m in messages}
+        # Kafka Connect's dead-letter headers, readable by any client without decoding the value
+        connect = {h[0]: h[1].decode() for m in messages for h in (m.headers() or [])
+                   if decode_dead_letter(m.value()).reason == "field_range" and h[0].startswith("__connect.errors.")}
+        assert connect == {"__connect.errors.topic": topic, "__connect.errors.partition": "1",
+                           "__connect.errors.offset": str(letters["field_range"].offset),
+                           "__connect.errors.exception.class.name": "field_range",
+                           "__connect.errors.exception.message": letters["field_range"].detail}
         assert set(letters) == set(bad)
         for reason, (partition, value) in bad.items():
             letter = letters[reason]
