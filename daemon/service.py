@@ -25,7 +25,7 @@ import time
 import traceback
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector
 
 from ..config import Config
 from .cluster.identity import worker_identity
@@ -55,6 +55,9 @@ class Service:
         self.config = config
         self.snapshot_from = snapshot_from
         self.registry = registry if registry is not None else CollectorRegistry()
+        if registry is None:  # the process's own: memory, CPU, open files (process_*), the collector's work (python_gc_*)
+            ProcessCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
         self.stats = Stats()
         index, count = worker_identity(config)
         self.metrics = DaemonMetrics(
