@@ -33,13 +33,11 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 import math
 import os
 import shutil
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +47,7 @@ import pyarrow.parquet as pq
 
 from ..durable import fsync_dir
 from ..exceptions import SnapshotError
+from .manifest import FORMAT, LEGACY_FORMATS, MANIFEST, InputEntry, Manifest
 from .shards import (
     Column,
     FileEntry,
@@ -65,13 +64,14 @@ from .shards import (
 from ...operators.lattice import T_MAX, T_MIN
 
 __all__ = [
+    "Snapshot",
+    "SnapshotWriter",
+    "prepare_writes",
+    # re-exported from `manifest`, what a snapshot holds
     "FORMAT",
     "MANIFEST",
     "InputEntry",
     "Manifest",
-    "Snapshot",
-    "SnapshotWriter",
-    "prepare_writes",
     # re-exported from `shards`, the format of the files
     "Column",
     "FileEntry",
@@ -85,107 +85,6 @@ __all__ = [
     "shard_of",
     "write_table_file",
 ]
-
-FORMAT = "ddflow-snapshot/2"
-LEGACY_FORMATS = frozenset({"ddflow-snapshot/1"})  # readable whole: sharded by another hash
-MANIFEST = "MANIFEST.json"
-
-
-# -- the manifest ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InputEntry:
-    """One input collection in a snapshot. ``offsets`` None: none recorded (read from the start)."""
-
-    name: str
-    topic: str
-    columns: tuple[Column, ...]
-    offsets: dict[int, int] | None
-    base: tuple[FileEntry, ...] = ()
-    pending: tuple[FileEntry, ...] = ()
-
-    @property
-    def base_rows(self) -> int:
-        return sum(f.rows for f in self.base)
-
-    @property
-    def pending_rows(self) -> int:
-        return sum(f.rows for f in self.pending)
-
-
-@dataclass(frozen=True)
-class Manifest:
-    frontier: int
-    shards: int
-    origin: str  # "checkpoint" or "backfill"
-    created: str
-    inputs: dict[str, InputEntry] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-    format: str = FORMAT  # LEGACY_FORMATS: sharded by another hash
-
-    def to_json(self) -> str:
-        body = {
-            "format": self.format,
-            "frontier": self.frontier,
-            "shards": self.shards,
-            "origin": self.origin,
-            "created": self.created,
-            "extra": self.extra,
-            "inputs": {
-                name: {
-                    "topic": e.topic,
-                    "columns": [{"name": c.name, "type": c.type} for c in e.columns],
-                    "offsets": None if e.offsets is None else {str(p): o for p, o in sorted(e.offsets.items())},
-                    "base": [_file_json(f) for f in e.base],
-                    "pending": [_file_json(f) for f in e.pending],
-                }
-                for name, e in self.inputs.items()
-            },
-        }
-        body["checksum"] = _checksum(body)
-        return json.dumps(body, indent=1, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str, where: str) -> Manifest:
-        try:
-            body = json.loads(text)
-        except ValueError as exc:
-            raise SnapshotError(f"{where}: not valid JSON, the manifest is torn or corrupt ({exc})") from exc
-        if not isinstance(body, dict) or (body.get("format") != FORMAT and body.get("format") not in LEGACY_FORMATS):
-            got = body.get("format") if isinstance(body, dict) else type(body).__name__
-            raise SnapshotError(f"{where}: format {got!r} is not {FORMAT!r}")
-        stated = body.pop("checksum", None)
-        if stated != _checksum(body):
-            raise SnapshotError(f"{where}: checksum {stated!r} does not match the content (corrupt manifest)")
-        try:
-            inputs = {}
-            for name, e in body["inputs"].items():
-                offsets = e["offsets"]
-                inputs[name] = InputEntry(
-                    name,
-                    e["topic"],
-                    tuple(Column(c["name"], c["type"]) for c in e["columns"]),
-                    None if offsets is None else {int(p): int(o) for p, o in offsets.items()},
-                    tuple(FileEntry(**f) for f in e["base"]),
-                    tuple(FileEntry(**f) for f in e["pending"]),
-                )
-            manifest = cls(int(body["frontier"]), int(body["shards"]), str(body["origin"]), str(body["created"]),
-                           inputs, dict(body.get("extra") or {}), str(body["format"]))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SnapshotError(f"{where}: malformed manifest ({type(exc).__name__}: {exc})") from exc
-        if not T_MIN < manifest.frontier <= T_MAX:
-            raise SnapshotError(f"{where}: frontier {manifest.frontier} is outside (T_MIN, T_MAX]")
-        return manifest
-
-
-def _file_json(f: FileEntry) -> dict[str, Any]:
-    return {"path": f.path, "shard": f.shard, "rows": f.rows, "bytes": f.bytes, "sha256": f.sha256}
-
-
-def _checksum(body: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
 
 # -- writing -----------------------------------------------------------------------------------------
 

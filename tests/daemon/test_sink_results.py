@@ -253,7 +253,8 @@ def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
     """A long result topic takes as long as it takes (a fixed 30 s deadline made every restart of
     a daemon with a long history fail); only 30 s without a message is an error. The clock is
     fake: each consume takes one second."""
-    from ddflow.daemon.kafka.results import ProtocolStats, _catch_up, _Follower, _Routes
+    from ddflow.daemon.kafka.following import ProtocolStats, _Follower
+    from ddflow.daemon.kafka.reading import Routes, catch_up
 
     now = [0.0]
 
@@ -270,13 +271,13 @@ def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
         epochs.append(_FakeMessage(i, encode_output_progress(lower, upper, "x", 0)))
         lower = upper
     follower = _Follower("results", 1, keep_view=False, stats=ProtocolStats())
-    routes = _Routes([follower])
-    _catch_up(Consumer(epochs + [_FakeMessage(100, eof=True)]), routes, 30.0, clock=lambda: now[0])
+    routes = Routes([follower])
+    catch_up(Consumer(epochs + [_FakeMessage(100, eof=True)]), routes, 30.0, clock=lambda: now[0])
     assert now[0] >= 100 and follower.partitions[0].final == 100 and routes.last == {("results", 0): 99}
-    stalled = _Routes([_Follower("results", 1, keep_view=False, stats=ProtocolStats())])
+    stalled = Routes([_Follower("results", 1, keep_view=False, stats=ProtocolStats())])
     now[0] = 0.0
     with pytest.raises(KafkaClientError, match=r"results\[0\].*nothing read for 30.0 s"):
-        _catch_up(Consumer(epochs[:5]), stalled, 30.0, clock=lambda: now[0])
+        catch_up(Consumer(epochs[:5]), stalled, 30.0, clock=lambda: now[0])
     assert 35 <= now[0] <= 37
 
 

@@ -157,7 +157,7 @@ def test_refused_checkpoints_do_not_count_against_keep(tmp_path):
 
 
 def test_a_snapshot_sharded_by_the_old_hash_is_read_whole_and_refused_by_shard(tmp_path):
-    from ddflow.daemon.state.snapshot import _checksum
+    from ddflow.daemon.state.manifest import _checksum
 
     records = {(i, "v"): 1 for i in range(40)}
     writer = SnapshotWriter(tmp_path / "s", 100, shards=4, origin="checkpoint")
@@ -210,7 +210,7 @@ def test_a_workers_share_holds_the_keys_it_owns_read_from_the_shards_that_can_ho
 
 
 def test_a_legacy_snapshot_is_read_whole_for_a_workers_share(tmp_path):
-    from ddflow.daemon.state.snapshot import _checksum
+    from ddflow.daemon.state.manifest import _checksum
 
     records = {(i, "v"): 1 for i in range(40)}
     writer = SnapshotWriter(tmp_path / "s", 100, shards=4, origin="backfill")

@@ -1,0 +1,136 @@
+"""Where a restarting daemon's result topics stand: the final frontier per partition, and where
+reading may resume.
+
+`read_result_positions` tells a restarting daemon the final frontier of every partition, and
+where reading may resume later: the offset of the last message read (or written, see `sink`) on
+each partition. Given the positions its checkpoint recorded it reads only from there - each must
+still hold a message, or the topic was recreated and is refused - so a restart costs what was
+published since the checkpoint, not the topics' whole history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from ...operators.lattice import T_MIN
+from ..exceptions import KafkaClientError, RecoveryError
+from .following import ProtocolStats
+from .reading import REBUILD, Routes, assign, catch_up, consumer_config, follower_of
+
+__all__ = ["read_final_frontiers", "read_result_positions"]
+
+
+def read_final_frontiers(
+    topics: Sequence[str],
+    kafka_options: Mapping[str, Any],
+    *,
+    timeout: float = 30.0,
+    formats: Mapping[str, tuple[str, str]] | None = None,
+) -> dict[str, list[int]]:
+    """Per topic and partition, the frontier the result topic already marks final (T_MIN if
+    none; `CLOSED` if closed), read from the beginning. ``formats``: topic -> (format, progress
+    topic) of the json and debezium outputs among ``topics``."""
+    return read_result_positions(topics, kafka_options, timeout=timeout, formats=formats)[0]
+
+
+def read_result_positions(
+    topics: Sequence[str],
+    kafka_options: Mapping[str, Any],
+    *,
+    timeout: float = 30.0,
+    formats: Mapping[str, tuple[str, str]] | None = None,
+    finals: Mapping[str, Sequence[int]] | None = None,
+    starts: Mapping[tuple[str, int], int] | None = None,
+    stats: ProtocolStats | None = None,
+    writer: int | None = None,
+) -> tuple[dict[str, list[int]], dict[tuple[str, int], int]]:
+    """Per topic, the final frontier of each partition (T_MIN if none, `CLOSED` if closed), and
+    per (topic, partition) read - the result topics and the progress topics of json/debezium
+    outputs - the offset of the last message there (none if empty). One consumer reads every topic
+    to its end (``timeout``: seconds without a message before giving up).
+
+    ``finals`` and ``starts``: what an earlier call (or the sink since) recorded, as a checkpoint
+    keeps it: the partitions start with those final frontiers and are read from those offsets,
+    each of which must still hold a message. A topic whose partition count changed, or that no
+    longer holds a recorded message (recreated), raises `RecoveryError`; one whose start was
+    deleted by retention is read from its first offset. ``stats`` counts what was read.
+    ``writer``: the frontiers (and ``finals``) are that writer's, not every writer's (a sink of one
+    of several workers resumes from what it published itself)."""
+    stats = stats if stats is not None else ProtocolStats()
+    followers = {}
+    for t in topics:
+        format, progress = (formats or {}).get(t, ("msgpack", None))
+        followers[t] = follower_of(t, kafka_options, format=format, progress_topic=progress, fields=None,
+                                 keep_view=False, stats=stats)
+        followers[t].only = writer  # other writers' epochs need not be read whole (nor from their start)
+    routes = Routes(list(followers.values()))
+    for topic, recorded in (finals or {}).items():
+        follower = followers.get(topic)
+        if follower is None:
+            continue
+        if len(recorded) != len(follower.partitions):
+            raise RecoveryError(
+                f"result topic {topic}: the checkpoint recorded {len(recorded)} partitions, the topic now has "
+                f"{len(follower.partitions)}; records no longer land on the partitions that hold their history. "
+                f"{REBUILD}"
+            )
+        for state, final in zip(follower.partitions, recorded):
+            if writer is None:
+                state.final = final
+            else:
+                state.set_writer_final(writer, final)
+        follower.frontier = min(recorded, default=T_MIN)
+    offsets = {key: at for key, at in (starts or {}).items() if key in routes.at_end and at >= 0}
+    recorded = dict(offsets)
+    config = consumer_config(kafka_options, None)
+    config["auto.offset.reset"] = "error"  # out-of-range starts are told apart below
+    consumer = Consumer(config)
+
+    def watermarks(topic: str, partition: int) -> tuple[int, int]:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        except KafkaException as exc:
+            raise KafkaClientError(f"reading the offsets of result topic {topic}[{partition}]: {exc}") from exc
+        return low, high
+
+    def recreated(topic: str, partition: int, why: str) -> RecoveryError:
+        return RecoveryError(f"result topic {topic}[{partition}]: the checkpoint recorded a message at offset "
+                             f"{offsets.get((topic, partition), 0)}, but {why}; was the topic deleted and recreated? "
+                             f"{REBUILD}")
+
+    def out_of_range(topic: str, partition: int) -> None:
+        low, high = watermarks(topic, partition)
+        if low <= offsets.get((topic, partition), 0):
+            raise recreated(topic, partition, f"the partition holds offsets {low}..{high - 1}")
+        routes.expect.pop((topic, partition), None)  # retention deleted it: read what is left
+        recorded.pop((topic, partition), None)
+        try:
+            consumer.seek(TopicPartition(topic, partition, low))
+        except KafkaException as exc:
+            raise KafkaClientError(f"reading result topic {topic}[{partition}] from offset {low}: {exc}") from exc
+
+    try:
+        for (topic, p), at in list(offsets.items()):
+            low, high = watermarks(topic, p)
+            if high <= 0 < at:  # empty (a broker may under-report a high watermark, never to 0)
+                raise recreated(topic, p, "the partition is empty")
+            if low > at:  # retention deleted it: read what is left
+                offsets[(topic, p)] = low
+                del recorded[(topic, p)]
+            else:
+                routes.expect[(topic, p)] = at
+        assign(consumer, routes, offsets)
+        try:
+            catch_up(consumer, routes, timeout, out_of_range=out_of_range)
+        except KafkaClientError as exc:
+            if routes.expect:
+                (topic, p), _ = next(iter(routes.expect.items()))
+                raise recreated(topic, p, f"nothing could be read there ({exc})") from exc
+            raise
+    finally:
+        consumer.close()
+    last = {**recorded, **routes.last}  # offsets that hold a message (none where nothing was read)
+    return {t: [p.final if writer is None else p.writer_final(writer) for p in f.partitions]
+            for t, f in followers.items()}, last

@@ -1,0 +1,168 @@
+"""Reading result topics with one consumer: each message routed to the follower of its topic.
+
+`Routes` knows which follower (`following`) reads which topic and whether every assigned
+partition is at its end; `read_once` applies what one consume returns, `catch_up` reads until every
+partition is at its end. `follower_of` builds the follower of an output in its format (a msgpack
+topic carries its own markers, json and debezium outputs keep them on a companion progress topic).
+Used by the live `results.ResultClient` and by a restart's `positions.read_result_positions`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
+
+from ..exceptions import KafkaClientError, OptionsError, RecoveryError
+from .client import client_config, topic_partitions
+from .following import Change, ProtocolStats, _CompanionFollower, _Follower, _View
+
+__all__ = [
+    "REBUILD", "OutOfRange", "Routes", "assign", "catch_up", "consumer_config", "follower_of", "messages", "read_once",
+]
+
+
+class Routes:
+    """Which follower reads which topic; where every assigned partition is (at its end or not)."""
+
+    def __init__(self, followers: Sequence[_View]) -> None:
+        self.counts: dict[str, int] = {}
+        self.followers: dict[str, list[_View]] = {}
+        for f in followers:
+            for topic, count in f.topics().items():
+                self.counts[topic] = count
+                self.followers.setdefault(topic, []).append(f)
+        self.at_end = {(t, p): False for t, n in self.counts.items() for p in range(n)}
+        self.last: dict[tuple[str, int], int] = {}  # offset of the last message read per partition
+        self.expect: dict[tuple[str, int], int] = {}  # reading resumes at a message recorded there
+
+    def take(self, msg: Any) -> list[Change]:
+        """Apply one message (not an error); the Changes it caused."""
+        topic, partition = msg.topic(), msg.partition()
+        self.at_end[(topic, partition)] = False
+        offset = msg.offset()
+        expected = self.expect.pop((topic, partition), None)
+        if expected is not None and offset != expected:
+            raise RecoveryError(
+                f"result topic {topic}[{partition}]: the checkpoint recorded a message at offset {expected}, but "
+                f"reading from there found the next one at offset {offset}; was the topic deleted and recreated? "
+                f"{REBUILD}"
+            )
+        self.last[(topic, partition)] = offset
+        changes = []
+        for follower in self.followers[topic]:
+            change = follower.take(topic, partition, msg.offset(), msg.value(), msg.headers())
+            if change is not None:
+                changes.append(change)
+        return changes
+
+
+def consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    role = {
+        "group.id": f"ddflow-results-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed",
+    }
+    config = client_config({**kafka_options, **(consumer_options or {})}, role, who="result client")
+    config.setdefault("fetch.wait.max.ms", 100)
+    config.setdefault("auto.offset.reset", "earliest")
+    return config
+
+
+REBUILD = ("Its history is not what this daemon published: restore with an empty checkpoint directory (and empty "
+            "result topics) to rebuild it")
+
+OutOfRange = Callable[[str, int], None]
+
+
+def messages(
+    consumer: Consumer, routes: Routes, timeout: float, max_messages: int, out_of_range: OutOfRange | None = None
+) -> Iterator[Any]:
+    """The messages of one read, end-of-partition events recorded and left out;
+    ``out_of_range(topic, partition)`` handles a start offset the partition does not hold. Waits
+    at most ``timeout`` seconds for the first message only, then takes what the consumer already
+    holds (up to ``max_messages``): librdkafka's own batch call would wait the whole ``timeout``
+    for ``max_messages``, which a marker that just became final would sit through."""
+    try:
+        messages = consumer.consume(num_messages=max_messages, timeout=0)
+        if not messages and timeout > 0:
+            messages = consumer.consume(num_messages=1, timeout=timeout)
+            if messages and max_messages > 1:
+                messages += consumer.consume(num_messages=max_messages - 1, timeout=0)
+    except KafkaException as exc:
+        raise KafkaClientError(f"reading result topics {sorted(routes.counts)}: {exc}") from exc
+    for msg in messages:
+        err = msg.error()
+        if err is not None:
+            if err.code() == RdKafkaError._PARTITION_EOF:
+                routes.at_end[(msg.topic(), msg.partition())] = True
+                continue
+            if out_of_range is not None and err.code() in (RdKafkaError._AUTO_OFFSET_RESET,
+                                                           RdKafkaError.OFFSET_OUT_OF_RANGE):
+                out_of_range(msg.topic(), msg.partition())
+                continue
+            raise KafkaClientError(f"reading {msg.topic()}[{msg.partition()}]: {err}")
+        yield msg
+
+
+def read_once(consumer: Consumer, routes: Routes, timeout: float, max_messages: int,
+          out_of_range: OutOfRange | None = None) -> tuple[list[Change], int]:
+    """Apply what one consume returns: the changes, and how many messages were read."""
+    changes, read = [], 0
+    for msg in messages(consumer, routes, timeout, max_messages, out_of_range):
+        read += 1
+        changes.extend(routes.take(msg))
+    return changes, read
+
+
+def catch_up(
+    consumer: Consumer,
+    routes: Routes,
+    timeout: float,
+    *,
+    out_of_range: OutOfRange | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Read until every partition is at its end; KafkaClientError when ``timeout`` seconds pass without
+    a message while some partition is not (a long topic takes as long as it takes)."""
+    deadline = clock() + timeout
+    # at_end is set by the consumer's end-of-partition event and cleared by every message; the
+    # event comes once per arrival at the end, so it is not reset here
+    while not all(routes.at_end.values()):
+        if clock() > deadline:
+            behind = [f"{t}[{p}]" for (t, p), done in routes.at_end.items() if not done]
+            raise KafkaClientError(f"catching up on result topics: {behind} not at their end, nothing read for {timeout} s")
+        _, count = read_once(consumer, routes, 0.05, 10_000, out_of_range)
+        if count:
+            deadline = clock() + timeout
+
+
+def assign(consumer: Consumer, routes: Routes, start: Mapping[tuple[str, int], int] | None = None) -> None:
+    # offset 0 (not OFFSET_BEGINNING): librdkafka waits ~0.5 s before resolving a logical offset;
+    # auto.offset.reset=earliest covers topics whose start was deleted
+    assignment = [TopicPartition(t, p, (start or {}).get((t, p), 0)) for t, p in routes.at_end]
+    try:
+        consumer.assign(assignment)
+    except KafkaException as exc:
+        raise KafkaClientError(f"assigning result topics {sorted(routes.counts)}: {exc}") from exc
+
+
+def follower_of(topic: str, kafka_options: Mapping[str, Any], *, format: str, progress_topic: str | None,
+              fields: Sequence[str] | Mapping[str, str] | None, keep_view: bool, stats: ProtocolStats) -> _View:
+    """The follower of output ``topic`` in ``format`` (partition counts read from the broker)."""
+    count = topic_partitions(kafka_options, topic)
+    if format == "msgpack":
+        if progress_topic is not None:
+            raise OptionsError(f"result client for {topic!r}: a msgpack output keeps its markers in its own topic "
+                               "(progress_topic is for json and debezium outputs)")
+        return _Follower(topic, count, keep_view=keep_view, stats=stats)
+    from ..formats import reader
+
+    if progress_topic is None:
+        raise OptionsError(f"result client for {topic!r}: a {format} output needs its progress_topic")
+    return _CompanionFollower(topic, count, progress_topic, topic_partitions(kafka_options, progress_topic),
+                              reader(format, fields), keep_view=keep_view, stats=stats)
