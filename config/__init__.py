@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import ConfigError, DdflowError, Problem
-from .loader import load_config, parse_address, parse_config, parse_duration
+from .loader import load_config, parse_config
 from .reference import build_dataflow, resolve_dataflow
 from .schema import (
     CheckpointConfig,
@@ -27,6 +27,7 @@ from .schema import (
     WorkersConfig,
 )
 from .secrets import Secret, SecretRef
+from .table import parse_address, parse_duration
 
 __all__ = [
     "CheckpointConfig",

@@ -11,6 +11,7 @@ published since the checkpoint, not the topics' whole history.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
