@@ -26,10 +26,11 @@ import pyarrow.parquet as pq
 
 from ddflow.daemon.state.backfill import BackfillInput, run_backfill, spark_session
 from ddflow.daemon.state.snapshot import Snapshot
+from ddflow.operators.testing import window_edges
 
 
 def write_archive(directory: Path, edges: int, changes: int, nodes: int, files: int = 8) -> int:
-    pairs = np.random.default_rng(42).integers(0, nodes, (edges + changes, 2))
+    pairs = window_edges(nodes, edges, changes)
     src = np.concatenate([pairs[:edges, 0], pairs[:changes, 0], pairs[edges:, 0]])
     dst = np.concatenate([pairs[:edges, 1], pairs[:changes, 1], pairs[edges:, 1]])
     step = np.arange(changes)

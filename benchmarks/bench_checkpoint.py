@@ -25,7 +25,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 from ddflow.daemon.kafka.client import ensure_topics
@@ -37,6 +36,7 @@ from ddflow.daemon.state.snapshot import Snapshot
 from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.worker import Worker
+from ddflow.operators.testing import window_edges
 
 T_END = 1_000_000  # the edges are at time 0; one progress marker promises T_END
 
@@ -62,7 +62,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    generated = np.random.default_rng(42).integers(0, args.nodes, (args.edges + args.changes, 2))
+    generated = window_edges(args.nodes, args.edges, args.changes)
     edges = generated[args.changes:]  # the window after the changes
     expected = Counter(Counter(edges[:, 0].tolist()).values())
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:

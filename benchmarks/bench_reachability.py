@@ -1,7 +1,7 @@
 """Benchmark: sliding-window reachability at full resolution (the 2016 roadmap), against a stateless
 numpy recompute measured in the same run.
 
-Workload (as in shared/ENVIRONMENT.md): ``e = numpy.random.default_rng(42).integers(0, N, (M + C, 2))``;
+Workload (`ddflow.operators.testing.window_edges`): ``e = numpy.random.default_rng(42).integers(0, N, (M + C, 2))``;
 edges ``0..M-1`` form the initial graph (at time 0); change ``k`` removes edge ``k`` and adds edge
 ``M + k`` at its own nanosecond time ``1 + k``; roots are ``0..R-1``; duplicate edges count as a
 multiset. ddflow runs ``ddflow.operators.library.reachability`` and closes the progress epoch every
@@ -42,6 +42,7 @@ import numpy as np
 
 from ddflow.operators import Dataflow
 from ddflow.operators.library import reachability
+from ddflow.operators.testing import window_edges
 
 HERE = Path(__file__).resolve().parent
 
@@ -49,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 # -- workload and baseline ------------------------------------------------------------------------
 def workload(nodes: int, edges: int, changes: int, seed: int = 42) -> np.ndarray:
     """The ``(edges + changes, 2)`` edge list of the sliding window."""
-    return np.random.default_rng(seed).integers(0, nodes, (edges + changes, 2))
+    return window_edges(nodes, edges, changes, seed=seed)
 
 
 def numpy_reach(src: np.ndarray, dst: np.ndarray, nodes: int, roots: np.ndarray) -> np.ndarray:

@@ -36,6 +36,7 @@ __all__ = [
     "replay",
     "run_until",
     "sliding_window_graph",
+    "window_edges",
 ]
 
 Update = tuple[Hashable, int, int]
@@ -303,6 +304,17 @@ def random_source(
     return ReplaySource(updates, boundaries, close=close)
 
 
+def window_edges(nodes: int, edges: int, changes: int, *, seed: int = 42) -> Any:
+    """The edge list of the sliding-window graph workload: an int64 array of shape
+    ``(edges + changes, 2)`` of ``(src, dst)`` rows, ``numpy.random.default_rng(seed).integers(0,
+    nodes, (edges + changes, 2))``. Edges ``0..edges-1`` are the first window; change ``k`` removes
+    edge ``k`` and adds edge ``edges + k`` (`sliding_window_graph` replays it; the benchmarks use
+    the same list)."""
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, nodes, (edges + changes, 2))
+
+
 def sliding_window_graph(
     nodes: int,
     edges: int,
@@ -320,9 +332,7 @@ def sliding_window_graph(
     frontier advances after the initial load and after every ``epoch_changes`` changes; the input
     is left open. Records are ``(src, dst)`` tuples of Python ints.
     """
-    import numpy as np
-
-    pairs = np.random.default_rng(seed).integers(0, nodes, (edges + changes, 2)).tolist()
+    pairs = window_edges(nodes, edges, changes, seed=seed).tolist()
     graph = [(int(s), int(d)) for s, d in pairs]
     updates: list[Update] = [(edge, start, 1) for edge in graph[:edges]]
     for k in range(changes):

@@ -4,7 +4,7 @@ The archive of an input is Parquet files of updates: one column per record field
 (integer nanoseconds) and ``diff`` (integer). The job works on the executors; the driver only
 sees counts, the largest time and one metadata row per shard file. For each input it
 
-1. reads the files and checks them: every declared field, ``time`` and ``diff`` present, types
+1. reads the files and checks them (`archive`): every declared field, ``time`` and ``diff`` present, types
    that fit the declared field types, no nulls where a type forbids them (`BackfillError` names
    the column and the count otherwise);
 2. splits the updates at the frontier ``F``: those at times ``< F`` are summed per record (the
@@ -29,7 +29,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,25 +39,11 @@ import pyarrow as pa
 
 from ...operators.lattice import T_MAX, T_MIN
 from ..exceptions import BackfillError
-from .shards import ARROW_TYPES, Column, FileEntry, ShardFileWriter, arrow_schema, columns_for_fields, shard_ids
+from .archive import Progress, check_archive, read_archive
+from .shards import ARROW_TYPES, Column, FileEntry, ShardFileWriter, arrow_schema, shard_ids
 from .snapshot import SnapshotWriter
 
 __all__ = ["BackfillInput", "BackfillResult", "run_backfill", "spark_session"]
-
-Progress = Callable[[str], None]
-
-# declared field type -> Spark types accepted for it, and the Spark type it is cast to
-_ACCEPTED = {
-    "int": ({"tinyint", "smallint", "int", "bigint"}, "bigint"),
-    "float": ({"tinyint", "smallint", "int", "bigint", "float", "double"}, "double"),
-    "str": ({"string"}, "string"),
-    "bytes": ({"binary"}, "binary"),
-    "bool": ({"boolean"}, "boolean"),
-}
-# the Spark type an ``any`` field (stored as msgpack) is read as
-_ANY = {"tinyint": "bigint", "smallint": "bigint", "int": "bigint", "bigint": "bigint", "float": "double",
-        "double": "double", "string": "string", "binary": "binary", "boolean": "boolean"}
-
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
@@ -175,8 +161,8 @@ def run_backfill(
         spark = spark_session(master)
     try:
         with _StageProgress(spark, progress, progress_interval):
-            archives = {i.name: _read(spark, i) for i in inputs}
-            stats = {i.name: _check(archives[i.name], i, progress) for i in inputs}
+            archives = {i.name: read_archive(spark, i.name, i.paths, i.fields) for i in inputs}
+            stats = {i.name: check_archive(archives[i.name], i.name, len(i.paths), progress) for i in inputs}
             if frontier is None:
                 ends = [s["max_time"] for s in stats.values() if s["max_time"] is not None]
                 if not ends:
@@ -205,84 +191,6 @@ def run_backfill(
     progress(f"backfill: wrote {output} ({result.bytes} bytes) in {result.seconds:.1f} s, "
              f"{result.updates_per_second:,.0f} updates/s")
     return result
-
-
-# -- reading and checking --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Archive:
-    df: Any  # columns v0..vN (the fields, cast), time, diff
-    columns: tuple[Column, ...]  # the snapshot's columns
-    declared: dict[str, str]  # field name -> declared type
-
-
-def _read(spark: Any, spec: BackfillInput) -> _Archive:
-    """The archive's fields cast to their declared types, time and diff; the snapshot columns."""
-    from pyspark.sql import functions as F
-
-    where = f"backfill input {spec.name!r}"
-    if not spec.paths:
-        raise BackfillError(f"{where}: no archive paths given")
-    try:
-        df = spark.read.parquet(*[str(p) for p in spec.paths])
-    except Exception as exc:
-        raise BackfillError(f"{where}: reading {list(spec.paths)}: {type(exc).__name__}: {exc}") from exc
-    types = dict(df.dtypes)
-    for required in ("time", "diff"):
-        if required not in types:
-            raise BackfillError(f"{where}: the archive has no {required!r} column (columns: {list(types)})")
-        if types[required] not in _ACCEPTED["int"][0]:
-            raise BackfillError(f"{where}: column {required!r} is {types[required]}, not an integer type")
-    if spec.fields is None:
-        names = [c for c in df.columns if c not in ("time", "diff")]
-        declared = dict.fromkeys(names, "any")
-        columns: tuple[Column, ...] = columns_for_fields(None)
-    else:
-        declared = dict(spec.fields) if isinstance(spec.fields, Mapping) else dict.fromkeys(spec.fields, "any")
-        columns = columns_for_fields(declared)
-    missing = [n for n in declared if n not in types]
-    if missing:
-        raise BackfillError(f"{where}: the archive has no column {missing[0]!r} for the field of that name "
-                            f"(columns: {list(types)})")
-    selected = []
-    for i, (name, kind) in enumerate(declared.items()):
-        spark_type = types[name]
-        if kind == "any":
-            if spark_type not in _ANY:
-                raise BackfillError(f"{where}: column {name!r} is {spark_type}, which a record field cannot hold "
-                                    f"(use bigint, double, string, binary or boolean)")
-            target = _ANY[spark_type]
-        else:
-            accepted, target = _ACCEPTED[kind]
-            if spark_type not in accepted:
-                raise BackfillError(f"{where}: column {name!r} is {spark_type}, but the field is declared {kind} "
-                                    f"(accepted: {', '.join(sorted(accepted))})")
-        selected.append(F.col(f"`{name}`").cast(target).alias(f"v{i}"))
-    df = df.select(*selected, F.col("time").cast("bigint").alias("time"), F.col("diff").cast("bigint").alias("diff"))
-    return _Archive(df, columns, declared)
-
-
-def _check(archive: _Archive, spec: BackfillInput, progress: Progress) -> dict[str, Any]:
-    """One pass over the archive: row count, largest time, and nulls where they are not allowed."""
-    from pyspark.sql import functions as F
-
-    df, declared = archive.df, archive.declared
-    nullable = {f"v{i}" for i, kind in enumerate(declared.values()) if kind == "any"}
-    checked = [c for c in df.columns if c not in nullable]
-    aggregates = [F.count(F.lit(1)).alias("rows"), F.max("time").alias("max_time"), F.min("time").alias("min_time")]
-    aggregates += [F.sum(F.col(c).isNull().cast("long")).alias(f"null_{c}") for c in checked]
-    progress(f"backfill: input {spec.name!r}: checking {len(spec.paths)} archive path(s)")
-    row = df.agg(*aggregates).collect()[0]
-    names = list(declared) + ["time", "diff"]
-    for c in checked:
-        nulls = row[f"null_{c}"] or 0
-        if nulls:
-            column = names[int(c[1:])] if c.startswith("v") else c
-            raise BackfillError(f"backfill input {spec.name!r}: {nulls} rows have a null {column!r}, which its type "
-                                "does not allow (only 'any' fields may be null)")
-    progress(f"backfill: input {spec.name!r}: {row['rows']} updates, times {row['min_time']}..{row['max_time']}")
-    return {"rows": row["rows"], "max_time": row["max_time"]}
 
 
 # -- consolidating, sharding and writing -----------------------------------------------------------------

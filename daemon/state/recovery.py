@@ -148,7 +148,6 @@ class Recovery:
         self.restored: Snapshot | None = None
         self._named: Snapshot | None = None  # the snapshot_from snapshot, once opened (`named`)
         self.written: list[Snapshot] = []
-        self._listeners: list[Callable[[Snapshot], None]] = []
         self._writer: threading.Thread | None = None
         self._result: Snapshot | None = None
         self._error: BaseException | None = None
@@ -304,10 +303,6 @@ class Recovery:
         else:
             self._bounds[name] += sum(abs(d) for d in diffs.tolist())
 
-    def on_checkpoint(self, listener: Callable[[Snapshot], None]) -> None:
-        """Call ``listener(snapshot)`` (in the worker's thread) after each checkpoint is written."""
-        self._listeners.append(listener)
-
     def check(self, upper: int) -> None:
         """Before the epoch up to ``upper`` is published: raise `WorkerError` when an input's count
         at ``upper`` is outside int64, which a checkpoint could not hold. Free while the diffs fed
@@ -410,8 +405,6 @@ class Recovery:
                     bindings.compact(oldest.get(topic, {}))
                 for topic, floors in self.floors.items():
                     floors.compact(oldest.get(topic, {}))
-        for listener in self._listeners:
-            listener(snapshot)
 
 
 def check_offsets(kafka_options: Mapping[str, Any], offsets: Mapping[tuple[str, int], int], *,

@@ -2,41 +2,16 @@
 
 A snapshot is a ``{record: multiplicity}`` dict (as ``accumulate`` returns it); a graph snapshot holds
 ``(src, dst)`` edges, and only edges with positive multiplicity exist. Each reference returns the
-``{record: multiplicity}`` the matching dataflow must show at that time.
+``{record: multiplicity}`` the matching dataflow must show at that time. Reachability's reference
+is shared with other suites: `support.oracles.reachable_pairs`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Hashable
 
-Snapshot = dict[Hashable, int]
-
-
-def _adjacency(edges: Snapshot) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = defaultdict(list)
-    for (src, dst), count in edges.items():
-        if count > 0:
-            out[src].append(dst)
-    return out
-
-
-def reachable_pairs(roots: Snapshot, edges: Snapshot) -> Snapshot:
-    """Breadth-first search from every present root: ``{(root, node): 1}``."""
-    adjacent = _adjacency(edges)
-    result: Snapshot = {}
-    for root, count in roots.items():
-        if count <= 0:
-            continue
-        seen = {root}
-        queue = deque([root])
-        while queue:
-            for nxt in adjacent.get(queue.popleft(), ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    queue.append(nxt)
-        result.update({(root, node): 1 for node in seen})
-    return result
+from support.oracles import Snapshot, adjacency
 
 
 def component_labels(edges: Snapshot) -> Snapshot:
@@ -60,7 +35,7 @@ def component_labels(edges: Snapshot) -> Snapshot:
 
 def strong_components(edges: Snapshot) -> dict[int, int]:
     """Tarjan's algorithm (iterative): ``{node: component number}`` for every endpoint."""
-    adjacent = _adjacency(edges)
+    adjacent = adjacency(edges)
     nodes = sorted({n for (s, d), c in edges.items() if c > 0 for n in (s, d)})
     index: dict[int, int] = {}
     low: dict[int, int] = {}

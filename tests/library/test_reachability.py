@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from library_reference import reachable_pairs
 from library_streams import check_stream, streams
 
+from support.oracles import reachable_pairs
+
 from ddflow.operators.library import reachability
+from ddflow.operators.testing import sliding_window_graph
 
 pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 workers
 
@@ -28,15 +30,9 @@ def test_reachability_few_roots_many_changes_per_epoch(stream):
 
 def test_reachability_roadmap_window_spot_check():
     """The roadmap's workload, small: 50 nodes, 100 edges, 3 roots, 300 changes each at its own time."""
-    import numpy as np
     from library_streams import Stream
 
-    n, m, changes = 50, 100, 300
-    e = np.random.default_rng(42).integers(0, n, (m + changes, 2)).tolist()
-    graph = [tuple(x) for x in e]
-    updates = [(edge, 0, 1) for edge in graph[:m]]
-    for k in range(changes):
-        updates += [(graph[k], 1 + k, -1), (graph[m + k], 1 + k, 1)]
-    stream = Stream({"roots": [(r, 0, 1) for r in range(3)], "edges": updates},
+    window = sliding_window_graph(50, 100, 300, seed=42)
+    stream = Stream({"roots": [(r, 0, 1) for r in range(3)], "edges": list(window.updates)},
                     [1, 11, 111, 201, 301], seed=7)
     check_stream(stream, reachability, reachable_pairs)

@@ -8,27 +8,11 @@ within 2x of its value after the first 1,000 changes (record counts, never times
 
 from __future__ import annotations
 
-from collections import deque
+from support.oracles import reachable
 
 from ddflow.operators.testing import sliding_window_graph
 
 NODES, EDGES, ROOTS, CHANGES, EPOCH = 1_000, 2_000, 10, 100_000, 1_000
-
-
-def reachable(window: dict[tuple[int, int], int], roots: range) -> set[int]:
-    """Breadth-first search over the edges with positive multiplicity."""
-    adjacent: dict[int, list[int]] = {}
-    for (src, dst), count in window.items():
-        if count > 0:
-            adjacent.setdefault(src, []).append(dst)
-    seen = set(roots)
-    queue = deque(roots)
-    while queue:
-        for nxt in adjacent.get(queue.popleft(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-    return seen
 
 
 def total_records(df) -> int:

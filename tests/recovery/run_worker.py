@@ -75,7 +75,13 @@ def main() -> None:
     worker.stats.on_epoch(lambda report: print(f"frontier {report.upper}", flush=True))
     recovery = worker.recovery
     if recovery is not None:
-        recovery.on_checkpoint(lambda snapshot: print(f"checkpoint {snapshot.frontier}", flush=True))
+        written = recovery._written  # announce each checkpoint once the worker has recorded it
+
+        def announce(snapshot) -> None:
+            written(snapshot)
+            print(f"checkpoint {snapshot.frontier}", flush=True)
+
+        recovery._written = announce
     if spec.get("die"):
         die_at(worker, *spec["die"])
     stop_on_signals(worker)
