@@ -18,7 +18,10 @@ heartbeat to every peer every ``heartbeat`` seconds (on its own connections, so 
 long epoch still beats); a worker waiting in an exchange or agreement that has heard nothing from
 a peer for ``peer_timeout`` seconds raises `PeerLost` naming it and its address (``lost``: the
 names of the peers declared lost, for logs, metrics and readiness). A second hello from a peer (it
-restarted: its part of the state is gone) is `PeerLost` too. There is no replay: a mesh run whose
+restarted: its part of the state is gone) is `PeerLost` too. The heartbeat thread needs the
+interpreter lock: a peer that holds it longer than ``peer_timeout`` (compiling kernels, a long
+compiled call) looks silent, so keep ``peer_timeout`` well above that (ZeroMQ's own heartbeats and
+a socket monitor's disconnect events would not depend on it). There is no replay: a mesh run whose
 worker fails is over, and recovery restarts every worker from a checkpoint they all completed.
 
 ``stop()``: when it returns True, a wait made while ``interruptible`` is set raises `Interrupted`

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.kafka
 
 def mesh_config(tmp_path: Path, *args) -> Path:
     path = config(tmp_path, *args)
-    path.write_text(path.read_text() + f'addresses = "ipc://{tmp_path}/mesh-{{index}}"\npeer_timeout = "2s"\n')
+    path.write_text(path.read_text() + f'addresses = "ipc://{tmp_path}/mesh-{{index}}"\npeer_timeout = "10s"\n')
     return path
 
 
