@@ -10,16 +10,12 @@ updates go to the dead-letter writer with their topic/partition/offset and reaso
 of the message is kept. Progress follows the input's policy (`progress.InputProgress`); the
 worker's input frontier is the meet over inputs (`frontier`).
 
-Late updates are those whose time is behind their partition's frontier when their message is
-read: what the partition's earlier messages promised (`progress`), raised to the worker's
-frontier whenever that passed the partition (`raise_to`, at each epoch; such raises are recorded
-as `floors` when the worker has checkpoints, and a replay applies them at the same offsets).
-Policy ``advance`` moves a late update to that frontier (counted), ``reject`` dead-letters it.
-This depends only on the offsets read, never on how messages fall into polls, so a replay
-classifies every update as the run that published it did. Reclocked inputs get arrival times
-that are never late; with `reclock` bindings (a worker with checkpoints) each poll's assignment
-is recorded, and a replay gives bound offsets their recorded time and holds the input's frontier
-at the next bound time.
+Late updates (behind their partition's frontier when read) are moved to it or dead-lettered by
+the input's ``late`` policy (`rejects`), depending only on the offsets read. Reclocked inputs get
+arrival times that are never late; with `reclock` bindings (a worker with checkpoints) each poll's
+assignment is recorded, and a replay gives bound offsets their recorded time and holds the input's
+frontier at the next bound time. The consumer calls are in `consumer`; reading only the
+partitions that can move the frontier, in `pacing`.
 
 With ``strict_offsets`` (a worker with checkpoints) an offset the broker no longer holds raises
 `RecoveryError` instead of jumping to the earliest offset and skipping data.
@@ -32,21 +28,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError as RdKafkaError, TopicPartition
 
 from ...operators.lattice import T_MIN
 from ..block import Block
 from ..deadletter import DeadLetterWriter
 from ..exceptions import KafkaClientError, OptionsError, RecoveryError
-from ..formats.types import Decoded, Malformed
-from ..io import Polled, Update
-from ..kafka.client import client_config, topic_partitions
+from ..io import Polled
 from ..observe.stats import InputStats, PartitionStats, Stats
+from .consumer import ConsumerTransport
 from .floors import FloorLog
 from .inputs import InputSpec
 from .intake import Intake
+from .pacing import Pacing
 from .progress import Bound, InputProgress, ReclockClock, meet_bounds
 from .reclock import ReclockBindings
+from .rejects import dead_letter, late_updates
 
 __all__ = ["InputSpec", "Polled", "KafkaSource"]
 
@@ -62,7 +59,7 @@ class _Input:
         self.stats = stats
 
 
-class KafkaSource:
+class KafkaSource(ConsumerTransport, Pacing):
     """Batched, assigned consumption of all partitions of the input topics (an `io.Source`)."""
 
     def __init__(
@@ -114,85 +111,9 @@ class KafkaSource:
         self._lag_interval = lag_interval
         self._last_lag = 0.0
 
-    @staticmethod
-    def _client_config(kafka_options: Mapping[str, Any], group_id: str, consumer_options: Mapping[str, Any] | None,
-                       strict_offsets: bool) -> dict[str, Any]:
-        role = {
-            "group.id": group_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
-        user = dict(consumer_options or {})
-        config = client_config({**kafka_options, **{k: v for k, v in user.items() if k not in role}}, role,
-                               who="input consumer")
-        config.setdefault("fetch.wait.max.ms", 100)
-        if strict_offsets:
-            config["auto.offset.reset"] = "error"
-        config.setdefault("auto.offset.reset", "earliest")
-        return config
-
-    # -- the transport: the Kafka consumer (`testing.ReplaySource` replaces these four) ------------
-
-    def _partition_count(self, topic: str) -> int:
-        return topic_partitions(self._kafka_options, topic)
-
-    def _assign(self, assignment: list[TopicPartition]) -> Any:
-        consumer = Consumer(self._config)
-        try:
-            consumer.assign(assignment)
-        except KafkaException as exc:
-            consumer.close()
-            raise KafkaClientError(f"assigning input partitions {[(tp.topic, tp.partition) for tp in assignment]}: {exc}") from exc
-        return consumer
-
-    def _consume(self, max_messages: int, timeout: float) -> list[Any]:
-        """Up to ``max_messages`` of what the consumer holds, waiting at most ``timeout`` seconds
-        for the first only (librdkafka's own call waits for all ``max_messages`` or the timeout)."""
-        try:
-            consumer = self.consumer
-            messages = consumer.consume(num_messages=max_messages, timeout=0)
-            if not messages and timeout > 0:
-                messages = consumer.consume(num_messages=1, timeout=timeout)
-                if messages and max_messages > 1:
-                    messages += consumer.consume(num_messages=max_messages - 1, timeout=0)
-            return messages
-        except KafkaException as exc:
-            raise KafkaClientError(f"reading inputs {sorted(self._inputs)}: {exc}") from exc
-
-    def _pause(self, partitions: list[tuple[str, int]]) -> None:
-        try:
-            self.consumer.pause([TopicPartition(t, p) for t, p in partitions])
-        except KafkaException as exc:
-            raise KafkaClientError(f"pausing input partitions {partitions}: {exc}") from exc
-
-    def _resume(self, partitions: list[tuple[str, int]]) -> None:
-        try:
-            self.consumer.resume([TopicPartition(t, p) for t, p in partitions])
-        except KafkaException as exc:
-            raise KafkaClientError(f"resuming input partitions {partitions}: {exc}") from exc
-
-    def _high_watermark(self, topic: str, partition: int) -> int | None:
-        try:
-            _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-        except KafkaException:
-            return None
-        return high
-
     @property
     def inputs(self) -> list[InputSpec]:
         return [i.spec for i in self._inputs.values()]
-
-    @property
-    def consumer(self) -> Any:
-        if self._consumer is None:
-            raise KafkaClientError("input consumer: the source is not open (call open() first)")
-        return self._consumer
-
-    @property
-    def assigned(self) -> bool:
-        return self._consumer is not None
 
     def owned(self, count: int) -> list[int]:
         """The partitions of a topic of ``count`` partitions this worker reads: ``p % W == i``."""
@@ -257,53 +178,6 @@ class KafkaSource:
         self._intake.clear()
         if consumer is not None:
             consumer.close()
-
-    @property
-    def paused(self) -> set[tuple[str, int]]:
-        """The (topic, partition)s not read for now (see `pause_ahead`)."""
-        return set(self._intake.paused)
-
-    def pause_ahead(self, frontier: int | None, *, hold: bool = True) -> None:
-        """Read only the partitions that hold the inputs' ``frontier`` (the worker's input
-        frontier) until `resume`: those beyond it cannot make it move, and the worker has little
-        room for their updates. Partitions paused before and no longer beyond it (the frontier
-        caught up with them) are read again; read messages of paused ones wait, in order.
-        Reclocked inputs are paused whole when their frontier is beyond it. With ``hold`` (the
-        worker has no room at all), a partition read is also held as soon as a marker takes it
-        beyond ``frontier``: each is read up to its next marker, no further."""
-        if frontier is None:
-            return
-        intake = self._intake
-        intake.hold = frontier if hold else None
-        ahead = set()
-        bounds = self.bounds()
-        for topic, state in self._inputs.items():
-            bound = bounds[state.spec.name]
-            for p, ps in state.progress.partitions.items():
-                if state.spec.policy == "reclock":
-                    beyond = bound is not None and bound.time > frontier
-                else:
-                    beyond = ps.frontier > frontier
-                if beyond:
-                    ahead.add((topic, p))
-        self._resume_only(sorted(intake.paused - ahead))
-        new = sorted((ahead - intake.paused) | (ahead & intake.unpaused))
-        if new:
-            self._pause(new)
-            intake.pausing(new)
-            log.debug("epoch full at frontier %s: paused %s", frontier, new)
-
-    def resume(self) -> None:
-        """Read every partition again; the messages waiting for paused ones come first."""
-        self._intake.hold = None
-        self._resume_only(sorted(self._intake.paused))
-
-    def _resume_only(self, partitions: list[tuple[str, int]]) -> None:
-        """Read ``partitions`` (paused) again; their waiting messages come first, in order."""
-        if partitions:
-            resume = self._intake.release(partitions)
-            if resume:
-                self._resume(resume)
 
     def bounds(self) -> dict[str, Bound | None]:
         """Each input's frontier now."""
@@ -445,7 +319,7 @@ class KafkaSource:
                     state.progress.on_progress(partition, decoded.progress)
             if not len(decoded):
                 if bad:
-                    self._dead_letter(spec, topic, partition, offset, value, bad)
+                    dead_letter(self.dead_letters, self.stats, spec, topic, partition, offset, value, bad)
                 continue
             if spec.policy == "reclock":
                 bindings = self._bindings.get(topic)
@@ -471,10 +345,10 @@ class KafkaSource:
                 behind = self._partition_frontier(state, topic, partition, offset, frontier)
                 lo, hi = int(block.times.min()), int(block.times.max())
                 if lo < behind:
-                    block = Block.from_rows(self._late(spec, stats, decoded, behind, bad))
+                    block = Block.from_rows(late_updates(spec, stats, decoded, behind, bad))
                 state.progress.on_times(partition, hi)
             if bad:
-                self._dead_letter(spec, topic, partition, offset, value, bad)
+                dead_letter(self.dead_letters, self.stats, spec, topic, partition, offset, value, bad)
             if not len(block):
                 continue
             polled.blocks[spec.name].append(block)
@@ -496,16 +370,6 @@ class KafkaSource:
             self._update_lag()
         return polled
 
-    def _past_hold(self, topic: str, partition: int) -> bool:
-        """Whether a partition read while others are paused (see `pause_ahead`) is now beyond the
-        frontier they wait for (its marker moved it): its next updates are not needed yet."""
-        state = self._inputs.get(topic)
-        hold = self._intake.hold
-        if state is None or state.spec.policy == "reclock" or hold is None:
-            return False
-        ps = state.progress.partitions.get(partition)
-        return ps is not None and ps.frontier > hold
-
     def _apply_floors(self, state: _Input, topic: str, partition: int, offset: int) -> None:
         """Raise ``partition`` by the floors recorded at offsets up to ``offset``."""
         log_ = self._floors.get(topic)
@@ -523,49 +387,3 @@ class KafkaSource:
             if log_ is not None:
                 log_.record(partition, offset, frontier)
         return state.progress.partitions[partition].frontier
-
-    def _late(
-        self, spec: InputSpec, stats: InputStats, decoded: Decoded, frontier: int, bad: list[Malformed]
-    ) -> list[Update]:
-        """The message's updates with those behind their partition's ``frontier`` advanced to it
-        or, under the ``reject`` policy, left out and added to ``bad`` (at their position)."""
-        kept: list[Update] = []
-        for i, (d, t, r) in enumerate(decoded.updates):
-            if t >= frontier:
-                kept.append((d, t, r))
-            elif spec.late == "advance":
-                kept.append((d, frontier, r))
-                stats.late_advanced += 1
-            else:
-                stats.late_rejected += 1
-                bad.append(Malformed(
-                    "late", f"time {t} is behind its partition's frontier {frontier} (late policy 'reject')",
-                    decoded.index(i),
-                ))
-        return kept
-
-    def _dead_letter(
-        self, spec: InputSpec, topic: str, partition: int, offset: int, value: bytes | None, bad: list[Malformed]
-    ) -> None:
-        where = f"{topic}[{partition}] offset {offset}"
-        if self.dead_letters is None:
-            counts = self.stats.input(spec.name).dead_letters
-            for b in bad:
-                counts[b.reason] += 1
-            log.warning("dropping malformed input at %s (%d bad: %s: %s); no dead-letter topic configured", where,
-                        len(bad), bad[0].reason, bad[0].detail)
-            return
-        log.debug("dead letter from %s: %d bad, first %s: %s", where, len(bad), bad[0].reason, bad[0].detail)
-        self.dead_letters.write(input=spec.name, topic=topic, partition=partition, offset=offset, raw=value,
-                                errors=bad)
-
-    def _update_lag(self) -> None:
-        """Consumer lag from the watermarks last seen in fetch responses (informational only)."""
-        if self._consumer is None:
-            return
-        for topic, state in self._inputs.items():
-            for p, pstats in state.stats.partitions.items():
-                high = self._high_watermark(topic, p)
-                if high is not None and high >= 0:
-                    pstats.high_watermark = high
-                    pstats.lag = max(0, high - pstats.offset)

@@ -31,16 +31,11 @@ there is (`maybe_commit` with ``idle``), committing the offsets for the consumer
 runs in a thread of its own while the next epochs compute, which go into the next window
 (``background``, `commits.Committer`); its outcome is taken in the worker's thread. With a
 ``transactional_id``, the dead letters, outputs, markers and consumed input offsets of the
-window's epochs commit in one Kafka transaction (``send_offsets_to_transaction``); an abortable
-failure aborts and re-sends the window under a new incarnation. Without one, the producer is idempotent, the sink flushes at
-each commit and the input offsets are committed afterwards. An epoch is final when its commit
-lands (``committed_upper``); a commit that fails raises when the worker next publishes or
-commits, and nothing after it is committed either.
-
-Every blocking producer call is bounded by ``transaction_timeout`` (also the producer's
-``transaction.timeout.ms``): a broker that stalls for less is ridden out, one that stalls longer
-(or a librdkafka call that ignores its timeout) fails the epoch with a `KafkaClientError` naming the
-call, and the daemon exits for its supervisor to restart it.
+window's epochs commit in one Kafka transaction; without one, the producer is idempotent and the
+input offsets are committed after a flush (`transactions`: the producer calls, retries and
+timeouts). An epoch is final when its commit lands (``committed_upper``); a commit that fails
+raises when the worker next publishes or commits, and nothing after it is committed either.
+The outputs themselves are `outputs.OutputSpec`s.
 """
 
 from __future__ import annotations
@@ -49,23 +44,22 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka import KafkaError as RdKafkaError
 
 from ...operators.lattice import T_MIN
 from ..block import Block
 from ..deadletter import DeadLetterWriter
-from ..exceptions import BrokerTimeout, KafkaClientError, OptionsError
-from ..formats import encoder
-from ..formats.types import Encoder, Message
+from ..exceptions import KafkaClientError, OptionsError
+from ..formats.types import Message
 from ..kafka.client import BOUNDED_GRACE, bounded, client_config, topic_partitions
 from ..kafka.results import CLOSED, ProtocolStats, read_result_positions
 from ..observe.stats import Stats
 from .commits import CommitWindow, Committer, Window, WindowCommits
+from .outputs import OutputSpec
+from .transactions import TransactionalPublisher
 
 __all__ = ["OutputSpec", "KafkaSink"]
 
@@ -74,46 +68,7 @@ log = logging.getLogger("ddflow.daemon.output.sink")
 Staged = tuple[str, int | None, bytes | None, bytes, list[tuple[str, bytes]] | None]
 
 
-@dataclass(frozen=True, eq=False)
-class OutputSpec:
-    """One output: the dataflow collection ``name`` published to ``topic`` in ``format``
-    (``msgpack``, ``json`` or ``debezium``). The json and debezium formats take the record's
-    ``fields`` (names, or name -> type), its ``key`` fields (default: the first), the companion
-    ``progress_topic``, ``schemas`` (Kafka Connect's schema/payload wrapper), ``partitioner``
-    (``ddflow`` or Kafka's ``murmur2``), the json ``mode`` (``changelog`` or ``upsert``) and the
-    debezium ``tombstones`` and ``source`` (its source block's ``name`` and ``db``); see `formats`."""
-
-    name: str
-    topic: str
-    max_batch_updates: int = 5000
-    format: str = "msgpack"
-    fields: Sequence[str] | Mapping[str, str] | None = None
-    key: Sequence[str] | None = None
-    progress_topic: str | None = None
-    schemas: bool = False
-    partitioner: str = "ddflow"
-    mode: str = "changelog"
-    tombstones: bool = True
-    source: Mapping[str, str] | None = None
-    encoder: Encoder = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise OptionsError(f"output name: expected a non-empty string, got {self.name!r}")
-        if not isinstance(self.topic, str) or not self.topic:
-            raise OptionsError(f"output {self.name!r} topic: expected a non-empty string, got {self.topic!r}")
-        if type(self.max_batch_updates) is not int or self.max_batch_updates <= 0:
-            raise OptionsError(
-                f"output {self.name!r} max_batch_updates: expected a positive int, got {self.max_batch_updates!r}"
-            )
-        made = encoder(self.format, self.name, self.topic, fields=self.fields, key=self.key,
-                       progress_topic=self.progress_topic, schemas=self.schemas,
-                       max_batch_updates=self.max_batch_updates, partitioner=self.partitioner, mode=self.mode,
-                       tombstones=self.tombstones, source=self.source)
-        object.__setattr__(self, "encoder", made)
-
-
-class KafkaSink(WindowCommits):
+class KafkaSink(WindowCommits, TransactionalPublisher):
     """Publishes epochs to the output topics (and dead letters) through one producer, committing
     the consumed input offsets with them (an `io.Sink`)."""
 
@@ -254,27 +209,12 @@ class KafkaSink(WindowCommits):
             except KafkaClientError as exc:
                 log.warning("%s", exc)
 
-    def _bounded(self, call: Any, name: str, what: str) -> Any:
-        """``call()`` (a producer call given ``transaction_timeout``), bounded even if librdkafka
-        ignores the timeout; a timeout names the call and ``kafka.transaction_timeout``."""
-        try:
-            return bounded(call, self.transaction_timeout, f"{what}: {name}")
-        except BrokerTimeout as exc:
-            raise BrokerTimeout(f"{exc} (kafka.transaction_timeout = {self.transaction_timeout:g} s)") from None
-
     def positions(self) -> dict[str, Any]:
         """Where a restart may resume (`open`'s ``resume``): ``finals``, per output topic the final
         frontier of each partition, and ``starts``, per (topic, partition) read or written the
         offset of the last message there (everything after it came later)."""
         starts = {key: offset for key, offset in self._last.items() if key[0] in self._encoders}  # not dead letters
         return {"finals": {topic: list(finals) for topic, finals in self.final.items()}, "starts": starts}
-
-    @property
-    def producer(self) -> Producer:
-        if self._producer is None:
-            raise KafkaClientError("output producer: the sink is not open (call open() first)")
-        return self._producer
-
     # -- dead letters ------------------------------------------------------------------------------
 
     def _stage_dead_letter(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
@@ -395,114 +335,3 @@ class KafkaSink(WindowCommits):
             ostats.suppressed_updates += suppressed
             written[o.name] = count
         return messages, written, marked
-
-    def _produce_all(self, producer: Producer, messages: list[Message], on_delivery: Any) -> None:
-        for topic, partition, key, value, headers in messages:
-            self._produce(producer, topic, partition, key, value, headers, on_delivery)
-
-    def _produce(
-        self,
-        producer: Producer,
-        topic: str,
-        partition: int | None,
-        key: bytes | None,
-        value: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
-        on_delivery: Any,
-    ) -> None:
-        kwargs: dict[str, Any] = {"on_delivery": on_delivery}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if key is not None:
-            kwargs["key"] = key
-        if headers:
-            kwargs["headers"] = headers
-        deadline: float | None = None
-        while True:
-            try:
-                producer.produce(topic, value, **kwargs)
-                return
-            except BufferError:
-                now = time.monotonic()
-                deadline = now + self.transaction_timeout if deadline is None else deadline
-                if now >= deadline:  # the broker takes nothing: the queue never drains
-                    raise KafkaClientError(f"producing to {topic}[{partition}]: the producer's queue stayed full for "
-                                     f"{self.transaction_timeout:g} s (kafka.transaction_timeout)") from None
-                producer.poll(0.05)
-
-    def _commit(
-        self, window: Window, offsets: list[TopicPartition] | None, consumer: Consumer | None
-    ) -> tuple[Window, dict[tuple[str, int], int], str]:
-        """Commit ``window`` (in the committer's thread: it changes none of the sink's state):
-        its staged dead letters and messages, and the input ``offsets``, retrying an abortable
-        failure under a new incarnation. Returns the window, the offset of the last message
-        delivered per partition, and the incarnation that committed it."""
-        producer = self.producer
-        what = window.describe()
-        messages = window.extra["staged"] + window.items
-        incarnation = self.incarnation
-        for attempt in range(1, self.max_attempts + 1):
-            delivered: dict[tuple[str, int], int] = {}
-            errors: list[str] = []
-
-            def on_delivery(err: Any, msg: Any) -> None:
-                if err is not None:
-                    errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
-                else:
-                    key = (msg.topic(), msg.partition())
-                    if msg.offset() > delivered.get(key, -1):
-                        delivered[key] = msg.offset()
-
-            try:
-                timeout = self.transaction_timeout
-                if self.transactional:
-                    producer.begin_transaction()
-                    self._produce_all(producer, messages, on_delivery)
-                    if offsets and consumer is not None:
-                        group = consumer.consumer_group_metadata()
-                        self._bounded(lambda: producer.send_offsets_to_transaction(offsets, group, timeout),
-                                      "send_offsets_to_transaction", f"publishing {what}")
-                    self._bounded(lambda: producer.commit_transaction(timeout), "commit_transaction",
-                                  f"publishing {what}")
-                else:
-                    self._produce_all(producer, messages, on_delivery)
-                    remaining = self._bounded(lambda: producer.flush(timeout), "flush", f"publishing {what}")
-                    if remaining:
-                        raise KafkaClientError(f"publishing {what}: {remaining} messages not delivered in {timeout:g} s "
-                                         "(kafka.transaction_timeout)")
-                    if offsets and consumer is not None:
-                        self._bounded(lambda: consumer.commit(offsets=offsets, asynchronous=False), "commit",
-                                      f"publishing {what}: committing the input offsets")
-                if errors:
-                    raise KafkaClientError(f"publishing {what}: {len(errors)} deliveries failed, first: {errors[0]}")
-                return window, delivered, incarnation
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                abortable = self.transactional and error is not None and error.txn_requires_abort()
-                if not abortable or attempt == self.max_attempts:
-                    timed_out = error is not None and error.code() == RdKafkaError._TIMED_OUT
-                    note = (f" (the broker did not answer within kafka.transaction_timeout = "
-                            f"{self.transaction_timeout:g} s)" if timed_out else "")
-                    raise KafkaClientError(f"publishing {what} (attempt {attempt}): {exc}{note}") from exc
-                log.warning("publishing %s failed (%s); aborting and re-sending under a new incarnation", what, exc)
-                try:
-                    self._bounded(lambda: producer.abort_transaction(self.transaction_timeout), "abort_transaction",
-                                  f"publishing {what} (attempt {attempt})")
-                except KafkaException as abort_exc:
-                    raise KafkaClientError(f"publishing {what} (attempt {attempt}): {exc}; aborting the transaction "
-                                     f"failed too: {abort_exc}") from abort_exc
-                incarnation = uuid.uuid4().hex[:16]
-                messages = self._reincarnate(messages, incarnation)
-        raise AssertionError("unreachable")  # the last attempt returned or raised
-
-    def _offset_committer(self) -> Consumer:
-        """The consumer (of ``group_id``, assigned nothing) that commits input offsets."""
-        if self._committer is None:
-            role = {"group.id": self.group_id, "enable.auto.commit": False}
-            self._committer = Consumer(client_config(self._kafka_options, role, who="offset committer"))
-        return self._committer
-
-    def _reincarnate(self, messages: list[Message], incarnation: str) -> list[Message]:
-        """The same messages naming a new ``incarnation`` (a consumer must not mix attempts; dead
-        letters, which name none, stay as they are)."""
-        return [self._encoders[m[0]].restamp(m, incarnation) if m[0] in self._encoders else m for m in messages]
