@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddflow.operators import kernels
 from ddflow.operators.kernels import warm
 
@@ -18,6 +20,7 @@ def run_warm(cache: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=900)
 
 
+@pytest.mark.slow  # compiles every kernel from nothing in a subprocess: minutes
 def test_warm_up_compiles_every_kernel_into_the_cache_dir(tmp_path: Path) -> None:
     warm.import_all()
     names = sorted(kernels.KERNELS)
