@@ -36,11 +36,18 @@ F = TypeVar("F", bound=Callable)
 KERNELS: dict[str, Callable] = {}  # "module.function" -> compiled dispatcher, filled as modules import
 
 
+def registered_kernel(fn: F, registry: dict[str, Callable]) -> F:
+    """Compile ``fn`` as a kernel (no Python objects, the GIL released, cached on disk) and list it
+    in ``registry`` as ``"module.function"``, the module's last name. Kernels outside the engine
+    (the daemon's codec) use it with a registry of their own."""
+    compiled = numba.njit(cache=True, nogil=True)(fn)
+    registry[f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"] = compiled
+    return compiled
+
+
 def kernel(fn: F) -> F:
     """Compile ``fn`` as an engine kernel: no Python objects, the GIL released, cached on disk."""
-    compiled = numba.njit(cache=True, nogil=True)(fn)
-    KERNELS[f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"] = compiled
-    return compiled
+    return registered_kernel(fn, KERNELS)
 
 
 def helper(fn: F) -> F:

@@ -5,8 +5,9 @@ They follow the engine's kernel seam (`ddflow.operators.kernels`: a compiled fun
 docstring is its contract, a reference of the same contract, a property test holding the two
 together) but live with the format they read and write, so the engine never sees msgpack. They
 are registered in this package's own :data:`KERNELS`; ``python -m ddflow.daemon.formats.kernels.warm``
-compiles them ahead of time, as the engine's warm-up does its own. May import numba, numpy and
-msgpack (the references) only.
+compiles them ahead of time, as the engine's warm-up does its own. The compiling decorators are
+the engine's (`helper`, and `registered_kernel` filling this registry); otherwise the package may
+import numba, numpy and msgpack (the references) only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-import numba
+from ....operators.kernels import helper, registered_kernel
+
+__all__ = ["KERNELS", "helper", "kernel"]
 
 F = TypeVar("F", bound=Callable)
 
@@ -23,11 +26,4 @@ KERNELS: dict[str, Callable] = {}  # "module.function" -> compiled dispatcher, f
 
 def kernel(fn: F) -> F:
     """Compile ``fn`` as a codec kernel: no Python objects, the GIL released, cached on disk."""
-    compiled = numba.njit(cache=True, nogil=True)(fn)
-    KERNELS[f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"] = compiled
-    return compiled
-
-
-def helper(fn: F) -> F:
-    """Compile ``fn`` as a part of kernels: cached inside the kernels that call it."""
-    return numba.njit(nogil=True)(fn)
+    return registered_kernel(fn, KERNELS)
