@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.operators import Dataflow
+from ddflow.operators.errors import UserFunctionError
 from ddflow.operators.nodes.linear import Map
 from ddflow.operators.nodes.records import shape_of
 
@@ -111,6 +112,7 @@ def test_plain_pairs_call_no_python_and_other_records_do(monkeypatch):
     inp.insert(Point(3, 4), 2)
     inp.insert(5, 2)
     inp.advance_to(3)
-    with pytest.raises(TypeError):  # 5[1]: the Python call's own error
+    with pytest.raises(UserFunctionError) as raised:  # 5[1]: the Python call's own error, named
         df.run()
+    assert isinstance(raised.value.__cause__, TypeError) and raised.value.operator == "map"
     assert calls == [3]

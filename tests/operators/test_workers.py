@@ -9,6 +9,7 @@ import random
 import pytest
 
 from ddflow.operators import Dataflow, ShapeError
+from ddflow.operators.errors import UserFunctionError
 from ddflow.operators.library import reachability
 from ddflow.operators.partition import key_hash
 from ddflow.operators.transport import LocalTransport
@@ -136,8 +137,9 @@ def test_a_failing_worker_fails_the_run_instead_of_hanging():
     for i in range(30):
         data.insert(i, i)
     data.advance_to(100)
-    with pytest.raises(RuntimeError, match="user function failed on 13"):
+    with pytest.raises(UserFunctionError, match="user function failed on 13") as raised:
         workers.run()
+    assert isinstance(raised.value.__cause__, RuntimeError)
 
 
 def test_keys_without_a_stable_hash_are_refused_by_name():
