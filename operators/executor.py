@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import DiffError, IterationLimitError
 from .frontier import Antichain
-from .graph import describe_ids
+from .graph import at_node
 from .kernels.frontier import least_ready
 from .plan import KIND, Plan
 from .traces.batch import consolidate
@@ -93,10 +93,10 @@ class PlanExecutor:
                     if node.holds_work():
                         holding.add(node)
         except DiffError as exc:
-            if exc.record_ids is None or exc.operator is not None or node is None:
+            located = at_node(exc, node)
+            if located is None:
                 raise
-            raise DiffError(f"{node.name}: {exc} (the record {describe_ids(node, exc.record_ids)})",
-                            record_ids=exc.record_ids, time=exc.time, operator=node.name) from exc
+            raise located from exc
 
     def _step(self, node, kind: int, frontier: Antichain) -> None:
         if kind == _LOOP:

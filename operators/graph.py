@@ -76,10 +76,10 @@ class Scope:
                     if node.holds_work():
                         holding.add(node)
         except DiffError as exc:
-            if exc.record_ids is None or exc.operator is not None or node is None:
+            located = at_node(exc, node)
+            if located is None:
                 raise
-            raise DiffError(f"{node.name}: {exc} (the record {describe_ids(node, exc.record_ids)})",
-                            record_ids=exc.record_ids, time=exc.time, operator=node.name) from exc
+            raise located from exc
 
     def complete_work(self, frontier: Antichain) -> bool:
         """True when some node holds work at a time not beyond ``frontier``."""
@@ -196,6 +196,16 @@ class Node:
             for batch in spine.batches():
                 yield batch.keys
                 yield batch.vals
+
+
+def at_node(exc: DiffError, node: Node | None) -> DiffError | None:
+    """``exc`` raised while stepping ``node``, named with the node and the record's values; None when
+    it carries no record, already names its operator, or no node was being stepped (the caller then
+    re-raises ``exc`` as it is)."""
+    if exc.record_ids is None or exc.operator is not None or node is None:
+        return None
+    return DiffError(f"{node.name}: {exc} (the record {describe_ids(node, exc.record_ids)})",
+                     record_ids=exc.record_ids, time=exc.time, operator=node.name)
 
 
 def describe_ids(node: Node, ids: tuple[int, ...]) -> str:
