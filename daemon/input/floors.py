@@ -19,13 +19,11 @@ time}``. A torn last line (a crash while appending) is ignored: nothing was publ
 from __future__ import annotations
 
 import bisect
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..durable import fsync_dir
-from ..exceptions import SnapshotError
+from ..durable import append_json_lines, read_json_lines, replace_json_lines
 
 __all__ = ["FloorLog"]
 
@@ -43,20 +41,14 @@ class FloorLog:
             self._load()
 
     def _load(self) -> None:
-        lines = self.path.read_bytes().split(b"\n")
-        complete, tail = lines[:-1], lines[-1]  # a last line without its newline is torn
-        for number, line in enumerate(complete, 1):
-            try:
-                obj = json.loads(line)
-                if number == 1 and "since" in obj:
-                    self.since = {int(p): int(o) for p, o in obj["since"].items()}
-                    continue
-                self._add(int(obj["p"]), int(obj["o"]), int(obj["t"]))
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise SnapshotError(f"partition floors {self.path} line {number}: {line[:120]!r} is corrupt "
-                                    f"({exc})") from exc
-        if tail:
+        if read_json_lines(self.path, "partition floors", self._apply):
             self._rewrite()  # drop the torn line so later appends start on a fresh line
+
+    def _apply(self, number: int, obj: dict) -> None:
+        if number == 1 and "since" in obj:
+            self.since = {int(p): int(o) for p, o in obj["since"].items()}
+        else:
+            self._add(int(obj["p"]), int(obj["o"]), int(obj["t"]))
 
     def _add(self, partition: int, offset: int, time: int) -> bool:
         floors = self._floors.setdefault(partition, {})
@@ -93,17 +85,7 @@ class FloorLog:
         """Append the floors recorded since the last call and fsync (before publishing)."""
         if not self._unsaved:
             return
-        fresh = not self.path.exists()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            if fresh:
-                f.write(json.dumps({"since": {str(p): o for p, o in self.since.items()}}) + "\n")
-            for p, o, t in self._unsaved:
-                f.write(json.dumps({"p": p, "o": o, "t": t}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        if fresh:
-            fsync_dir(self.path.parent)
+        append_json_lines(self.path, self._header(), ({"p": p, "o": o, "t": t} for p, o, t in self._unsaved))
         self._unsaved = []
 
     def compact(self, since: Mapping[int, int]) -> int:
@@ -135,18 +117,12 @@ class FloorLog:
                     "partition's frontier there may be classified differently than when it was published")
         return None
 
+    def _header(self) -> dict:
+        return {"since": {str(p): o for p, o in self.since.items()}}
+
     def _rewrite(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w") as f:
-            f.write(json.dumps({"since": {str(p): o for p, o in self.since.items()}}) + "\n")
-            for p in sorted(self._floors):
-                for o in sorted(self._floors[p]):
-                    f.write(json.dumps({"p": p, "o": o, "t": self._floors[p][o]}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
+        floors = ({"p": p, "o": o, "t": t} for p in sorted(self._floors) for o, t in sorted(self._floors[p].items()))
+        replace_json_lines(self.path, [self._header(), *floors])
         self._unsaved = []
 
     def __len__(self) -> int:

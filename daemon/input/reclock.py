@@ -19,12 +19,11 @@ A torn last line (a crash while appending) is ignored: nothing was published fro
 from __future__ import annotations
 
 import bisect
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..durable import fsync_dir
+from ..durable import append_json_lines, read_json_lines, replace_json_lines
 from ..exceptions import RecoveryError, SnapshotError
 
 __all__ = ["ReclockBindings"]
@@ -47,21 +46,16 @@ class ReclockBindings:
     # -- the log -------------------------------------------------------------------------------
 
     def _load(self) -> None:
-        lines = self.path.read_bytes().split(b"\n")
-        complete, tail = lines[:-1], lines[-1]  # a last line without its newline is torn
-        for number, line in enumerate(complete, 1):
-            try:
-                obj = json.loads(line)
-                if number == 1 and "floor" in obj:
-                    self.floor = {int(p): int(o) for p, o in obj["floor"].items()}
-                    continue
-                self._add(int(obj["time"]), {int(p): int(o) for p, o in obj["upper"].items()})
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise SnapshotError(f"reclock bindings {self.path} line {number}: {line[:120]!r} is corrupt "
-                                    f"({exc})") from exc
+        torn = read_json_lines(self.path, "reclock bindings", self._apply)
         self._unsaved = 0
-        if tail:
+        if torn:
             self._rewrite()  # drop the torn line so later appends start on a fresh line
+
+    def _apply(self, number: int, obj: dict) -> None:
+        if number == 1 and "floor" in obj:
+            self.floor = {int(p): int(o) for p, o in obj["floor"].items()}
+        else:
+            self._add(int(obj["time"]), {int(p): int(o) for p, o in obj["upper"].items()})
 
     def _add(self, time: int, upper: Mapping[int, int]) -> None:
         for p, o in upper.items():
@@ -86,17 +80,7 @@ class ReclockBindings:
         if not self._unsaved:
             return
         new = self.entries[len(self.entries) - self._unsaved:]
-        fresh = not self.path.exists()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            if fresh:
-                f.write(json.dumps({"floor": {str(p): o for p, o in self.floor.items()}}) + "\n")
-            for time, upper in new:
-                f.write(json.dumps({"time": time, "upper": {str(p): o for p, o in upper.items()}}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        if fresh:
-            fsync_dir(self.path.parent)
+        append_json_lines(self.path, self._header(), map(_binding, new))
         self._unsaved = 0
 
     def compact(self, floor: Mapping[int, int]) -> int:
@@ -117,17 +101,12 @@ class ReclockBindings:
         self._rewrite()
         return dropped
 
+    def _header(self) -> dict:
+        return {"floor": {str(p): o for p, o in self.floor.items()}}
+
     def _rewrite(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        self.path.parent.mkdir(parents=True, exist_ok=True)  # a floor may come before any binding
-        with open(tmp, "w") as f:
-            f.write(json.dumps({"floor": {str(p): o for p, o in self.floor.items()}}) + "\n")
-            for time, upper in self.entries:
-                f.write(json.dumps({"time": time, "upper": {str(p): o for p, o in upper.items()}}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
+        # the directory is made if missing: a floor may come before any binding
+        replace_json_lines(self.path, [self._header(), *map(_binding, self.entries)])
         self._unsaved = 0
 
     # -- replay --------------------------------------------------------------------------------
@@ -161,3 +140,9 @@ class ReclockBindings:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def _binding(entry: tuple[int, Mapping[int, int]]) -> dict:
+    """One binding as its log line holds it."""
+    time, upper = entry
+    return {"time": time, "upper": {str(p): o for p, o in upper.items()}}
