@@ -78,24 +78,18 @@ def _check_field(kind: str, value: Any) -> Any:
     """The field value converted for `kind`, or raise TypeError."""
     if kind == "any":
         return value
-    if kind == "int":
-        if type(value) is int:
-            return value
-    elif kind == "float":
+    if kind == "float":
         if type(value) is float:
             return value
         if type(value) is int:  # outside int64 it stays an int, refused as out of range
             return float(value) if T_MIN <= value <= T_MAX else value
-    elif kind == "str":
-        if type(value) is str:
-            return value
-    elif kind == "bytes":
-        if type(value) is bytes:
-            return value
-    elif kind == "bool":
-        if type(value) is bool:
-            return value
+    elif type(value) is _EXACT.get(kind):
+        return value
     raise TypeError(kind)
+
+
+# the field kinds whose values are accepted only as exactly this Python type (bool is not an int)
+_EXACT: dict[str, type] = {"int": int, "str": str, "bytes": bytes, "bool": bool}
 
 
 class _Validator:
