@@ -8,36 +8,19 @@ already runs, never a socket protocol of their own. For ``W`` workers and a ``pr
 * agreements (the common frontier, the next loop round, whether any worker has work) go to
   ``{prefix}-agree`` (one partition), which every worker reads whole.
 
-Messages are msgpack maps tagged with the ``run`` they belong to and its ``gen``\\ eration
-(messages of other runs or generations in the same topics are skipped):
-
-    batch   {"run", "gen", "inc", "kind": "batch", "channel", "seq", "source", "dest", "lower", "upper",
-             "rounds", "part", "records": [data, ...] or None, "columns": int64 bytes or None, "width",
-             "times": int64 bytes, "depth", "diffs": int64 bytes}    (at most ``max_batch`` updates;
-             records of ints or pairs of ints travel as one or two little-endian int64 columns)
-    marker  {"run", "gen", "inc", "kind": "marker", "channel", "seq", "source", "dest", "lower", "upper",
-             "rounds", "count"}                                      (the updates sent in the step)
-    vote    {"run", "gen", "kind": "vote", "seq", "source", "value"}
-
-as in the result topics' protocol: a receiver holds all of an exchange step once it has a marker
-from every other worker and as many updates of that marker's sender incarnation (``inc``, one per
+Messages (`transport_wire`) are msgpack maps tagged with the ``run`` they belong to and its
+``gen``\\ eration (messages of other runs or generations in the same topics are skipped), as in
+the result topics' protocol: a receiver holds all of an exchange step once it has a marker from
+every other worker and as many updates of that marker's sender incarnation (``inc``, one per
 process) as it counts. Replays are exact: the first marker per ``(source, channel, seq)`` and the
 first vote per ``(source, seq)`` win, so what a restarted worker re-sends for a step or agreement
 the others already hold is dropped, and a restarted worker re-reading the topics takes every step
 and agreement as it was first decided (its own earlier votes included). Messages of steps and
 agreements a worker is past are dropped on arrival.
 
-**Generations.** A run's exchange history is valid only for the state it was built from. Worker 0
-decides the generation (`join`): it continues the one its checkpoint names, else starts a new one
-(its state is gone, so every worker's is void); it announces it in the agree topic
-``{"run", "kind": "generation", "generation", "start", "origin"}`` (``start``: the agree-topic offset
-where the generation began; ``origin``: the snapshot it started from, so that a worker replaying it
-from its start can tell whether it would start from the same) at its start and in answer to every ``{"run", "kind": "hello", "source"}`` a
-joining worker writes. A joining worker takes the first announcement after its hello: it resumes
-from its checkpoint if that names the generation, else it joins fresh, reading the agree topic
-from the generation's start and the exchange topics from their beginning. A worker that sees worker
-0 announce another generation than its own raises `GenerationChanged` (its state belongs to a run
-that no longer exists; restarted, it joins the new one).
+**Generations** (`generations`): a run's exchange history is valid only for the state it was built
+from; worker 0 decides which generation the workers are in, and a worker whose generation ended
+raises `GenerationChanged`.
 
 Topics are created on first use with ``W`` partitions; one with another partition count is refused.
 A worker that waits longer than ``timeout`` seconds for the others raises `ExchangeTimeout` naming
@@ -52,14 +35,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgpack
-import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from ...operators.errors import TransportAborted
 from ...operators.transport import ExchangeBatch, ExchangeMarker
 from ..exceptions import DaemonError, KafkaClientError
-from ..formats.types import to_record
 from ..kafka.client import _admin, client_config, ensure_topics
+from .generations import UNKNOWN, GenerationChanged, Generations  # GenerationChanged: re-exported
+from .transport_wire import Box, batch_messages, marker_message, step_batches, step_complete
 
 __all__ = ["ExchangeTimeout", "GenerationChanged", "Interrupted", "KafkaTransport"]
 
@@ -69,30 +52,18 @@ __all__ = ["ExchangeTimeout", "GenerationChanged", "Interrupted", "KafkaTranspor
 FETCH_WAIT_MS = 1
 
 
-def _bytes(column: np.ndarray) -> bytes:
-    """An int64 array as little-endian bytes (row-major)."""
-    return np.ascontiguousarray(column, dtype="<i8").tobytes()
-
-
 AGREE = -1  # the agree topic's place among the channels held (`KafkaTransport._hold`)
-
-# a generation's origin that was not recorded (announced by a worker 0 that did not record one)
-UNKNOWN = "?"
 
 
 class ExchangeTimeout(DaemonError):
     """The other workers did not complete an exchange step or agreement in time."""
 
 
-class GenerationChanged(DaemonError):
-    """Worker 0 started another generation: this worker's state belongs to one that is void."""
-
-
 class Interrupted(TransportAborted):
     """A wait that may be interrupted (see `KafkaTransport.interruptible`) was: the worker stops."""
 
 
-class KafkaTransport:
+class KafkaTransport(Generations):
     """Worker ``index``'s end of the exchange topics of ``workers`` workers (see the module).
 
     ``waited[j]``: seconds this worker has spent blocked in an exchange step or agreement while
@@ -130,7 +101,7 @@ class KafkaTransport:
         }, who=who))
         self._topics: dict[int, str] = {}
         self._starts: dict[int, int] = {}  # channel -> offset its partition is read from (join)
-        self._boxes: dict[tuple[int, int], tuple[dict[int, dict[str, dict]], dict[int, dict]]] = {}
+        self._boxes: dict[tuple[int, int], Box] = {}
         self._votes: dict[int, dict[int, Any]] = {}
         self._vote_at: dict[int, int] = {}  # per agreement pending here, the offset of its first vote read
         self._read: dict[tuple[str, int], int] = {}  # per partition read, the offset after the last message
@@ -190,64 +161,6 @@ class KafkaTransport:
             self._topics[channel] = topic
         return topic
 
-    def join(self, generation: str | None = None, *, start: int | None = None, agree_offset: int | None = None,
-             exchange_offsets: Mapping[int, int] | None = None, origin: Any = UNKNOWN) -> bool:
-        """Enter a generation (see the module). ``generation`` and ``start``: the generation this
-        worker was in (its checkpoint's, or, for worker 0, the one it last announced); with
-        ``agree_offset`` and ``exchange_offsets`` its checkpoint's positions (see `positions`).
-        ``origin`` (worker 0): what the generation starts from (a snapshot's identity or None; for
-        a known generation, what it started from, `UNKNOWN` if not recorded), announced with it and
-        then in `origin` on every worker. Returns whether the worker resumes from its checkpoint
-        (False: it starts empty and replays the generation from its start)."""
-        if self.index == 0:
-            known = generation is not None and start is not None
-            self.generation = generation if known else uuid.uuid4().hex[:16]
-            self.origin = origin
-            offset = self._write(self._announcement(start if known else None))
-            self.start = start if known and start is not None else offset
-            self._announced = (self.generation, self.start, self.origin)
-            resume = known and agree_offset is not None
-        else:
-            hello = self._write({"kind": "hello", "source": self.index})
-            self._assign_agree(hello + 1)
-            deadline = time.monotonic() + self.timeout
-            self.waiting_since = time.monotonic()
-            while self._announced is None:  # worker 0 answers every hello with its generation
-                self.waiting_on = (0,)
-                try:
-                    self._poll(deadline, "joining the workers' generation", (0,))
-                finally:
-                    self.waiting_on = ()
-            self.waiting_since = None
-            self.generation, self.start, self.origin = self._announced
-            resume = generation == self.generation and agree_offset is not None
-        if resume:
-            self._starts = dict(exchange_offsets or {})
-        self._assign_agree(agree_offset if resume and agree_offset is not None else self.start)
-        self._joined = True
-        return resume
-
-    def _announcement(self, start: int | None) -> dict:
-        message = {"kind": "generation", "generation": self.generation, "start": start}
-        if self.origin is not UNKNOWN:
-            message["origin"] = self.origin
-        return message
-
-    def _write(self, message: dict) -> int:
-        """Produce a generation message to the agree topic and wait for its offset."""
-        message["run"] = self.run
-        key = uuid.uuid4().hex
-
-        def delivered(err: Any, msg: Any) -> None:
-            if err is None:
-                self._delivered[key] = msg.offset()
-
-        self.producer.produce(self._agree, msgpack.packb(message, use_bin_type=True), partition=0, on_delivery=delivered)
-        self.producer.flush(self.timeout)
-        if key not in self._delivered:
-            raise KafkaClientError(f"exchange: writing {message['kind']!r} to {self._agree!r} failed")
-        return self._delivered.pop(key)
-
     # -- sending -----------------------------------------------------------------------------------
 
     def _produce(self, topic: str, partition: int, message: dict) -> None:
@@ -267,61 +180,23 @@ class KafkaTransport:
 
     def send(self, batch: ExchangeBatch) -> None:
         topic = self._channel(batch.channel)
-        head = {"kind": "batch", "inc": self.incarnation, "channel": batch.channel, "seq": batch.seq,
-                "source": batch.source, "dest": batch.dest, "lower": batch.lower, "upper": batch.upper,
-                "rounds": list(batch.rounds)}
-        columnar = isinstance(batch.records, np.ndarray)
-        depth = batch.times.shape[1]
-        for start in range(0, len(batch.diffs), self.max_batch):
-            end = start + self.max_batch
-            records = batch.records[start:end]
-            self._produce(topic, batch.dest, {
-                **head, "part": start, "depth": depth, "width": records.shape[1] if columnar and records.ndim == 2 else 1,
-                "records": None if columnar else list(records),
-                "columns": _bytes(records) if columnar else None,
-                "times": _bytes(batch.times[start:end]), "diffs": _bytes(batch.diffs[start:end])})
+        for message in batch_messages(batch, incarnation=self.incarnation, max_batch=self.max_batch):
+            self._produce(topic, batch.dest, message)
 
     def mark(self, marker: ExchangeMarker) -> None:
-        self._produce(self._channel(marker.channel), marker.dest, {
-            "kind": "marker", "inc": self.incarnation, "channel": marker.channel, "seq": marker.seq,
-            "source": marker.source, "dest": marker.dest, "lower": marker.lower, "upper": marker.upper,
-            "rounds": list(marker.rounds), "count": marker.count})
+        self._produce(self._channel(marker.channel), marker.dest, marker_message(marker, incarnation=self.incarnation))
 
     # -- receiving ---------------------------------------------------------------------------------
-
-    def _complete(self, box: tuple[dict, dict]) -> bool:
-        parts, markers = box
-        return len(markers) >= self.workers - 1 and all(
-            sum(m["n"] for m in parts.get(s, {}).get(mk["inc"], {}).values()) == mk["count"]
-            for s, mk in markers.items())
 
     def receive(self, worker: int, channel: int, seq: int) -> list[ExchangeBatch]:
         self._channel(channel)
         box = self._boxes.setdefault((channel, seq), ({}, {}))
-        self._wait(lambda: self._complete(box), f"exchange {channel} step {seq}",
+        self._wait(lambda: step_complete(box, self.workers), f"exchange {channel} step {seq}",
                    lambda: sorted(set(range(self.workers)) - {worker} - set(box[1])))
         self._drop((channel, seq))
         self._next_step[channel] = max(self._next_step.get(channel, 0), seq + 1)
         self._read_on()
-        out = []
-        for source, marker in sorted(box[1].items()):
-            parts = box[0].get(source, {}).get(marker["inc"], {})
-            if not parts:
-                continue
-            msgs = [parts[k] for k in sorted(parts)]
-            head = msgs[0]
-            if head["records"] is None:
-                cols = [np.frombuffer(m["columns"], dtype="<i8") for m in msgs]
-                records: list | np.ndarray = np.concatenate(cols).astype(np.int64)
-                if head["width"] == 2:
-                    records = records.reshape(-1, 2)
-            else:
-                records = [to_record(r) for m in msgs for r in m["records"]]
-            times = np.concatenate([np.frombuffer(m["times"], dtype="<i8") for m in msgs]).astype(np.int64)
-            diffs = np.concatenate([np.frombuffer(m["diffs"], dtype="<i8") for m in msgs]).astype(np.int64)
-            out.append(ExchangeBatch(channel, seq, source, worker, head["lower"], head["upper"], tuple(head["rounds"]),
-                                     records, times.reshape(len(diffs), head["depth"]), diffs))
-        return out
+        return step_batches(box, worker, channel, seq)
 
     def gather(self, worker: int, seq: int, value: Any) -> list[Any]:
         self._produce(self._agree, 0, {"kind": "vote", "seq": seq, "source": worker, "value": value})
@@ -482,20 +357,6 @@ class KafkaTransport:
                 markers[m["source"]] = m
                 self.held += 1
             self.peak_held = max(self.peak_held, self.held)
-
-    def _generation_message(self, m: dict, offset: int) -> None:
-        if m["kind"] == "hello":
-            if self.index == 0 and self.generation is not None:
-                self._write(self._announcement(self.start))
-            return
-        generation, start = m.get("generation"), m.get("start")
-        announced = (generation, offset if start is None else start, m.get("origin", UNKNOWN))
-        if self.index != 0 and self.generation is not None and generation != self.generation:
-            raise GenerationChanged(
-                f"worker 0 started generation {generation} (agree-topic offset {announced[1]}) while worker "
-                f"{self.index} is in generation {self.generation}: its state is void; restarted, it joins the new one")
-        if self.index != 0:
-            self._announced = announced
 
     def close(self) -> None:
         """Flush what was sent and close the clients."""

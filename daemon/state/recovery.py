@@ -4,16 +4,18 @@ On open, a worker with a checkpoint directory restores the newest valid checkpoi
 none it loads the snapshot given with ``--snapshot-from`` (a backfill), if any; otherwise it starts
 empty and replays its inputs from the beginning. A snapshot must describe the worker's inputs (same
 names, topics and columns). Consumption resumes at the snapshot's offsets once the broker is seen
-to still hold them: offsets below a partition's first offset (deleted by retention), beyond its end
-(a recreated topic), or on a partition that no longer exists raise `RecoveryError` instead of
-skipping data. A partition the snapshot does not mention is read from its beginning.
+to still hold them (`offsets.check_offsets`): offsets below a partition's first offset (deleted by
+retention), beyond its end (a recreated topic), or on a partition that no longer exists raise
+`RecoveryError` instead of skipping data. A partition the snapshot does not mention is read from
+its beginning.
 
-The snapshot loads in a thread while the worker already consumes live input; the worker holds its
-frontier at the snapshot's frontier ``F`` until the load is done. Then each input's ``base`` (the
-collection accumulated below ``F``) enters the engine at time ``F - 1``, the last time below ``F``,
-and its ``pending`` updates at their own times, and one epoch ``[MIN_TIME, F)`` publishes the
-output accumulated at ``F``: the sink drops it when the result topic already holds it (a restored
-checkpoint) and publishes it otherwise (a backfill); the live diffs follow.
+The snapshot loads in a thread (`loader.SnapshotLoader`) while the worker already consumes live
+input; the worker holds its frontier at the snapshot's frontier ``F`` until the load is done. Then
+each input's ``base`` (the collection accumulated below ``F``) enters the engine at time ``F - 1``,
+the last time below ``F``, and its ``pending`` updates at their own times, and one epoch
+``[MIN_TIME, F)`` publishes the output accumulated at ``F``: the sink drops it when the result topic
+already holds it (a restored checkpoint) and publishes it otherwise (a backfill); the live diffs
+follow.
 
 `Recovery` writes a checkpoint every ``interval`` seconds at an epoch boundary: each input as the
 engine holds it (`attach`: the inputs' `ddflow.operators.input.InputState`, an arrangement of each
@@ -40,14 +42,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
-from ..exceptions import KafkaClientError, OptionsError, RecoveryError, SnapshotError, WorkerError
+from ..exceptions import OptionsError, RecoveryError, SnapshotError, WorkerError
 from ..input.floors import FloorLog
 from ..input.reclock import ReclockBindings
 from ..input.source import InputSpec
-from ..kafka.client import client_config, topic_partitions
+from ..kafka.client import topic_partitions
 from .checkpoint import CheckpointStore, InputState
+from .loader import SnapshotLoader  # re-exported, as is check_offsets: imported (and patched) here
+from .offsets import check_offsets
 from .snapshot import Snapshot, columns_for_fields, prepare_writes
 
 __all__ = ["INTERNAL", "Recovery", "SnapshotLoader", "check_offsets"]
@@ -59,49 +62,6 @@ INTERNAL = "exchange:"
 log = logging.getLogger("ddflow.daemon.state.recovery")
 
 _INT64_MAX = (1 << 63) - 1
-
-Loaded = dict[str, tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]]
-
-
-class SnapshotLoader:
-    """Reads a snapshot's inputs in a background thread (Parquet decoding releases the GIL)."""
-
-    def __init__(self, snapshot: Snapshot, names: Sequence[str], *, owner: tuple[int, int] | None = None) -> None:
-        """``owner``: ``(i, W)`` to read only worker i's share of each input (`Snapshot.read_input`)."""
-        self.snapshot = snapshot
-        self.names = list(names)
-        self.owner = owner
-        self.started = time.perf_counter()
-        self.seconds: float | None = None
-        self._result: Loaded | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._load, name="ddflow-snapshot-loader", daemon=True)
-        self._thread.start()
-
-    def _load(self) -> None:
-        try:
-            self._result = {name: self.snapshot.read_input(name, owner=self.owner) for name in self.names}
-        except BaseException as exc:  # re-raised by result() in the worker's thread
-            self._error = exc
-        self.seconds = time.perf_counter() - self.started
-
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def wait(self, timeout: float) -> None:
-        """Wait at most ``timeout`` seconds for the load to finish."""
-        self._thread.join(timeout)
-
-    def result(self, timeout: float | None = None) -> Loaded:
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise RecoveryError(f"loading {self.snapshot}: not done after {timeout} s")
-        if self._error is not None:
-            error = self._error
-            raise RecoveryError(f"loading {self.snapshot}: {type(error).__name__}: {error}") from error
-        assert self._result is not None
-        return self._result
-
 
 class Recovery:
     """A worker's checkpoints, its restore, and the reclock bindings of its reclocked inputs."""
@@ -405,69 +365,3 @@ class Recovery:
                     bindings.compact(oldest.get(topic, {}))
                 for topic, floors in self.floors.items():
                     floors.compact(oldest.get(topic, {}))
-
-
-def check_offsets(kafka_options: Mapping[str, Any], offsets: Mapping[tuple[str, int], int], *,
-                  timeout: float = 10.0) -> None:
-    """RecoveryError unless the broker holds every (topic, partition) -> offset to resume from:
-    the partition exists, its first offset is not beyond it, and its log reaches it."""
-    counts = {topic: topic_partitions(kafka_options, topic) for topic in {t for t, _ in offsets}}
-    for (topic, p), o in sorted(offsets.items()):
-        if p >= counts[topic]:
-            raise RecoveryError(f"resuming {topic}[{p}] at offset {o}: the topic now has {counts[topic]} partitions; "
-                                "the updates of that partition after the snapshot are gone")
-    config = client_config(kafka_options, {"group.id": "ddflow-offset-check", "enable.auto.commit": False,
-                                           "enable.partition.eof": True, "auto.offset.reset": "error"},
-                           who="offset check")
-    consumer = Consumer(config)
-    try:
-        suspicious = {}
-        for (topic, p), o in sorted(offsets.items()):
-            if o <= 0:
-                continue
-            try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
-            except KafkaException as exc:
-                raise KafkaClientError(f"reading the offsets of {topic}[{p}]: {exc}") from exc
-            if low > o:
-                raise RecoveryError(
-                    f"resuming {topic}[{p}] at offset {o}: the broker's first offset is {low}; the updates at offsets "
-                    f"{o}..{low - 1} were deleted (retention?) and restoring would silently lose them. Restore a newer "
-                    "checkpoint, or load a backfill snapshot that covers them."
-                )
-            if high < o:  # beyond the end, or a broker that under-reports its high watermark: read to see
-                suspicious[(topic, p)] = (o, high)
-        if suspicious:
-            _probe(consumer, suspicious, timeout)
-    finally:
-        consumer.close()
-
-
-def _probe(consumer: Consumer, suspicious: Mapping[tuple[str, int], tuple[int, int]], timeout: float) -> None:
-    """Read at ``offset - 1`` of each partition: a message or an end-of-partition event shows the
-    log reaches the offset; an out-of-range error or silence shows it does not."""
-    consumer.assign([TopicPartition(t, p, o - 1) for (t, p), (o, _) in suspicious.items()])
-    waiting = dict(suspicious)
-    deadline = time.monotonic() + timeout
-    while waiting and time.monotonic() < deadline:
-        for msg in consumer.consume(100, 0.1):
-            key = (msg.topic(), msg.partition())
-            if key not in waiting:
-                continue
-            err = msg.error()
-            o, high = waiting[key]
-            if err is None:
-                del waiting[key]  # the message at offset - 1 (or a later one) exists
-            elif err.code() == RdKafkaError._PARTITION_EOF and msg.offset() >= o:
-                del waiting[key]
-            else:
-                what = f"it ends at offset {msg.offset()}" if err.code() == RdKafkaError._PARTITION_EOF else f"{err}"
-                raise RecoveryError(f"resuming {key[0]}[{key[1]}] at offset {o}: {what} (high watermark {high}); "
-                                    "was the topic deleted and recreated?")
-    if waiting:
-        (topic, p), (o, high) = next(iter(waiting.items()))
-        raise RecoveryError(
-            f"resuming {topic}[{p}] at offset {o}: the partition ends before it (high watermark {high}, nothing "
-            f"readable at offset {o - 1} within {timeout} s); was the topic deleted and recreated? Resuming there "
-            "would skip whatever is written up to that offset."
-        )
