@@ -8,24 +8,7 @@ from pathlib import Path
 import pytest
 
 from ddflow.config import ConfigError, load_config, parse_duration, resolve_dataflow
-
-VALID = """
-[dataflow]
-function = "ddflow.config.dataflows:reachability"
-args = { roots = [0, 1] }
-
-[kafka]
-bootstrap = "127.0.0.1:9092"
-
-[[inputs]]
-name = "edges"
-topic = "edges"
-fields = { src = "int", dst = "int" }
-
-[[outputs]]
-name = "reachable"
-topic = "reachable"
-"""
+from support.configs import VALID
 
 
 def write(tmp_path: Path, text: str, name: str = "daemon.toml") -> Path:

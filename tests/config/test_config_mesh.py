@@ -6,28 +6,12 @@ import pytest
 
 from ddflow.config import ConfigError
 from ddflow.config.loader import parse_config
+from support.configs import VALID
 
-BASE = """
-[dataflow]
-function = "ddflow.config.dataflows:reachability"
-args = { roots = [0, 1] }
-
-[kafka]
-bootstrap = "127.0.0.1:9092"
-
-[[inputs]]
-name = "edges"
-topic = "edges"
-fields = { src = "int", dst = "int" }
-
-[[outputs]]
-name = "reachable"
-topic = "reachable"
-"""
 
 
 def workers(lines: str, extra: str = ""):
-    return parse_config(BASE + "\n[workers]\n" + lines + "\n" + extra)
+    return parse_config(VALID + "\n[workers]\n" + lines + "\n" + extra)
 
 
 def test_a_pattern_is_filled_with_each_index_and_a_list_is_taken_as_given():
