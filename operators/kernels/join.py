@@ -41,8 +41,9 @@ def _gallop(keys, x, lo):
 
 
 @helper
-def _times(a, b):
-    """``(a * b, overflowed)``, decided by divisions before multiplying."""
+def checked_mul(a, b):
+    """``(a * b, overflowed)``, decided by divisions before multiplying (the join's products and the
+    reduction's weighted sums both check with it)."""
     if a == 0 or b == 0:
         return 0, False
     if a < 0 and b < 0:
@@ -61,11 +62,11 @@ def _times(a, b):
 def _product(a, b, sign):
     """``(a * b * sign, overflowed)`` for ``sign`` in ``{1, -1}``."""
     if sign > 0:
-        return _times(a, b)
+        return checked_mul(a, b)
     if b != _MIN:
-        return _times(a, -b)
+        return checked_mul(a, -b)
     if a != _MIN:
-        return _times(-a, b)
+        return checked_mul(-a, b)
     return 0, True
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import helper, kernel
+from ..join import checked_mul
 
 GROUPS, TOTAL, LEAST, TOP, SUM, POSITIVE = 0, 1, 2, 3, 4, 5
 OK, DIFF_OVERFLOW, VALUE_OVERFLOW = 0, 1, 2
@@ -71,24 +72,6 @@ def _wrapping_add(a, b):
     if b < 0 and a < _MIN - b:
         return (a - _MIN) + (b - _MIN), -1
     return a + b, 0
-
-
-@helper
-def _checked_mul(a, b):
-    """``(a * b, overflowed)``, decided by divisions before multiplying."""
-    if a == 0 or b == 0:
-        return 0, False
-    if a < 0 and b < 0:
-        if a == _MIN or b == _MIN or -a > _MAX // -b:
-            return 0, True
-    elif a < 0 or b < 0:
-        neg, pos = (a, b) if a < 0 else (b, a)
-        least = _MIN // pos + (1 if _MIN % pos else 0)  # the least factor whose product fits: ceil(MIN / pos)
-        if neg < least:
-            return 0, True
-    elif a > _MAX // b:
-        return 0, True
-    return a * b, False
 
 
 @helper
@@ -436,7 +419,7 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
                     total, carry = _wrapping_add(total, d)
                     total_wraps += carry
                 elif mode == SUM:
-                    prod, bad = _checked_mul(slot_ord[s], d)
+                    prod, bad = checked_mul(slot_ord[s], d)
                     value, bad2 = _checked_add(value, prod)
                     if (bad or bad2) and status == OK:
                         status = VALUE_OVERFLOW
