@@ -246,11 +246,12 @@ def _metrics(t: Table) -> MetricsConfig:
 def _worker(t: Table) -> WorkerConfig:
     stall = t.duration("stall_timeout", 300_000_000_000)
     stop = t.duration("stop_timeout", 75_000_000_000)
+    frontier_stall = t.duration("frontier_stall_timeout", 30_000_000_000)
     t.finish()
-    for key, value in (("stall_timeout", stall), ("stop_timeout", stop)):
+    for key, value in (("stall_timeout", stall), ("stop_timeout", stop), ("frontier_stall_timeout", frontier_stall)):
         if value < 10**9:
             t.problems.append(Problem(t.key(key), "must be at least 1s"))
-    return WorkerConfig(stall, stop)
+    return WorkerConfig(stall, stop, frontier_stall)
 
 
 def _workers(t: Table) -> WorkersConfig:

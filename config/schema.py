@@ -215,10 +215,13 @@ class WorkerConfig:
     """How the worker loop is supervised: ``/healthz`` fails once the loop has made no progress
     for ``stall_timeout_ns`` (a step, or a phase of an epoch); after SIGTERM the daemon waits
     ``stop_timeout_ns`` for the epoch in progress, then exits 1 without it (keep it below the
-    supervisor's stop timeout, e.g. systemd's ``TimeoutStopSec``)."""
+    supervisor's stop timeout, e.g. systemd's ``TimeoutStopSec``). ``frontier_stall_timeout_ns``: how
+    long the output frontier may stay put while input updates wait before the stall is logged with
+    the partition holding it back and ``/readyz`` fails (`ddflow.daemon.input.stalls`)."""
 
     stall_timeout_ns: int = 300_000_000_000
     stop_timeout_ns: int = 75_000_000_000
+    frontier_stall_timeout_ns: int = 30_000_000_000
 
 
 @dataclass(frozen=True)
@@ -334,6 +337,7 @@ class Config:
             "worker": {
                 "stall_timeout_ns": self.worker.stall_timeout_ns,
                 "stop_timeout_ns": self.worker.stop_timeout_ns,
+                "frontier_stall_timeout_ns": self.worker.frontier_stall_timeout_ns,
             },
             "workers": {"count": self.workers.count, "index": self.workers.index,
                         "wait_timeout_ns": self.workers.wait_timeout_ns, "addresses": list(self.workers.addresses),

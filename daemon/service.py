@@ -144,6 +144,7 @@ class Service:
         blocked, and the caller should exit the process."""
         try:
             self.worker = make_worker(self.config, self.stats, snapshot_from=self.snapshot_from)
+            self.worker.stalls.after = self.config.worker.frontier_stall_timeout_ns / 1e9
             if self._stop.is_set():
                 return
             self._running.set()
