@@ -32,7 +32,8 @@ def reachability(df: Any, inputs: Mapping[str, Any], *, roots: Iterable[int] = (
     def step(reach: Any) -> Any:
         # (node, root) ⋈ (node, dst) -> (dst, root), built by the join itself (no intermediate
         # (node, (root, dst)) records and no map after it: ~12% of a change's epoch on 1k/2k)
-        return reach.join_map(edges, _follow).concat(start).distinct()
+        # named, the metrics call its arrangements reach.by_key, candidates.by_self, reached.output
+        return reach.name("reach").join_map(edges, _follow).concat(start).name("candidates").distinct().name("reached")
 
     reached = start.iterate(step)
     return {"reachable": reached.map(_swap)}

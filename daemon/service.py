@@ -127,11 +127,15 @@ class Service:
         dataflow = None if worker is None else getattr(worker, "dataflow", None)
         return None if dataflow is None else dataflow.arrangement_stats()
 
+    def operators(self) -> Any:
+        dataflow = getattr(self.worker, "dataflow", None)
+        return None if dataflow is None else dataflow.operator_stats()
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def serve(self) -> Any:
         """Start the HTTP endpoints on ``metrics.address``; returns the server (``.url``)."""
-        self.metrics.bind(self.snapshot, self.arrangements)
+        self.metrics.bind(self.snapshot, self.arrangements, self.operators)
         metrics = self.config.metrics
         self.endpoints = EndpointServer(self.registry, host=metrics.host, port=metrics.port,
                                         alive=self.alive, ready=self.ready, max_connections=metrics.max_connections,

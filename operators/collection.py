@@ -19,6 +19,7 @@ from .errors import ConfigurationError, GraphError
 from .graph import Node, Scope
 from .nodes import linear
 from .nodes.arrange import Arrange
+from .nodes.calls import function_label
 from .nodes.exchange import Exchange
 from .nodes.iterate import Feedback, Loop
 from .nodes.join import Join
@@ -42,9 +43,24 @@ class Collection:
         """What the nodes of this collection's dataflow share (interner, tuning, worker)."""
         return self.scope.context
 
-    def _then(self, node: Node) -> Collection:
+    def _then(self, node: Node, f: Callable | None = None) -> Collection:
         self.node.connect(node)
+        if f is not None:
+            node.label = self.context.label(function_label(node.name, f))
         return Collection(node)
+
+    def name(self, label: str) -> Collection:
+        """This collection, with the operator that produced it called ``label`` in metrics and
+        errors: the arrangements built from it are ``label.by_key`` and ``label.by_self``, a
+        reduction's own output trace ``label.output``. Unnamed, an operator is called by its kind
+        and its function's qualified name (``map(parse_view)``), an input by its name. Returns this
+        collection (``c.map(parse_view).name("views")``); call it before the dataflow first runs."""
+        if not isinstance(label, str) or not label:
+            raise GraphError(f"a collection's name must be a non-empty str, got {label!r}")
+        if self.context.started:
+            raise GraphError("name collections before df.run(): metrics keep the names they first saw")
+        self.node.label = self.context.label(label)
+        return self
 
     # -- scopes ----------------------------------------------------------------------------------
     def enter(self, scope: Scope) -> Collection:
@@ -57,7 +73,7 @@ class Collection:
         c = self
         for s in reversed(chain[: chain.index(self.scope)]):
             if id(s) not in c._entered:
-                c._entered[id(s)] = c._then(linear.Enter(s))
+                c._entered[id(s)] = c._then(linear.Enter(s, c.node))
             c = c._entered[id(s)]
         return c
 
@@ -77,15 +93,15 @@ class Collection:
     # -- linear ----------------------------------------------------------------------------------
     def map(self, f: Callable) -> Collection:
         """Each record replaced by ``f(record)`` (``f`` called once per distinct record)."""
-        return self._then(linear.Map(self.scope, f))
+        return self._then(linear.Map(self.scope, f), f)
 
     def filter(self, p: Callable) -> Collection:
         """The records for which ``p(record)`` is true (``p`` called once per distinct record)."""
-        return self._then(linear.Filter(self.scope, p))
+        return self._then(linear.Filter(self.scope, p), p)
 
     def flat_map(self, f: Callable) -> Collection:
         """Each record replaced by the records of the iterable ``f(record)``, each with the record's diff."""
-        return self._then(linear.FlatMap(self.scope, f))
+        return self._then(linear.FlatMap(self.scope, f), f)
 
     def negate(self) -> Collection:
         """Every diff negated: ``c.concat(c.negate())`` is empty."""
@@ -93,7 +109,7 @@ class Collection:
 
     def inspect(self, f: Callable) -> Collection:
         """The same collection; ``f((record, time, diff))`` is called for every update passing through."""
-        return self._then(linear.Inspect(self.scope, f))
+        return self._then(linear.Inspect(self.scope, f), f)
 
     def consolidate(self) -> Collection:
         """The same collection, its updates held until their time is complete and then consolidated."""
@@ -121,7 +137,7 @@ class Collection:
             if self.context.worker is not None:  # one of several workers: keys go to their owners first
                 source.connect(exchange := Exchange(self.scope, by_self=by_self, arrangement=name))
                 source = exchange
-            node = Arrange(self.scope, by_self=by_self, name=name)
+            node = Arrange(self.scope, by_self=by_self, name=name, source=self.node)
             source.connect(node)
             if source is not self.node:
                 exchange.arrange = node
@@ -148,13 +164,16 @@ class Collection:
         return other._arrange(by_self)
 
     # -- joins -----------------------------------------------------------------------------------
-    def _join(self, other, output, by_self: bool, name: str, _arranged=None) -> Collection:
+    def _join(self, other, output, by_self: bool, name: str, _arranged=None, f: Callable | None = None) -> Collection:
         me = self._innermost(other)
         if me is not self:
-            return me._join(other, output, by_self, name)
+            return me._join(other, output, by_self, name, f=f)
         left = self._arranged_as(_arranged, False)
         right = self._other(other, by_self)
-        return Collection(Join(self.scope, left.node, right.node, output, name=name))
+        node = Join(self.scope, left.node, right.node, output, name=name)
+        if f is not None:
+            node.label = self.context.label(function_label(name, f))
+        return Collection(node)
 
     def join(self, other, *, _arranged=None) -> Collection:
         """``(key, (v1, v2))`` for every pair of records with equal keys."""
@@ -163,7 +182,7 @@ class Collection:
 
     def join_map(self, other, f: Callable, *, _arranged=None) -> Collection:
         """``f(key, v1, v2)`` for every pair of records with equal keys."""
-        return self._join(other, record_builder(self.context.interner, f), False, "join_map", _arranged)
+        return self._join(other, record_builder(self.context.interner, f), False, "join_map", _arranged, f)
 
     def semijoin(self, keys, *, _arranged=None) -> Collection:
         """Records whose key is in ``keys`` (multiplicities multiply)."""
@@ -175,15 +194,18 @@ class Collection:
         return self._innermost(keys).concat(self.semijoin(keys, _arranged=_arranged).negate())
 
     # -- reductions ------------------------------------------------------------------------------
-    def _reduce(self, logic: type[Logic], *args, by_self: bool, name: str, _arranged=None) -> Collection:
+    def _reduce(self, logic: type[Logic], *args, by_self: bool, name: str, _arranged=None,
+                f: Callable | None = None) -> Collection:
         arranged = self._arranged_as(_arranged, by_self)
         context = self.context
-        return Collection(Reduce(self.scope, arranged.node,
-                                 logic(context.interner, *args, chunk=context.tuning.user_chunk), name=name))
+        node = Reduce(self.scope, arranged.node, logic(context.interner, *args, chunk=context.tuning.user_chunk), name=name)
+        if f is not None:
+            node.label = self.context.label(function_label(name, f))
+        return Collection(node)
 
     def reduce(self, f: Callable, *, _arranged=None) -> Collection:
         """``(key, out)`` from ``f(key, [(val, count), ...]) -> [(out, count), ...]`` per non-empty group."""
-        return self._reduce(UserReduce, f, by_self=False, name="reduce", _arranged=_arranged)
+        return self._reduce(UserReduce, f, by_self=False, name="reduce", _arranged=_arranged, f=f)
 
     def min(self, *, _arranged=None) -> Collection:
         """``(key, least val)`` per key: the smallest val with positive count."""
@@ -213,7 +235,7 @@ class Collection:
 
     def threshold(self, f: Callable, *, _arranged=None) -> Collection:
         """Each record with multiplicity ``f(record, count)``."""
-        return self._reduce(Threshold, f, by_self=True, name="threshold", _arranged=_arranged)
+        return self._reduce(Threshold, f, by_self=True, name="threshold", _arranged=_arranged, f=f)
 
     # -- iteration -------------------------------------------------------------------------------
     def iterate(self, body: Callable[[Collection], Collection], *, max_iterations: int | None = None) -> Collection:
@@ -270,6 +292,16 @@ class Arranged:
     def trace(self) -> Spine:
         """The shared trace (spine) of this arrangement."""
         return self.node.trace
+
+    def name(self, label: str) -> Arranged:
+        """This arrangement, called ``label`` in metrics (instead of its collection's name and
+        ``.by_key``/``.by_self``). Returns this arrangement; call it before the dataflow first runs."""
+        if not isinstance(label, str) or not label:
+            raise GraphError(f"an arrangement's name must be a non-empty str, got {label!r}")
+        if self.scope.context.started:
+            raise GraphError("name arrangements before df.run(): metrics keep the names they first saw")
+        self.node.label = self.scope.context.label(label)
+        return self
 
     # -- keyed: joins and reductions read this index -----------------------------------------------
     def join(self, other) -> Collection:

@@ -30,7 +30,7 @@ class Context:
       what only the frontier asks of it, such as moving its trace handles' compaction, to that pass.
     """
 
-    __slots__ = ("interner", "tuning", "worker", "started", "in_round", "quarantine", "_names")
+    __slots__ = ("interner", "tuning", "worker", "started", "in_round", "quarantine", "_names", "_labels")
 
     def __init__(self, tuning: EngineConfig) -> None:
         self.tuning = tuning
@@ -40,6 +40,14 @@ class Context:
         self.quarantine: Any = None  # user functions' failures under dead_letter (`nodes.calls.Quarantine`)
         self.in_round = False
         self._names: dict[str, int] = {}
+        self._labels: dict[str, int] = {}
+
+    def label(self, label: str) -> str:
+        """``label`` the first time it is asked for, then ``label#2``, ``label#3``, ...: the
+        operators' labels in metrics (``map(parse_view)``, a collection's name) stay apart."""
+        n = self._labels.get(label, 0) + 1
+        self._labels[label] = n
+        return label if n == 1 else f"{label}#{n}"
 
     def name_arrangement(self, kind: str) -> str:
         """A fresh name for an arrangement of ``kind`` (``arrange0``, ``arrange1``, ...)."""

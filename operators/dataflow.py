@@ -107,12 +107,19 @@ class Dataflow:
         self.epochs += 1
 
     def arrangement_stats(self) -> dict[str, dict[str, int]]:
-        """Sizes of every trace: ``{name: {"records", "batches", "bytes", "merge_work"}}``."""
-        stats = {}
-        for node in self._all_nodes():
-            for name, spine in node.arrangements():
-                stats[name] = spine.stats()
-        return stats
+        """Sizes of every trace: ``{name: {"records", "batches", "bytes", "merge_work"}}``, named as
+        ``Collection.name`` says (``views.by_key``, ``map(parse_view).by_key``, ``count.output``);
+        a name repeated in the graph is numbered from its second occurrence on, in graph order
+        (``count.output#2``), the same on every run of the same graph."""
+        pairs = [(name, spine) for node in self._all_nodes() for name, spine in node.arrangements()]
+        return {name: spine.stats() for name, spine in _numbered(pairs)}
+
+    def operator_stats(self) -> dict[str, dict[str, int]]:
+        """Per operator that remembers its user function's results (``map``, ``filter``):
+        ``{label: {"memo_records", "memo_bytes"}}``, the distinct records whose results it holds
+        and their bytes, named and numbered as ``arrangement_stats`` names arrangements."""
+        pairs = [(node.label, node.memo) for node in self._all_nodes() if getattr(node, "memo", None) is not None]
+        return {label: {"memo_records": len(memo), "memo_bytes": memo.nbytes()} for label, memo in _numbered(pairs)}
 
     def _all_nodes(self):
         stack = [self.root]
@@ -123,3 +130,20 @@ class Dataflow:
                 inner = getattr(node, "inner", None)
                 if inner is not None:
                     stack.append(inner)
+
+
+def _numbered(pairs):
+    """``(name, value)`` pairs with each repeated name numbered from its second occurrence on
+    (``name#2``, ``name#3``), skipping numbers that are names already."""
+    taken = {name for name, _ in pairs}
+    seen: dict[str, int] = {}
+    for name, value in pairs:
+        n = seen.get(name, 0) + 1
+        seen[name] = n
+        if n > 1:
+            while f"{name}#{n}" in taken:
+                n += 1
+            seen[name] = n
+            name = f"{name}#{n}"
+            taken.add(name)
+        yield name, value

@@ -116,6 +116,7 @@ class Node:
 
     observes_frontier = False
     seen: Antichain | None = None  # the frontier of the node's last step
+    _label: str | None = None  # given by `Collection.name`, or the kind and the user function
 
     def __init__(self, scope: Scope, ports: int = 1, *, name: str = "", first: bool = False) -> None:
         self.scope = scope
@@ -123,6 +124,18 @@ class Node:
         self.buffers: list[list[Updates]] = [[] for _ in range(ports)]
         self.consumers: list[tuple[Node, int]] = []
         scope.add(self, first=first)
+
+    @property
+    def label(self) -> str:
+        """What metrics and errors call this node: the name a user gave its collection
+        (``Collection.name``), else its kind with its user function's qualified name
+        (``map(parse_view)``), else its kind (``name``). Not unique: two ``map(parse_view)`` nodes
+        share it (``Dataflow`` numbers the repeats where it lists them)."""
+        return self._label or self.name
+
+    @label.setter
+    def label(self, value: str) -> None:
+        self._label = value
 
     @property
     def interner(self):
@@ -204,8 +217,8 @@ def at_node(exc: DiffError, node: Node | None) -> DiffError | None:
     re-raises ``exc`` as it is)."""
     if exc.record_ids is None or exc.operator is not None or node is None:
         return None
-    return DiffError(f"{node.name}: {exc} (the record {describe_ids(node, exc.record_ids)})",
-                     record_ids=exc.record_ids, time=exc.time, operator=node.name)
+    return DiffError(f"{node.label}: {exc} (the record {describe_ids(node, exc.record_ids)})",
+                     record_ids=exc.record_ids, time=exc.time, operator=node.label)
 
 
 def describe_ids(node: Node, ids: tuple[int, ...]) -> str:

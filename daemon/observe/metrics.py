@@ -4,7 +4,9 @@ The worker keeps plain cumulative numbers (a ``MetricsSnapshot``: updates in and
 frontiers, lag, late and dead-lettered updates); a collector turns them into metric families at
 scrape time, so the hot path never touches a Prometheus object and every known series exists
 (at 0) from the first scrape. Arrangement sizes and compaction work are costly to keep live and
-are also computed at scrape time, from ``Dataflow.arrangement_stats()``. The two histograms (epoch
+are also computed at scrape time, from ``Dataflow.arrangement_stats()``, and so are the operators'
+remembered results (``Dataflow.operator_stats()``); both are labelled with the names the dataflow
+gave (``Collection.name``) or the operator's kind and user function (``map(parse_view)``). The two histograms (epoch
 processing time, end-to-end latency) are the only live state: the worker reports each epoch to
 ``DaemonMetrics.observe_epoch``, which buckets a whole epoch's latencies with one numpy search.
 
@@ -36,9 +38,11 @@ __all__ = [
     "MetricsSnapshot",
     "snapshot_from_stats",
     "ArrangementCollector",
+    "OperatorCollector",
     "WorkerLabel",
 ]
 
+from .metrics_engine import ArrangementCollector, OperatorCollector
 from .snapshot import MetricsSnapshot, snapshot_from_stats
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,8 @@ METRIC_NAMES = (
     "ddflow_arrangement_batches",
     "ddflow_arrangement_bytes",
     "ddflow_compaction_merge_records_total",
+    "ddflow_operator_memo_records",
+    "ddflow_operator_memo_bytes",
     "ddflow_late_updates_total",
     "ddflow_dead_letters_total",
     "ddflow_input_tombstones_total",
@@ -217,48 +223,6 @@ class WorkerLabel(Collector):
         return out
 
 
-class ArrangementCollector(Collector):
-    """Arrangement sizes and compaction work, computed from the engine when Prometheus scrapes.
-
-    ``stats`` returns ``{arrangement: {"records", "batches", "bytes", "merge_work"}}``
-    (``Dataflow.arrangement_stats``) or ``None`` before a dataflow exists. The engine is mutated by
-    the worker thread while a scrape runs; a read that trips over that is retried, then skipped.
-    """
-
-    def __init__(self, stats: Callable[[], Mapping[str, Mapping[str, int]] | None], *, attempts: int = 3) -> None:
-        self.stats = stats
-        self.attempts = attempts
-
-    def describe(self) -> Iterable[Metric]:
-        return self._families({})
-
-    def collect(self) -> Iterable[Metric]:
-        for attempt in range(self.attempts):
-            try:
-                return self._families(self.stats() or {})
-            except RuntimeError:  # e.g. "dictionary changed size during iteration"
-                if attempt + 1 == self.attempts:
-                    log.warning("arrangement stats unavailable during this scrape", exc_info=True)
-        return self._families({})
-
-    @staticmethod
-    def _families(stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
-        records = GaugeMetricFamily("ddflow_arrangement_records", "Updates held by the arrangement's trace.",
-                                    labels=["arrangement"])
-        batches = GaugeMetricFamily("ddflow_arrangement_batches", "Batches in the trace's spine.",
-                                    labels=["arrangement"])
-        size = GaugeMetricFamily("ddflow_arrangement_bytes", "Bytes of the trace's numpy columns.",
-                                 labels=["arrangement"])
-        merged = CounterMetricFamily("ddflow_compaction_merge_records",
-                                     "Records processed by spine merges (compaction work).", labels=["arrangement"])
-        for name, row in sorted(stats.items()):
-            records.add_metric([name], row.get("records", 0))
-            batches.add_metric([name], row.get("batches", 0))
-            size.add_metric([name], row.get("bytes", 0))
-            merged.add_metric([name], row.get("merge_work", 0))
-        return [records, batches, size, merged]
-
-
 class BulkHistogram(Collector):
     """A Prometheus histogram fed a whole array of observations at a time (``le`` buckets)."""
 
@@ -326,6 +290,7 @@ class DaemonMetrics:
         dead_letter_reasons: Sequence[str] = (),
         snapshot: Callable[[], MetricsSnapshot] | None = None,
         arrangements: Callable[[], Mapping[str, Mapping[str, int]] | None] | None = None,
+        operators: Callable[[], Mapping[str, Mapping[str, int]] | None] | None = None,
         version: str | None = None,
         worker: int = 0,
         workers: int = 1,
@@ -339,25 +304,30 @@ class DaemonMetrics:
         self._lock = threading.Lock()
         self._snapshot = snapshot or MetricsSnapshot
         self._arrangements = arrangements or (lambda: None)
+        self._operators = operators or (lambda: None)
         self.epoch_seconds = BulkHistogram(
             "ddflow_epoch_processing_seconds", "Wall time to process one epoch.", EPOCH_BUCKETS)
         self.latency_seconds = BulkHistogram(
             "ddflow_end_to_end_latency_seconds",
             "From an update's arrival to its output being final (published with progress).", LATENCY_BUCKETS)
         for collector in (self.epoch_seconds, self.latency_seconds, _SnapshotCollector(self),
-                          ArrangementCollector(lambda: self._arrangements())):
+                          ArrangementCollector(lambda: self._arrangements()),
+                          OperatorCollector(lambda: self._operators())):
             registry.register(WorkerLabel(collector, worker))
 
     def bind(
         self,
         snapshot: Callable[[], MetricsSnapshot],
         arrangements: Callable[[], Mapping[str, Mapping[str, int]] | None] | None = None,
+        operators: Callable[[], Mapping[str, Mapping[str, int]] | None] | None = None,
     ) -> None:
         """Point the scrape-time collectors at a (new) worker."""
         with self._lock:
             self._snapshot = snapshot
             if arrangements is not None:
                 self._arrangements = arrangements
+            if operators is not None:
+                self._operators = operators
 
     def snapshot(self) -> MetricsSnapshot:
         with self._lock:

@@ -25,9 +25,10 @@ class Arrange(Node):
 
     observes_frontier = True  # the trace's upper follows the frontier
 
-    def __init__(self, scope: Scope, *, by_self: bool, name: str) -> None:
+    def __init__(self, scope: Scope, *, by_self: bool, name: str, source: Node | None = None) -> None:
         super().__init__(scope, name=name)
         self.by_self = by_self
+        self.source = source  # the node whose collection this arranges (names the arrangement)
         self.trace = Spine(scope.depth, name, config=self.tuning)
         self.unit = self.interner.id(())
 
@@ -50,6 +51,21 @@ class Arrange(Node):
         self.connect(node, port)
         return self.trace.handle()
 
+    @property
+    def label(self) -> str:
+        """The arrangement's name in metrics: the name given it (``Arranged.name``), else its
+        collection's label and how it is keyed (``views.by_key``, ``map(parse_view).by_self``),
+        else ``name``."""
+        if self._label:
+            return self._label
+        if self.source is not None:
+            return f"{self.source.label}.{'by_self' if self.by_self else 'by_key'}"
+        return self.name
+
+    @label.setter
+    def label(self, value: str) -> None:
+        self._label = value
+
     def arrangements(self):
-        return ((self.name, self.trace),)
+        return ((self.label, self.trace),)
 

@@ -10,6 +10,7 @@ Nothing is paid while no function raises.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -27,6 +28,16 @@ def describe(f: Callable) -> tuple[str, str]:
     name = getattr(target, "__qualname__", None) or type(f).__qualname__
     where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "built-in"
     return name, where
+
+
+def function_label(kind: str, f: Callable) -> str:
+    """``kind(qualified name)``, what metrics call an operator of ``kind`` running ``f``
+    (``map(parse_view)``); a lambda is named with its file and line too (``map(<lambda> flows.py:12)``),
+    since one module holds many."""
+    name, where = describe(f)
+    if "<lambda>" in name and where != "built-in":
+        name = f"{name} {os.path.basename(where)}"
+    return f"{kind}({name})"
 
 
 def failure(operator: str, f: Callable, exc: BaseException, *, record: object = None,

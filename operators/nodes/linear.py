@@ -213,8 +213,18 @@ class Consolidate(Node):
 class Enter(Linear):
     """Ingress into a loop scope: times gain a loop counter of 0."""
 
-    def __init__(self, scope: Scope) -> None:
+    def __init__(self, scope: Scope, source: Node | None = None) -> None:
         super().__init__(scope, name="enter", first=True)
+        self.source = source  # the outer node whose collection this brings in (names it)
+
+    @property
+    def label(self) -> str:
+        """The entered collection's label (``edges``, not ``enter``), unless named itself."""
+        return self._label or (self.source.label if self.source is not None else self.name)
+
+    @label.setter
+    def label(self, value: str) -> None:
+        self._label = value
 
     def apply(self, u: Updates) -> Updates:
         times = np.concatenate([u.times, np.zeros((len(u), 1), dtype=np.int64)], axis=1)

@@ -229,6 +229,10 @@ def test_run_serves_every_family_and_exits_0_on_sigterm_with_output_final(
         arranged = [k for k in values if k[0] == "ddflow_arrangement_records"]
         assert arranged and all(values[k] >= 0 for k in arranged)
         assert sum(values[k] for k in arranged) > 0
+        # labelled as the dataflow names them (reachability's Collection.name), its map by its function
+        assert {dict(k[1])["arrangement"] for k in arranged} == {"edges.by_key", "reach.by_key", "candidates.by_self",
+                                                                 "reached.output"}
+        assert value(values, "ddflow_operator_memo_records", operator="map(_swap)") >= len(view)
 
         # more input, promised but not on an epoch boundary; SIGTERM must publish it and exit 0
         with UpdateProducer(edges, options) as producer:

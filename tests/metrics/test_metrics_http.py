@@ -24,6 +24,7 @@ EXPECTED = {
     "ddflow_output_frontier_timestamp_seconds",
     "ddflow_last_epoch_timestamp_seconds", "ddflow_worker_loop_timestamp_seconds", "ddflow_consumer_lag_messages", "ddflow_arrangement_records",
     "ddflow_arrangement_batches", "ddflow_arrangement_bytes", "ddflow_compaction_merge_records_total",
+    "ddflow_operator_memo_records", "ddflow_operator_memo_bytes",
     "ddflow_late_updates_total", "ddflow_dead_letters_total", "ddflow_input_tombstones_total", "ddflow_ready",
     "ddflow_exchange_wait_seconds_total", "ddflow_exchange_waiting",
 }

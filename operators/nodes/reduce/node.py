@@ -120,7 +120,7 @@ class Reduce(Node):
         return np.concatenate([super().pending_times(), self.pending_at])
 
     def arrangements(self):
-        return ((self.output.name, self.output),)
+        return ((f"{self.label}.output", self.output),)
 
     def held_ids(self):
         """Buffers and the output trace (``Node.held_ids``), and the keys of the times to revisit."""
