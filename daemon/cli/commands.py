@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...config import Config, ConfigError, load_config, parse_address
+from .logoutput import is_json, progress
 from .signals import on_signals
 from .usage import ENV, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError
 
@@ -148,7 +149,8 @@ def compile_kernels() -> int:
     engine = precompile.jobs()
     first = dict(list(engine.items())[:4])  # the longest compilations go first
     todo = {**first, **precompile.jobs("ddflow.daemon.formats.kernels", CODEC), **engine}
-    return precompile.ensure_compiled(todo, progress=precompile.stderr_progress())
+    prefix = "compiling kernels (first run)"
+    return precompile.ensure_compiled(todo, progress=progress(prefix) if is_json() else precompile.stderr_progress(prefix))
 
 
 def _with_bootstrap(config: Config, bootstrap: str, *, source: str) -> Config:
@@ -190,7 +192,8 @@ def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: s
             service.run(timeout=timeout)
         except StuckWorker as exc:  # its thread is blocked in a call that cannot be interrupted
             log.error("%s", exc)
-            print(f"ddflow run: {exc}", file=sys.stderr, flush=True)
+            if not is_json():  # a JSON line said it already
+                print(f"ddflow run: {exc}", file=sys.stderr, flush=True)
             logging.shutdown()
             os._exit(EXIT_FAILURE)
     log.info("stopped: %d epochs, output frontier %s", service.stats.epochs, service.stats.output_frontier)

@@ -25,6 +25,7 @@ from typing import Any
 
 from ...config import ConfigError
 from .commands import ENV, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from .logoutput import FORMATS, configure, report
 
 __all__ = ["main", "build_parser", "ENV"]
 
@@ -60,6 +61,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     )
     _env_flag(parser, "--log-level", "log_level", environ, default="INFO",
               choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log verbosity")
+    _env_flag(parser, "--log-format", "log_format", environ, default="text", choices=list(FORMATS),
+              help="log lines on stderr: text, or json (one JSON object per line: time, level, logger, "
+                   "message, exception)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run the daemon described by a config file", formatter_class=_Formatter,
@@ -198,17 +202,16 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure(args.log_level, args.log_format)
     from .commands import COMMANDS, UsageError
 
     try:
         return COMMANDS[args.command](args)
     except ConfigError as exc:
-        print(f"ddflow {args.command}: invalid configuration:\n{exc}", file=sys.stderr)
+        report(f"ddflow {args.command}: invalid configuration:\n{exc}", exc)
         return EXIT_USAGE
     except UsageError as exc:
-        print(f"ddflow {args.command}: {exc}", file=sys.stderr)
+        report(f"ddflow {args.command}: {exc}", exc)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_OK
@@ -216,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..exceptions import DaemonError
 
         if isinstance(exc, DaemonError):
-            print(f"ddflow {args.command}: {exc}", file=sys.stderr)
+            report(f"ddflow {args.command}: {exc}", exc)
             log.debug("traceback", exc_info=True)
             return EXIT_FAILURE
         raise

@@ -13,6 +13,7 @@ ENV = {
     "bootstrap": "KAFKA_BOOTSTRAP",
     "metrics_address": "DDFLOW_METRICS_ADDRESS",
     "log_level": "DDFLOW_LOG_LEVEL",
+    "log_format": "DDFLOW_LOG_FORMAT",
     "broker_port": "DDFLOW_BROKER_PORT",
 }
 
