@@ -1,34 +1,60 @@
-"""Dead letters: malformed or rejected input goes to a topic, with where it came from and why.
+"""Dead letters: input the daemon could not take goes to a topic as it came, with why in headers.
 
-One dead letter per bad input message, however many of its updates are bad: a msgpack map on
-the dead-letter topic::
+A dead letter follows Kafka Connect's dead-letter-queue convention
+(``errors.deadletterqueue.context.headers.enable``), so any Kafka client, kcat or Connect tooling
+reads it without ddflow: the record's **value and key are the original message's**, byte for byte,
+and where it came from and why are UTF-8 string headers:
 
-    {"input": name, "topic": t, "partition": p, "offset": o,
-     "counts": {reason: n, ...},            # bad updates per reason (1 for a whole bad message)
-     "indexes": {reason: [i, ...] | nil},   # their positions in the batch (nil: the whole message)
-     "details": {reason: text},             # what was wrong with the first of each reason
-     "raw": bytes, "raw_size": n}
+=========================================  =====================================================
+``__connect.errors.topic``                 the input message's topic (absent: no single message)
+``__connect.errors.partition``             its partition
+``__connect.errors.offset``                its offset
+``__connect.errors.connector.name``        the daemon's group id, when known
+``__connect.errors.task.id``               the worker that read it
+``__connect.errors.stage``                 ``VALUE_CONVERTER`` (the decoder refused it), ``TASK_PUT``
+                                           (only late updates refused), ``TRANSFORMATION`` (a
+                                           user function raised)
+``__connect.errors.class.name``            the decoder's class, or the user function's name
+``__connect.errors.exception.class.name``  the first reason (`formats.types.REASONS`), or the
+                                           user function's exception class (``builtins.KeyError``)
+``__connect.errors.exception.message``     what was wrong with the first bad update
+``__connect.errors.exception.stacktrace``  the user function's traceback (user functions only)
+``ddflow.reason``                          each reason, once, in message order (repeated header)
+``ddflow.input``                           the input's name (a user function: operator and function)
+``ddflow.counts``                          JSON ``{reason: bad updates}`` (1 for a whole message)
+``ddflow.indexes``                         JSON ``{reason: [position, ...] | null}`` (null: the
+                                           whole message; positions count every update, good or bad)
+``ddflow.details``                         JSON ``{reason: what was wrong with its first update}``
+``ddflow.value.size``                      the original value's size in bytes
+``ddflow.value.format``                    user functions only: ``json`` or ``repr`` (see below)
+``ddflow.operator``, ``ddflow.function``,  user functions only: the operator's kind, the function's
+``ddflow.where``, ``ddflow.time``          qualified name, its file and line, the record's time
+=========================================  =====================================================
 
-``reason`` is one of `formats.types.REASONS`; the positions count every update of the message, good or
-bad. ``raw`` is the message value, stored once (cut to ``max_raw_bytes``; ``raw_size`` is its
-full size). A dead letter's size is bounded whatever the message: at most `MAX_LISTED` positions
-are listed in all (``counts`` still counts every bad update) and each detail is cut to
-`MAX_DETAIL` characters, so a dead letter is at most ``max_raw_bytes`` + `OVERHEAD_BYTES` (topic
-names up to Kafka's 249 characters included). The key is ``"topic:partition:offset"`` and each
-reason is also a header (``ddflow-reason``), so tools can filter without decoding; the source
-position and the first reason with its detail are also in Kafka Connect's dead-letter headers
-(`connect_headers`: ``__connect.errors.topic``, ``.partition``, ``.offset``,
-``.exception.class.name``, ``.exception.message``). Dead letters
-are written through the worker's producer, inside the epoch's transaction when there is one.
+One dead letter per bad input message however many of its updates are bad: a batch whose updates
+are partly malformed or late is dead-lettered whole (its good updates are still processed), the
+bad ones' positions in ``ddflow.indexes``. A record a user function raised on under
+``on_error = "dead_letter"`` has no single input message (it may come out of a join): its value is
+the record as JSON (an array per tuple; ``ddflow.value.format`` ``json``), or its Python ``repr``
+in UTF-8 when JSON cannot hold it (bytes, non-finite floats: ``repr``); its key names the function
+and the record, the same at every replay.
+
+Size: the value is cut to ``max_raw_bytes`` only when larger (``ddflow.value.size`` then says the
+full size); headers are bounded whatever the message (at most `MAX_LISTED` positions listed,
+``ddflow.counts`` still counts every bad update; each detail cut to `MAX_DETAIL` characters), so
+a dead letter is at most ``max_raw_bytes`` + `OVERHEAD_BYTES`, within librdkafka's default
+``message.max.bytes`` (`MAX_MESSAGE_BYTES`). Dead letters are written through the worker's
+producer, inside the epoch's transaction when there is one; a replay may write one again
+(`decode_dead_letter` reads one back; dedupe by topic, partition and offset).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+import traceback
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import msgpack
 
 from .exceptions import WireError
 from .formats.types import Malformed, REASONS
@@ -36,20 +62,29 @@ from .observe.rejections import RejectionLog
 from .observe.stats import Stats
 
 __all__ = ["DeadLetter", "DeadLetterWriter", "decode_dead_letter", "connect_headers", "MAX_LISTED", "MAX_DETAIL",
-           "OVERHEAD_BYTES"]
+           "OVERHEAD_BYTES", "MAX_MESSAGE_BYTES", "STAGES"]
 
-Produce = Callable[[str, bytes, bytes, list[tuple[str, bytes]]], None]
+Produce = Callable[[str, bytes | None, bytes, list[tuple[str, bytes]]], None]
+Headers = Iterable[tuple[str, bytes | str | None]] | None
 
 MAX_LISTED = 10_000  # positions listed per dead letter, over all reasons
 MAX_DETAIL = 256  # characters kept of each detail
-# envelope (~100 B) + input name and topic (<= 2 x 249 B) + positions (<= 5 B each) + one
-# detail per reason (<= 4 x 256 B of UTF-8 each, 13 reasons) + the reasons' names
-OVERHEAD_BYTES = 1_024 + 5 * MAX_LISTED + len(REASONS) * (4 * MAX_DETAIL + 64)
+MAX_TRACE = 8_192  # characters kept of a user function's traceback
+MAX_MESSAGE_BYTES = 1_000_000  # librdkafka's default message.max.bytes: a dead letter fits it
+# Connect headers with topic (<= 249 B) and the class names, the input name (<= 249 B), the
+# positions as JSON (<= 6 B each), each reason's detail twice at most (<= 6 B a character once
+# JSON-escaped), the reasons' names, counts and the user-function headers
+OVERHEAD_BYTES = 2_048 + 6 * MAX_LISTED + len(REASONS) * (2 * 6 * MAX_DETAIL + 96) + MAX_TRACE
+STAGES = {"decode": "VALUE_CONVERTER", "late": "TASK_PUT", "function": "TRANSFORMATION"}
+PREFIX = "__connect.errors."
 
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """One dead-lettered input message and what was wrong with it (see the module docstring)."""
+    """One dead letter read back (see the module docstring): ``raw`` is the original value (cut
+    past ``raw_size`` bytes), ``key`` the original key; ``topic``/``partition``/``offset`` the
+    message's position (``""``, -1, -1 for a user function's record); ``input`` the input's name
+    (a user function's: ``"{operator} {function}"``); ``worker`` the worker that wrote it."""
 
     input: str
     topic: str
@@ -60,6 +95,10 @@ class DeadLetter:
     details: dict[str, str]
     raw: bytes
     raw_size: int
+    key: bytes | None = None
+    stage: str = ""
+    exception: str = ""
+    worker: int | None = None
 
     @property
     def reasons(self) -> list[str]:
@@ -93,13 +132,16 @@ class DeadLetter:
 
 
 class DeadLetterWriter:
-    """Writes dead letters to ``topic`` through ``produce(topic, key, value, headers)``."""
+    """Writes dead letters to ``topic`` through ``produce(topic, key, value, headers)``; ``worker``
+    (its index) and ``name`` (the daemon's group id) go in every dead letter's headers."""
 
-    def __init__(self, topic: str, produce: Produce, *, stats: Stats | None = None, max_raw_bytes: int = 1 << 16):
+    def __init__(self, topic: str, produce: Produce, *, stats: Stats | None = None,
+                 max_raw_bytes: int | None = None, worker: int | None = None, name: str | None = None):
         self.topic = topic
         self._produce = produce
         self._stats = stats
-        self.max_raw_bytes = max_raw_bytes
+        self.max_raw_bytes = MAX_MESSAGE_BYTES - OVERHEAD_BYTES if max_raw_bytes is None else max_raw_bytes
+        self.worker, self.name = worker, name
         self.written = 0
         self.said = RejectionLog(topic)  # the log's account of what is written here
 
@@ -116,9 +158,12 @@ class DeadLetterWriter:
         offset: int,
         raw: bytes | None,
         errors: Sequence[Malformed],
+        key: bytes | None = None,
+        decoder: str = "",
     ) -> None:
-        """One dead letter for the message at ``topic[partition]`` ``offset`` whose bad updates
-        (or the whole message, ``index`` None) are ``errors``, in message order or not."""
+        """One dead letter for the message at ``topic[partition]`` ``offset`` (value ``raw``, key
+        ``key``) whose bad updates (or the whole message, ``index`` None) are ``errors``, in message
+        order or not; ``decoder``: the class that decoded it (`__connect.errors.class.name`)."""
         if not errors:
             raise WireError(f"writing a dead letter for {topic}[{partition}] offset {offset}: no errors given")
         counts: dict[str, int] = {}
@@ -142,24 +187,16 @@ class DeadLetterWriter:
                     positions.append(bad.index)
                     listed += 1
         raw = raw or b""
-        value = msgpack.packb(
-            {
-                "input": input,
-                "topic": topic,
-                "partition": partition,
-                "offset": offset,
-                "counts": counts,
-                "indexes": indexes,
-                "details": details,
-                "raw": raw[: self.max_raw_bytes],
-                "raw_size": len(raw),
-            },
-            use_bin_type=True,
-        )
-        headers = [("ddflow-reason", reason.encode()) for reason in counts]
         first = next(iter(counts))
-        headers += connect_headers(topic, partition, offset, first, details[first])
-        self._produce(self.topic, f"{topic}:{partition}:{offset}".encode(), value, headers)
+        late_only = set(counts) == {"late"}
+        headers = connect_headers(topic, partition, offset, first, details[first])
+        headers += self._context("late" if late_only else "decode",
+                                 "ddflow.daemon.input.rejects.late_updates" if late_only else decoder)
+        headers += [("ddflow.reason", reason.encode()) for reason in counts]
+        headers += [("ddflow.input", input.encode()), ("ddflow.counts", _json(counts)),
+                    ("ddflow.indexes", _json(indexes)), ("ddflow.details", _json(details)),
+                    ("ddflow.value.size", str(len(raw)).encode())]
+        self._produce(self.topic, key, raw[: self.max_raw_bytes], headers)
         self.written += 1
         self.said.record(input=input, topic=topic, partition=partition, offset=offset, counts=counts, details=details)
         if self._stats is not None:
@@ -167,61 +204,98 @@ class DeadLetterWriter:
 
     def write_failure(self, error: Any) -> None:
         """One dead letter for a record a user function raised on (a `UserFunctionError` taken by the
-        dataflow's ``dead_letter`` policy): ``input`` names the operator and function, ``raw`` is the
-        record's ``repr``, the detail the error (function, file, line, exception, record, time); no
-        topic position (``""``, -1, -1). The key is the function and the record, the same at every
-        replay, so a reader deduplicates by it."""
-        raw = repr(error.record).encode()
+        dataflow's ``dead_letter`` policy): the value is the record as JSON (or its ``repr``), the
+        headers the operator, function, file and line, time and exception with its traceback; no
+        topic position. The key is the function and the record, the same at every replay, so a
+        reader deduplicates by it."""
+        try:
+            raw, shape = json.dumps(error.record, allow_nan=False, ensure_ascii=False).encode(), "json"
+        except (TypeError, ValueError):
+            raw, shape = repr(error.record).encode(), "repr"
         detail = _cut(str(error))
-        value = msgpack.packb(
-            {"input": f"{error.operator} {error.function}", "topic": "", "partition": -1, "offset": -1,
-             "counts": {"user_function": 1}, "indexes": {"user_function": None},
-             "details": {"user_function": detail}, "raw": raw[: self.max_raw_bytes], "raw_size": len(raw)},
-            use_bin_type=True,
-        )
-        key = f"{error.function} {error.where}: {raw[:512].decode(errors='replace')}".encode()
-        self._produce(self.topic, key, value, [("ddflow-reason", b"user_function"),
-                                               *connect_headers("", -1, -1, "user_function", detail)])
+        cause = error.__cause__
+        exception = "" if cause is None else f"{type(cause).__module__}.{type(cause).__qualname__}"
+        name = f"{error.operator} {error.function}"
+        headers = [(PREFIX + "exception.class.name", exception.encode()),
+                   (PREFIX + "exception.message", detail.encode())]
+        if cause is not None:
+            trace = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+            headers.append((PREFIX + "exception.stacktrace", trace[-MAX_TRACE:].encode()))
+        headers += self._context("function", error.function)
+        headers += [("ddflow.reason", b"user_function"), ("ddflow.input", name.encode()),
+                    ("ddflow.counts", b'{"user_function": 1}'), ("ddflow.indexes", b'{"user_function": null}'),
+                    ("ddflow.details", _json({"user_function": detail})),
+                    ("ddflow.value.size", str(len(raw)).encode()), ("ddflow.value.format", shape.encode()),
+                    ("ddflow.operator", str(error.operator).encode()), ("ddflow.function", str(error.function).encode()),
+                    ("ddflow.where", str(error.where).encode())]
+        if error.time is not None:
+            headers.append(("ddflow.time", str(error.time).encode()))
+        key = f"{error.function} {error.where}: {repr(error.record)[:512]}".encode()
+        self._produce(self.topic, key, raw[: self.max_raw_bytes], headers)
         self.written += 1
         self.said.record(input=error.operator, topic="", partition=-1, offset=-1, counts={"user_function": 1},
-                         details={"user_function": detail}, where=f"{error.operator} {error.function} ({error.where})")
+                         details={"user_function": detail}, where=f"{name} ({error.where})")
+
+    def _context(self, stage: str, executing: str) -> list[tuple[str, bytes]]:
+        """Connect's headers naming who failed: connector (the daemon), task (the worker), stage, class."""
+        headers = [] if self.name is None else [(PREFIX + "connector.name", self.name.encode())]
+        if self.worker is not None:
+            headers.append((PREFIX + "task.id", str(self.worker).encode()))
+        headers.append((PREFIX + "stage", STAGES[stage].encode()))
+        if executing:
+            headers.append((PREFIX + "class.name", executing.encode()))
+        return headers
 
     @property
     def max_bytes(self) -> int:
-        """The largest dead letter this writer produces."""
+        """The largest dead letter this writer produces (value, key and headers)."""
         return self.max_raw_bytes + OVERHEAD_BYTES
 
 
 def connect_headers(topic: str, partition: int, offset: int, reason: str, detail: str) -> list[tuple[str, bytes]]:
-    """Where a dead letter came from and why, in the headers Kafka Connect's dead-letter queues use
-    (``errors.deadletterqueue.context.headers.enable``), so any client or Connect tooling reads them
-    without decoding the value: ``__connect.errors.topic``, ``.partition``, ``.offset``,
-    ``.exception.class.name`` (the reason) and ``.exception.message`` (its detail), UTF-8 strings."""
-    return [("__connect.errors.topic", topic.encode()), ("__connect.errors.partition", str(partition).encode()),
-            ("__connect.errors.offset", str(offset).encode()),
-            ("__connect.errors.exception.class.name", reason.encode()),
-            ("__connect.errors.exception.message", detail.encode())]
+    """Where a dead letter came from and why, in Kafka Connect's dead-letter headers:
+    ``__connect.errors.topic``, ``.partition``, ``.offset``, ``.exception.class.name`` (the reason)
+    and ``.exception.message`` (its detail), UTF-8 strings as Connect writes them."""
+    return [(PREFIX + "topic", topic.encode()), (PREFIX + "partition", str(partition).encode()),
+            (PREFIX + "offset", str(offset).encode()),
+            (PREFIX + "exception.class.name", reason.encode()),
+            (PREFIX + "exception.message", detail.encode())]
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 3] + "..."
 
 
-def decode_dead_letter(value: bytes) -> DeadLetter:
-    """Read a dead-letter message value back."""
+def decode_dead_letter(value: bytes | None, headers: Headers, key: bytes | None = None) -> DeadLetter:
+    """Read a dead letter back from its value, headers (as a Kafka client gives them: ``(name,
+    bytes)`` pairs) and key; a `WireError` when the headers are not a ddflow dead letter's."""
+    found: dict[str, str] = {}
     try:
-        obj: dict[str, Any] = msgpack.unpackb(value, raw=False)
-        indexes: Mapping[str, Any] = obj["indexes"]
+        for name, data in headers or ():
+            if name not in found and data is not None:
+                found[name] = data if isinstance(data, str) else data.decode()
+        counts = json.loads(found["ddflow.counts"])
+        indexes = json.loads(found["ddflow.indexes"])
+        raw = value or b""
         return DeadLetter(
-            input=obj["input"],
-            topic=obj["topic"],
-            partition=obj["partition"],
-            offset=obj["offset"],
-            counts=dict(obj["counts"]),
-            indexes={r: (None if v is None else list(v)) for r, v in indexes.items()},
-            details=dict(obj["details"]),
-            raw=obj["raw"],
-            raw_size=obj["raw_size"],
+            input=found["ddflow.input"],
+            topic=found.get(PREFIX + "topic", ""),
+            partition=int(found.get(PREFIX + "partition", -1)),
+            offset=int(found.get(PREFIX + "offset", -1)),
+            counts={str(r): int(n) for r, n in counts.items()},
+            indexes={str(r): (None if v is None else [int(i) for i in v]) for r, v in indexes.items()},
+            details={str(r): str(d) for r, d in json.loads(found["ddflow.details"]).items()},
+            raw=raw,
+            raw_size=int(found.get("ddflow.value.size", len(raw))),
+            key=key,
+            stage=found.get(PREFIX + "stage", ""),
+            exception=found.get(PREFIX + "exception.class.name", ""),
+            worker=int(found[PREFIX + "task.id"]) if PREFIX + "task.id" in found else None,
         )
     except Exception as exc:
-        raise WireError(f"decoding a dead letter: {value[:80]!r} is not a dead-letter record ({exc})") from exc
+        names = sorted(found) or "none"
+        raise WireError(f"decoding a dead letter: its headers ({names}) are not a ddflow dead letter's ({exc!r})") from exc

@@ -84,6 +84,9 @@ class _Message:
     def value(self) -> bytes | None:
         return self._value
 
+    def key(self) -> bytes | None:
+        return None  # `ReplaySource.send` takes values only
+
     def timestamp(self) -> tuple[int, int]:
         return (1, self._timestamp_ms)  # TIMESTAMP_CREATE_TIME
 
@@ -276,7 +279,7 @@ class ListSink(WindowCommits):
         self._commits = Committer("ddflow-list-commit", background=background)
         self._inflight = 0  # epochs in the commit in flight
         self.opened = self.closed = 0
-        self._staged: list[bytes] = []
+        self._staged: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]] = []
         self._staged_since: float | None = None
         self.dead_letters = DeadLetterWriter(dead_letter_topic, self._stage, stats=self.stats) if dead_letter_topic else None
 
@@ -299,7 +302,7 @@ class ListSink(WindowCommits):
     def _stage(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
         if self._staged_since is None:
             self._staged_since = time.monotonic()
-        self._staged.append(value)
+        self._staged.append((key, value, headers))
 
     def staged_for(self) -> float:
         return 0.0 if self._staged_since is None else time.monotonic() - self._staged_since
@@ -328,7 +331,7 @@ class ListSink(WindowCommits):
     def _collect(self) -> bool:
         window = self._commits.result()
         self._inflight = 0
-        self.dead.extend(decode_dead_letter(v) for v in window.extra["staged"])
+        self.dead.extend(decode_dead_letter(v, h, k) for k, v, h in window.extra["staged"])
         for epoch in window.items:
             self.epochs.append(epoch)
             self.committed.update(epoch.offsets)

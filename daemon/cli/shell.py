@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import sys
 import threading
@@ -205,14 +204,10 @@ def _tail_output(args: argparse.Namespace, topic: str, bootstrap: str, fmt: str,
 
 
 def _decode_dead_letter(message: Any) -> Any:
-    """The dead letter of a message, as `deadletter.decode_dead_letter` reads it (from the value,
-    or from the value and the headers)."""
+    """The dead letter of a message: its original value and key, the reasons from its headers."""
     from ..deadletter import decode_dead_letter
 
-    takes = len(inspect.signature(decode_dead_letter).parameters)
-    if takes >= 2:
-        return decode_dead_letter(message.value(), message.headers())
-    return decode_dead_letter(message.value())
+    return decode_dead_letter(message.value(), message.headers(), message.key())
 
 
 def _tail_dead_letters(args: argparse.Namespace, topic: str, bootstrap: str) -> int:
@@ -254,23 +249,23 @@ def _tail_dead_letters(args: argparse.Namespace, topic: str, bootstrap: str) -> 
 
 
 def _print_dead_letter(letter: Any, as_json: bool) -> None:
-    fields = dataclasses.asdict(letter) if dataclasses.is_dataclass(letter) else dict(vars(letter))
-    if as_json:
-        raw = fields.get("raw")
-        if isinstance(raw, bytes):
+    fields = dataclasses.asdict(letter)
+    for name in ("raw", "key"):  # the original bytes: text when they are UTF-8, else hex
+        data = fields.get(name)
+        if isinstance(data, bytes):
             try:
-                fields["raw"] = raw.decode("utf-8")
+                fields[name] = data.decode("utf-8")
             except UnicodeDecodeError:
-                fields["raw"] = raw.hex()
+                fields[name] = data.hex() if as_json else data
+    if as_json:
         print(json.dumps(fields, default=repr), flush=True)
         return
-    where = f"{fields.get('topic')}[{fields.get('partition')}] offset {fields.get('offset')}"
-    reasons = ", ".join(getattr(letter, "reasons", None) or [str(getattr(letter, "reason", "?"))])
-    print(f"dead letter from {where} (input {fields.get('input')!r}): {reasons}: {getattr(letter, 'detail', '')}",
+    where = (f"{letter.topic}[{letter.partition}] offset {letter.offset}" if letter.topic
+             else f"a record of {letter.input}")
+    print(f"dead letter from {where} (input {letter.input!r}): {', '.join(letter.reasons)}: {letter.detail}",
           flush=True)
-    raw = fields.get("raw")
-    if raw is not None:
-        print(f"  raw {raw!r:.200}", flush=True)
+    cut = "" if letter.raw_size == len(letter.raw) else f" (first {len(letter.raw)} of {letter.raw_size} bytes)"
+    print(f"  value{cut} {fields['raw']!r:.200}", flush=True)
 
 
 def _order(item: tuple[Any, Any]) -> tuple[str, str]:

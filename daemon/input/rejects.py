@@ -8,8 +8,9 @@ same offsets). Policy ``advance`` moves a late update to that frontier (counted)
 dead-letters it (`late_updates`). This depends only on the offsets read, never on how messages
 fall into polls, so a replay classifies every update as the run that published it did.
 
-A message with anything wrong (malformed updates, rejected late ones) gives one dead letter
-naming its topic, partition, offset and every reason (`dead_letter`); without a dead-letter
+A message with anything wrong (malformed updates, rejected late ones) gives one dead letter: the
+message's own value and key, with its topic, partition, offset and every reason in headers
+(`dead_letter`, `deadletter`); without a dead-letter
 writer the reasons are counted and logged, and the message's good updates are kept either way.
 """
 
@@ -30,10 +31,11 @@ log = logging.getLogger("ddflow.daemon.input.source")
 
 def dead_letter(
     writer: DeadLetterWriter | None, stats: Stats, spec: InputSpec, topic: str, partition: int, offset: int,
-    value: bytes | None, bad: list[Malformed],
+    value: bytes | None, bad: list[Malformed], *, key: bytes | None = None,
 ) -> None:
-    """One dead letter for the message at ``topic[partition] offset`` of input ``spec``, naming all
-    of ``bad``; without a ``writer``, count the reasons in ``stats`` and log a warning."""
+    """One dead letter for the message at ``topic[partition] offset`` of input ``spec`` (its
+    ``value`` and ``key`` as they came), naming all of ``bad``; without a ``writer``, count the
+    reasons in ``stats`` and log a warning."""
     where = f"{topic}[{partition}] offset {offset}"
     if writer is None:
         counts = stats.input(spec.name).dead_letters
@@ -43,7 +45,9 @@ def dead_letter(
                     len(bad), bad[0].reason, bad[0].detail)
         return
     log.debug("dead letter from %s: %d bad, first %s: %s", where, len(bad), bad[0].reason, bad[0].detail)
-    writer.write(input=spec.name, topic=topic, partition=partition, offset=offset, raw=value, errors=bad)
+    decoder = type(spec.decoder)
+    writer.write(input=spec.name, topic=topic, partition=partition, offset=offset, raw=value, errors=bad, key=key,
+                 decoder=f"{decoder.__module__}.{decoder.__qualname__}")
 
 
 def late_updates(

@@ -319,7 +319,7 @@ class KafkaSource(ConsumerTransport, Pacing):
                     state.progress.on_progress(partition, decoded.progress)
             if not len(decoded):
                 if bad:
-                    dead_letter(self.dead_letters, self.stats, spec, topic, partition, offset, value, bad)
+                    dead_letter(self.dead_letters, self.stats, spec, topic, partition, offset, value, bad, key=msg.key())
                 continue
             if spec.policy == "reclock":
                 bindings = self._bindings.get(topic)
@@ -348,7 +348,7 @@ class KafkaSource(ConsumerTransport, Pacing):
                     block = Block.from_rows(late_updates(spec, stats, decoded, behind, bad))
                 state.progress.on_times(partition, hi)
             if bad:
-                dead_letter(self.dead_letters, self.stats, spec, topic, partition, offset, value, bad)
+                dead_letter(self.dead_letters, self.stats, spec, topic, partition, offset, value, bad, key=msg.key())
             if not len(block):
                 continue
             polled.blocks[spec.name].append(block)

@@ -142,7 +142,8 @@ class KafkaSink(WindowCommits, TransactionalPublisher):
         self._staged: list[Staged] = []
         self._staged_since: float | None = None
         self.dead_letters = (
-            DeadLetterWriter(dead_letter_topic, self._stage_dead_letter, stats=self.stats) if dead_letter_topic else None
+            DeadLetterWriter(dead_letter_topic, self._stage_dead_letter, stats=self.stats, worker=writer[0],
+                             name=group_id) if dead_letter_topic else None
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------

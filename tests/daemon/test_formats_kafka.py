@@ -201,12 +201,16 @@ def test_debezium_source_decodes_events_counts_tombstones_and_dead_letters_the_r
         assert sorted(ups) == sorted(expected)
         dlp.flush()
         messages = read_topic(kafka_options["bootstrap.servers"], dlq, 1)
-        letters = {decode_dead_letter(m.value()).reason: decode_dead_letter(m.value()) for m in messages}
-        # Kafka Connect's dead-letter headers, readable by any client without decoding the value
+        letters = {x.reason: x for x in (decode_dead_letter(m.value(), m.headers(), m.key()) for m in messages)}
+        # Kafka Connect's dead-letter headers, readable by any client without ddflow
         connect = {h[0]: h[1].decode() for m in messages for h in (m.headers() or [])
-                   if decode_dead_letter(m.value()).reason == "field_range" and h[0].startswith("__connect.errors.")}
+                   if decode_dead_letter(m.value(), m.headers()).reason == "field_range"
+                   and h[0].startswith("__connect.errors.")}
         assert connect == {"__connect.errors.topic": topic, "__connect.errors.partition": "1",
                            "__connect.errors.offset": str(letters["field_range"].offset),
+                           "__connect.errors.stage": "VALUE_CONVERTER",
+                           "__connect.errors.class.name": f"{type(spec.decoder).__module__}."
+                                                          f"{type(spec.decoder).__qualname__}",
                            "__connect.errors.exception.class.name": "field_range",
                            "__connect.errors.exception.message": letters["field_range"].detail}
         assert set(letters) == set(bad)
@@ -237,7 +241,7 @@ def test_json_source_keeps_the_good_updates_of_a_partly_bad_batch(kafka_options,
         ups = drain(source, T_MIN, lambda ups: len(ups) == 3 and source.frontier() == 200)
         assert sorted(ups) == [((7, "home"), 100, 1), ((8, "about"), 101, 1), ((11, "blog"), 103, -1)]
         dlp.flush()
-        letters = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
+        letters = [decode_dead_letter(m.value(), m.headers(), m.key()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
         assert [(x.offset, x.counts, x.indexes) for x in letters] == [
             (1, {"missing_field": 1, "zero_diff": 1}, {"missing_field": [1], "zero_diff": [2]}),
             (3, {"bad_json": 1}, {"bad_json": None})]

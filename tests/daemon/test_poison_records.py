@@ -5,6 +5,8 @@ restart that replays it writes a dead letter with the same key (a reader dedupli
 
 from __future__ import annotations
 
+import json
+
 from ddflow.daemon.deadletter import decode_dead_letter
 from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.input.progress import EpochPolicy
@@ -54,8 +56,13 @@ def test_a_poisoned_record_is_dead_lettered_and_absent_across_a_restart(kafka_op
     assert view_at(out, kafka_options, 50) == {("k", 1): 1, ("k", 2): 1}
     letters = [m for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
     assert len(letters) == 1  # once per function and record, however often it recurs
-    letter = decode_dead_letter(letters[0].value())
-    assert letter.reason == "user_function" and letter.raw == repr(("k", "x")).encode()
+    letter = decode_dead_letter(letters[0].value(), letters[0].headers(), letters[0].key())
+    assert letter.reason == "user_function" and json.loads(letter.raw) == ["k", "x"]  # the record, as JSON
+    headers = {n: v.decode() for n, v in letters[0].headers()}
+    assert headers["ddflow.value.format"] == "json" and headers["ddflow.time"] == "10"
+    assert headers["__connect.errors.stage"] == "TRANSFORMATION" and headers["ddflow.operator"] == "map"
+    assert headers["__connect.errors.exception.class.name"] == "builtins.ValueError"
+    assert "ValueError: invalid literal for int()" in headers["__connect.errors.exception.stacktrace"]
     assert letter.input == "map parse" and (letter.topic, letter.partition, letter.offset) == ("", -1, -1)
     assert "map function parse (" in letter.detail and "raised ValueError: invalid literal for int()" in letter.detail
     assert "at time 10" in letter.detail

@@ -171,7 +171,7 @@ def test_closing_epoch_and_offsets_and_dead_letters_commit_together(kafka_option
     [committed] = consumer.committed([TopicPartition(source_topic, 0)], timeout=10)
     assert committed.offset == 4
     consumer.close()
-    [letter] = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
+    [letter] = [decode_dead_letter(m.value(), m.headers(), m.key()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
     assert (letter.reason, letter.offset) == ("zero_diff", 3)
     with ResultClient(topic, kafka_options) as client:
         assert client.wait_for(None, timeout=20)

@@ -151,7 +151,7 @@ def test_late_reject_dead_letters_the_update(kafka_options, make_topic):
         assert ups == [((2,), 500, 1)]
         raw.flush()
         [msg] = read_topic(kafka_options["bootstrap.servers"], dlq, 1)
-        letter = decode_dead_letter(msg.value())
+        letter = decode_dead_letter(msg.value(), msg.headers(), msg.key())
         assert (letter.reason, letter.topic, letter.partition, letter.offset, letter.index) == ("late", topic, 0, 0, 0)
         assert source.stats.input("x").late == {"advance": 0, "reject": 1}
     finally:
@@ -198,7 +198,7 @@ def test_every_malformed_class_is_dead_lettered_and_good_messages_survive(kafka_
         ups = drain(source, T_MIN, lambda ups: len(ups) == len(expected_good))
         assert sorted(ups) == sorted(expected_good)
         dlp.flush()
-        letters = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
+        letters = [decode_dead_letter(m.value(), m.headers(), m.key()) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
         assert len(letters) == len(bad) + 1
         by_reason = {letter.reason: letter for letter in letters if letter.index is None}
         assert set(by_reason) == set(bad)
@@ -257,7 +257,12 @@ def test_source_options_name_the_key(kafka_options):
 
 
 def read_letters(kafka_options, dlq):
-    return [(m.value(), decode_dead_letter(m.value())) for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
+    """(size, dead letter) of each dead letter on ``dlq``: the size counts value, key and headers."""
+    def size(m):
+        return len(m.value() or b"") + len(m.key() or b"") + sum(len(n) + len(v or b"") for n, v in m.headers() or ())
+
+    return [(size(m), decode_dead_letter(m.value(), m.headers(), m.key()))
+            for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)]
 
 
 def test_late_updates_mixed_with_invalid_ones_carry_their_position_in_the_message(kafka_options, make_topic):
@@ -320,17 +325,18 @@ def test_a_message_is_dead_lettered_once_whatever_its_number_of_bad_updates(kafk
         raw.flush()
         letters = read_letters(kafka_options, dlq)
         assert len(letters) == 3
-        sizes = [len(value) for value, _ in letters]
+        sizes = [size for size, _ in letters]
         assert all(size <= dead.max_bytes for size in sizes), sizes
-        assert dead.max_bytes < 64 * 1024 + 70 * 1024  # the raw message (cut) plus ~64 KiB at most
+        assert dead.max_bytes <= 1_000_000  # within librdkafka's default message.max.bytes
         (_, zero_letter), (_, many_letter), (_, wide_letter) = letters
-        assert zero_letter.raw == zeros[: dead.max_raw_bytes] and zero_letter.raw_size == len(zeros)
+        assert zero_letter.raw == zeros and zero_letter.raw_size == len(zeros)  # the message as it came
+        assert many_letter.raw == many and sizes[1] < len(many) + 70_000  # headers: ~64 KB at most
         assert zero_letter.indexes == {"zero_diff": list(range(2000))} and zero_letter.complete
         assert many_letter.counts == {"zero_diff": 100_000} and not many_letter.complete
         assert many_letter.indexes["zero_diff"] == list(range(10_000))
         assert wide_letter.bad() == [(0, "field_type"), (1, "field_type")]
         assert len(wide_letter.details["field_type"]) <= 256
-        assert sum(sizes) < 3 * dead.max_bytes  # was 2,000 x 88 KB for the first message alone
+        assert sum(sizes) < len(zeros) + len(many) + len(wide) + 3 * 70_000  # was 2,000 x 88 KB for the first alone
         assert stats.input("kv").dead_letters == {"zero_diff": 102_000, "field_type": 2}
     finally:
         source.close()
@@ -348,7 +354,7 @@ def test_workers_split_the_partitions_and_each_frontier_is_the_meet_over_its_own
     raw.flush()
     letters: list = []
     sources = [KafkaSource([InputSpec("x", topic)], kafka_options, worker=(i, 2),
-                           dead_letters=DeadLetterWriter(dlq, lambda t, k, v, h: letters.append(v)))
+                           dead_letters=DeadLetterWriter(dlq, lambda t, k, v, h: letters.append((v, h, k))))
                for i in range(2)]
     try:
         for source in sources:
@@ -360,7 +366,7 @@ def test_workers_split_the_partitions_and_each_frontier_is_the_meet_over_its_own
         assert [sorted(p for _, p in s.next_offsets()) for s in sources] == [[0, 2], [1, 3]]
         assert [sorted(s.stats.input("x").partitions) for s in sources] == [[0, 2], [1, 3]]
         drain(sources[1], T_MIN, lambda _: len(letters) == 1)
-        assert decode_dead_letter(letters[0]).partition == 3 and sources[0].stats.input("x").dead_letters["malformed"] == 0
+        assert decode_dead_letter(*letters[0]).partition == 3 and sources[0].stats.input("x").dead_letters["malformed"] == 0
         assert all(s.holds_partitions for s in sources)
         lone = KafkaSource([InputSpec("x", topic)], kafka_options, worker=(5, 6))  # a worker with no partition
         lone.open()

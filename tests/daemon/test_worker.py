@@ -258,7 +258,7 @@ def test_late_updates_advance_or_reject(kafka_options, topics, late):
         assert ((1, 2), 1000, 1) in updates  # moved to the frontier it arrived behind
     else:
         assert all(record != (1, 2) for record, _, _ in updates)
-        letters = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], topics["dlq"], 1)]
+        letters = [decode_dead_letter(m.value(), m.headers(), m.key()) for m in read_topic(kafka_options["bootstrap.servers"], topics["dlq"], 1)]
         assert [(x.reason, x.topic, x.partition) for x in letters] == [("late", topics["a"], 0)]
 
 
@@ -275,10 +275,12 @@ def test_malformed_input_goes_to_the_dead_letter_topic_and_the_rest_is_processed
     with caplog.at_level(logging.WARNING, logger="ddflow.daemon.deadletters"):
         worker.run(until=end, timeout=120)
     assert_views_follow(kafka_options, topics, oracle(join_count, by_input(stream), INPUTS), end)
-    letters = [decode_dead_letter(m.value()) for m in read_topic(kafka_options["bootstrap.servers"], topics["dlq"], 1)]
+    letters = [decode_dead_letter(m.value(), m.headers(), m.key()) for m in read_topic(kafka_options["bootstrap.servers"], topics["dlq"], 1)]
     assert sorted(x.reason for x in letters) == sorted(["bad_msgpack", "arity", "zero_diff", "bad_progress", "zero_diff"])
     assert sorted((x.topic, x.partition, x.offset) for x in letters) == [
         (topics["a"], 0, 0), (topics["a"], 0, 1), (topics["a"], 1, 0), (topics["a"], 1, 1), (topics["a"], 2, 0)]
+    assert sorted(x.raw for x in letters) == sorted(bad)  # the messages as they came (Connect's convention)
+    assert {(x.worker, x.stage) for x in letters} == {(0, "VALUE_CONVERTER")}
     assert sum(worker.stats.input("a").dead_letters.values()) == 5
     # said in the log: one WARNING per reason when first seen, naming where; the second zero_diff counted
     lines = [r.getMessage() for r in caplog.records if r.name == "ddflow.daemon.deadletters"]
