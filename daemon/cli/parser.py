@@ -173,6 +173,8 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                       help="a json or debezium output's progress topic (outputs[].progress_topic)")
     tail.add_argument("--fields", default=None, metavar="A,B",
                       help="a json or debezium output's field names, in record order (default: each row's order)")
+    tail.add_argument("--upsert", action="store_true",
+                      help="a json output in mode = \"upsert\" (a table keyed by message key; default: --output's mode)")
 
     demo = commands.add_parser("demo", help="broker + daemon + generator + live view in one command",
                                formatter_class=_Formatter,

@@ -155,6 +155,7 @@ def tail(args: argparse.Namespace) -> int:
     """``ddflow tail``: an output's view and live changes, or the dead letters (see the module)."""
     config = _config(args)
     topic, fmt, progress_topic, fields = args.topic, args.format, args.progress_topic, _fields(args.fields)
+    mode = "upsert" if args.upsert else "changelog"
     if config is not None and args.dead_letters:
         topic = topic or config.dead_letter_topic
     elif config is not None:
@@ -165,9 +166,7 @@ def tail(args: argparse.Namespace) -> int:
         if not found:
             raise UsageError(f"--output {args.output!r}: {config.source} has no such output")
         spec = found[0]
-        if spec.mode == "upsert":
-            raise UsageError(f"output {spec.name!r} is an upsert table (mode = \"upsert\"): read it with any Kafka "
-                             "consumer; tail reads change logs")
+        mode = "upsert" if args.upsert else spec.mode
         topic, fmt = topic or spec.topic, fmt or spec.format
         progress_topic = progress_topic or spec.progress_topic
         fields = fields or ([f.name for f in spec.fields] if spec.fields else None)
@@ -181,17 +180,19 @@ def tail(args: argparse.Namespace) -> int:
         raise UsageError("--progress-topic and --fields are for --format json or debezium")
     if fmt != "msgpack" and not progress_topic:
         raise UsageError(f"--format {fmt} needs the output's --progress-topic")
-    return _tail_output(args, topic, bootstrap, fmt, progress_topic, fields)
+    if mode == "upsert" and fmt != "json":
+        raise UsageError("--upsert is for --format json outputs (mode = \"upsert\")")
+    return _tail_output(args, topic, bootstrap, fmt, progress_topic, fields, mode)
 
 
 def _tail_output(args: argparse.Namespace, topic: str, bootstrap: str, fmt: str, progress_topic: str | None,
-                 fields: list[str] | None) -> int:
+                 fields: list[str] | None, mode: str = "changelog") -> int:
     from ..kafka.results import ResultClient
 
     stop = threading.Event()
     deadline = None if args.duration is None else time.monotonic() + args.duration
     emit = _print_json if args.json else _print_text
-    with on_signals(stop.set), ResultClient(topic, {"bootstrap.servers": bootstrap}, format=fmt,
+    with on_signals(stop.set), ResultClient(topic, {"bootstrap.servers": bootstrap}, format=fmt, mode=mode,
                                             progress_topic=progress_topic, fields=fields) as client:
         client.catch_up(timeout=60 if deadline is None else max(1.0, deadline - time.monotonic()))
         view = client.view

@@ -9,11 +9,15 @@ written (re-sent epochs, broker retries, records of aborted transactions). A par
 is the least of its writers' frontiers: a time is final once every writer marked it. A topic with
 ``W`` writers says so in its markers (``writers``); one whose markers do not has one writer. `_Follower` reads msgpack result topics (batches and markers on the data topic);
 `_CompanionFollower` reads json/debezium outputs, whose markers are on a companion progress topic
-and wait until their data messages were read. `results.ResultClient` drives them from a consumer.
+and wait until their data messages were read; `_UpsertFollower` reads a json output in ``mode =
+"upsert"`` (a table: the row per message key, a tombstone when it leaves) by the same protocol,
+turning each accepted epoch's rows into updates against the table as of the previous one.
+`results.ResultClient` drives them from a consumer.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +25,7 @@ from typing import Any
 from ...operators.lattice import T_MIN
 from ..exceptions import ProtocolError, WireError
 from ..formats.result_protocol import OutputBatch, decode_output
-from ..formats.rows import read_epoch_header, read_marker
+from ..formats.rows import read_epoch_header, read_marker, record_from_row
 
 __all__ = ["CLOSED", "Change", "ProtocolStats"]
 
@@ -56,6 +60,7 @@ class _Partition:
     counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # data messages (companion)
     waiting: list[Any] = field(default_factory=list)  # markers waiting for their data (companion)
     writer_of: dict[str, int] = field(default_factory=dict)  # incarnation -> writer, from its markers
+    rows: dict[bytes | None, Any] = field(default_factory=dict)  # an upsert output's row per key (final)
 
     @property
     def final(self) -> int:
@@ -102,8 +107,9 @@ class _View:
         """The topics this follower reads, with their partition counts."""
         return {self.topic: len(self.partitions)}
 
-    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
-        """Apply one message of one of `topics`; a Change when it moved the frontier."""
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any,
+             key: bytes | None = None) -> Change | None:
+        """Apply one message (value, headers, key) of one of `topics`; a Change when it moved the frontier."""
         raise NotImplementedError
 
     def _advance(self) -> Change | None:
@@ -162,7 +168,8 @@ class _View:
 class _Follower(_View):
     """The protocol state machine of one msgpack result topic (no I/O)."""
 
-    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any,
+             key: bytes | None = None) -> Change | None:
         return self.apply(partition, offset, value)
 
     def apply(self, partition: int, offset: int, value: bytes | None) -> Change | None:
@@ -229,7 +236,8 @@ class _CompanionFollower(_View):
     def topics(self) -> dict[str, int]:
         return {self.topic: len(self.partitions), self.progress_topic: self.progress_partitions}
 
-    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any) -> Change | None:
+    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any,
+             key: bytes | None = None) -> Change | None:
         self.stats.messages += 1
         where = f"{topic}[{partition}] offset {offset}"
         try:
@@ -242,17 +250,21 @@ class _CompanionFollower(_View):
                                     f"{len(self.partitions)} partitions")
                 self.partitions[marker.partition].waiting.append(marker)
                 return self._settle(marker.partition)
-            key = read_epoch_header(headers)
-            updates = self.reader.updates(value)
+            epoch = read_epoch_header(headers)
+            updates = self._read(value, key)
         except WireError as exc:
             raise ProtocolError(f"{where}: {exc}") from exc
         state = self.partitions[partition]
-        if (CLOSED if key[2] is None else key[2]) <= state.final or self._other(state, key[0]):
+        if (CLOSED if epoch[2] is None else epoch[2]) <= state.final or self._other(state, epoch[0]):
             self.stats.dropped_updates += len(updates)
             return None
-        state.pending[key].extend(updates)
-        state.counts[key] = state.counts.get(key, 0) + 1
+        state.pending[epoch].extend(updates)
+        state.counts[epoch] = state.counts.get(epoch, 0) + 1
         return self._settle(partition)
+
+    def _read(self, value: bytes | None, key: bytes | None) -> list[Any]:
+        """What a data message holds, kept until its epoch is accepted: its updates."""
+        return self.reader.updates(value)
 
     def _settle(self, partition: int) -> Change | None:
         state = self.partitions[partition]
@@ -288,3 +300,44 @@ class _CompanionFollower(_View):
                 moved = accepted = True
                 break
         return self._advance() if accepted else None
+
+
+class _UpsertFollower(_CompanionFollower):
+    """A json output in ``mode = "upsert"``: per epoch, one message per key whose row changed, keyed
+    by the record's key fields, its value the row as of the epoch's end or a tombstone (null) when
+    the key's row left. Markers and epochs are followed as for any json output; the messages of an
+    accepted epoch become updates against the partition's table (the row per key as of the
+    epoch's lower end): the key's old row retracted and its new row inserted, nothing when they are
+    equal (a re-sent row changes nothing), a tombstone a retraction alone. The updates are at the
+    epoch's last time (``upper - 1``): the rows are as of its end, its own times are not on the wire.
+    Without ``keep_view`` (a restarting sink reading its positions) no table is kept."""
+
+    def _read(self, value: bytes | None, key: bytes | None) -> list[Any]:
+        if value is None:
+            return [(key, None)]
+        try:
+            row = json.loads(value)
+        except ValueError as exc:
+            raise WireError(f"an upsert output message {value!r:.80} is not JSON ({exc})") from None
+        if type(row) is dict and set(row) == {"schema", "payload"}:
+            row = row["payload"]
+        return [(key, record_from_row(row, self.reader.names, self.reader.types))]
+
+    def _accept(self, state: _Partition, found: list[Any], lower: int, upper: int, where: str,
+                writer: int = 0) -> None:
+        time = upper - 1 if upper < CLOSED else max(lower, state.writer_final(writer))
+        updates: list[Update] = []
+        if self.keep_view:
+            rows = state.rows
+            for key, record in found:
+                old = rows.get(key)
+                if old == record:
+                    continue
+                if old is not None:
+                    updates.append((old, time, -1))
+                if record is None:
+                    del rows[key]
+                else:
+                    rows[key] = record
+                    updates.append((record, time, 1))
+        super()._accept(state, updates, lower, upper, where, writer)

@@ -28,11 +28,11 @@ def read_final_frontiers(
     kafka_options: Mapping[str, Any],
     *,
     timeout: float = 30.0,
-    formats: Mapping[str, tuple[str, str]] | None = None,
+    formats: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[str, list[int]]:
     """Per topic and partition, the frontier the result topic already marks final (T_MIN if
     none; `CLOSED` if closed), read from the beginning. ``formats``: topic -> (format, progress
-    topic) of the json and debezium outputs among ``topics``."""
+    topic[, json mode]) of the json and debezium outputs among ``topics``."""
     return read_result_positions(topics, kafka_options, timeout=timeout, formats=formats)[0]
 
 
@@ -41,7 +41,7 @@ def read_result_positions(
     kafka_options: Mapping[str, Any],
     *,
     timeout: float = 30.0,
-    formats: Mapping[str, tuple[str, str]] | None = None,
+    formats: Mapping[str, tuple[str, ...]] | None = None,
     finals: Mapping[str, Sequence[int]] | None = None,
     starts: Mapping[tuple[str, int], int] | None = None,
     stats: ProtocolStats | None = None,
@@ -62,9 +62,9 @@ def read_result_positions(
     stats = stats if stats is not None else ProtocolStats()
     followers = {}
     for t in topics:
-        format, progress = (formats or {}).get(t, ("msgpack", None))
+        format, progress, *mode = (formats or {}).get(t, ("msgpack", None))
         followers[t] = follower_of(t, kafka_options, format=format, progress_topic=progress, fields=None,
-                                 keep_view=False, stats=stats)
+                                 keep_view=False, stats=stats, mode=mode[0] if mode else "changelog")
         followers[t].only = writer  # other writers' epochs need not be read whole (nor from their start)
     routes = Routes(list(followers.values()))
     for topic, recorded in (finals or {}).items():

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException
 
 from ..exceptions import KafkaClientError, OptionsError, RecoveryError
 from .client import client_config, topic_partitions
-from .following import Change, ProtocolStats, _CompanionFollower, _Follower, _View
+from .following import Change, ProtocolStats, _CompanionFollower, _Follower, _UpsertFollower, _View
 
 __all__ = [
     "REBUILD", "OutOfRange", "Routes", "assign", "catch_up", "consumer_config", "follower_of", "messages", "read_once",
@@ -54,7 +54,7 @@ class Routes:
         self.last[(topic, partition)] = offset
         changes = []
         for follower in self.followers[topic]:
-            change = follower.take(topic, partition, msg.offset(), msg.value(), msg.headers())
+            change = follower.take(topic, partition, msg.offset(), msg.value(), msg.headers(), msg.key())
             if change is not None:
                 changes.append(change)
         return changes
@@ -152,8 +152,10 @@ def assign(consumer: Consumer, routes: Routes, start: Mapping[tuple[str, int], i
 
 
 def follower_of(topic: str, kafka_options: Mapping[str, Any], *, format: str, progress_topic: str | None,
-              fields: Sequence[str] | Mapping[str, str] | None, keep_view: bool, stats: ProtocolStats) -> _View:
-    """The follower of output ``topic`` in ``format`` (partition counts read from the broker)."""
+              fields: Sequence[str] | Mapping[str, str] | None, keep_view: bool, stats: ProtocolStats,
+              mode: str = "changelog") -> _View:
+    """The follower of output ``topic`` in ``format`` (partition counts read from the broker);
+    ``mode``: a json output's, ``changelog`` or ``upsert`` (a table, see `following._UpsertFollower`)."""
     count = topic_partitions(kafka_options, topic)
     if format == "msgpack":
         if progress_topic is not None:
@@ -164,5 +166,9 @@ def follower_of(topic: str, kafka_options: Mapping[str, Any], *, format: str, pr
 
     if progress_topic is None:
         raise OptionsError(f"result client for {topic!r}: a {format} output needs its progress_topic")
-    return _CompanionFollower(topic, count, progress_topic, topic_partitions(kafka_options, progress_topic),
-                              reader(format, fields), keep_view=keep_view, stats=stats)
+    if mode not in ("changelog", "upsert") or (mode == "upsert" and format != "json"):
+        raise OptionsError(f"result client for {topic!r}: mode {mode!r} (a {format} output); expected 'changelog', "
+                           "or 'upsert' for a json output")
+    follower = _UpsertFollower if mode == "upsert" else _CompanionFollower
+    return follower(topic, count, progress_topic, topic_partitions(kafka_options, progress_topic),
+                    reader(format, fields), keep_view=keep_view, stats=stats)

@@ -16,7 +16,11 @@ Outputs in the json and debezium formats keep their markers on a companion progr
 `formats.rows`): each data message names its epoch and incarnation in a header, and a marker
 names its data partition and the number of data messages. The client reads both topics; as the
 two are not read in step, a marker waits until that many data messages of its incarnation and
-range have been read (`_CompanionFollower`), then the same rules apply.
+range have been read (`_CompanionFollower`), then the same rules apply. A json output in ``mode =
+"upsert"`` is a table (the row per message key, a tombstone when a key leaves): the client keeps
+the row per key and applies an epoch's rows once its marker accepts it, each as a retraction of the
+key's old row and an insertion of its new one (`_UpsertFollower`), so `view` and each `Change`
+read as for any output.
 
 Reading is done by `reading` (one consumer, messages routed to their followers); what a
 restarting daemon reads of its result topics is in `positions` (`read_result_positions`,
@@ -46,7 +50,8 @@ class ResultClient:
     ``format``: the output's format; a ``json`` or ``debezium`` output also needs its
     ``progress_topic``, and ``fields`` (the output's field names, or name -> type to read
     ``bytes`` fields back from base64) gives the order of a record's values (default: each row's
-    own order). A record with one field is its value, with several a tuple."""
+    own order). A record with one field is its value, with several a tuple. ``mode``: a json
+    output's ``changelog`` (the default) or ``upsert``."""
 
     def __init__(
         self,
@@ -58,6 +63,7 @@ class ResultClient:
         fields: Sequence[str] | Mapping[str, str] | None = None,
         consumer_options: Mapping[str, Any] | None = None,
         keep_view: bool = True,
+        mode: str = "changelog",
     ) -> None:
         from ..formats import FORMATS
 
@@ -67,6 +73,7 @@ class ResultClient:
         self.format = format
         self.progress_topic = progress_topic
         self.fields = fields
+        self.mode = mode
         self.keep_view = keep_view
         self._kafka_options = dict(kafka_options)
         self._config = consumer_config(kafka_options, consumer_options)
@@ -80,7 +87,7 @@ class ResultClient:
     def open(self) -> ResultClient:
         self._follower = follower_of(self.topic, self._kafka_options, format=self.format,
                                    progress_topic=self.progress_topic, fields=self.fields, keep_view=self.keep_view,
-                                   stats=self.stats)
+                                   stats=self.stats, mode=self.mode)
         self._routes = Routes([self._follower])
         self._consumer = Consumer(self._config)
         assign(self._consumer, self._routes)

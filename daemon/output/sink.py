@@ -176,7 +176,8 @@ class KafkaSink(WindowCommits, TransactionalPublisher):
         if self._producer is None:
             self._producer = Producer(client_config(base, {"enable.idempotence": True}, who="output producer"))
         if self.resume:
-            formats = {o.topic: (o.format, o.progress_topic) for o in self.outputs if o.progress_topic is not None}
+            formats = {o.topic: (o.format, o.progress_topic, o.mode) for o in self.outputs
+                       if o.progress_topic is not None}
             self.final, self._last = read_result_positions(
                 [o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout, formats=formats,
                 finals=(resume or {}).get("finals"), starts=(resume or {}).get("starts"), stats=self.resume_stats,

@@ -58,6 +58,7 @@ def test_run_requires_a_config_unless_the_environment_gives_one() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--format", "json"], "--format json needs the output's --progress-topic"),
     (["--progress-topic", "p"], "--progress-topic and --fields are for --format json or debezium"),
+    (["--format", "debezium", "--progress-topic", "p", "--upsert"], "--upsert is for --format json outputs"),
 ])
 def test_tail_format_options_are_checked_before_connecting(args: list[str], message: str) -> None:
     result = ddflow("tail", "--topic", "t", "--bootstrap", "127.0.0.1:1", *args)

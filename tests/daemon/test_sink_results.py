@@ -248,6 +248,9 @@ class _FakeMessage:
     def headers(self):
         return None
 
+    def key(self):
+        return None
+
 
 def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
     """A long result topic takes as long as it takes (a fixed 30 s deadline made every restart of
