@@ -1,11 +1,12 @@
 """A block: updates as columns, the way they travel from a message to the engine and back.
 
 A block holds ``records`` (a list of records, an ``(n, k)`` int64 array whose row ``i`` is the
-tuple of record ``i``'s int fields, or an ``(n,)`` int64 array of records that are plain ints),
-``times`` and ``diffs`` (int64 arrays of length ``n``). A message of an input whose fields are all
-declared ``int`` is decoded straight into an array block (no Python object per update) and fed to
-the engine as one call (`InputSession.update_many` interns ``(int, int)`` records from the
-columns); other messages give list blocks. An output's epoch leaves the engine as a block too
+tuple of record ``i``'s int fields, an ``(n,)`` int64 array of records that are plain ints, or the
+records field by field as `RecordColumns`), ``times`` and ``diffs`` (int64 arrays of length ``n``).
+A batch message of an input with declared fields is decoded straight into columns (an array block
+when every field is an ``int``, `RecordColumns` otherwise: no Python object per update) and fed to
+the engine as one call (`InputSession.update_many` interns the records column by column); other
+messages give list blocks. An output's epoch leaves the engine as a block too
 (`Capture.drain_columns`), an array block when its records are ints or pairs of ints, which the
 msgpack format encodes in one compiled pass. `rows` turns a block back into ``(data, time, diff)``
 tuples for what needs them (late updates, the json and debezium formats).
@@ -18,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..operators.input import RecordColumns
+
 __all__ = ["Block"]
 
 Update = tuple[Any, int, int]
@@ -29,7 +32,7 @@ class Block:
 
     __slots__ = ("records", "times", "diffs")
 
-    def __init__(self, records: list | np.ndarray, times: np.ndarray, diffs: np.ndarray) -> None:
+    def __init__(self, records: list | np.ndarray | RecordColumns, times: np.ndarray, diffs: np.ndarray) -> None:
         self.records = records
         self.times = times
         self.diffs = diffs
@@ -52,6 +55,7 @@ class Block:
     @classmethod
     def concat(cls, blocks: Sequence[Block]) -> Block:
         """One block of ``blocks`` in order (an array block when they all are, of one width)."""
+        blocks = [b for b in blocks if len(b)] or list(blocks[:1])
         if len(blocks) == 1:
             return blocks[0]
         times = np.concatenate([b.times for b in blocks])
@@ -59,6 +63,9 @@ class Block:
         arrays = [b.records for b in blocks if isinstance(b.records, np.ndarray)]
         if len(arrays) == len(blocks) and len({a.shape[1:] for a in arrays}) == 1:
             return cls(np.concatenate(arrays), times, diffs)
+        fields = [b.field_columns() for b in blocks]
+        if None not in fields and len({len(f.columns) for f in fields}) == 1:  # type: ignore[union-attr]
+            return cls(RecordColumns.concat(fields), times, diffs)  # type: ignore[arg-type]
         records: list = []
         for b in blocks:
             records.extend(b.record_list())
@@ -67,8 +74,22 @@ class Block:
     def __len__(self) -> int:
         return len(self.times)
 
+    def field_columns(self) -> RecordColumns | None:
+        """The records field by field, when they are tuples of one length: `RecordColumns` as they
+        are, an array's columns, a list of tuples transposed (one pass at C speed); else None."""
+        records = self.records
+        if type(records) is RecordColumns:
+            return records
+        if isinstance(records, np.ndarray):
+            return RecordColumns([records[:, j] for j in range(records.shape[1])]) if records.ndim == 2 else None
+        if records and set(map(type, records)) == {tuple} and len(set(map(len, records))) == 1 and records[0]:
+            return RecordColumns(list(map(list, zip(*records))))
+        return None
+
     def record_list(self) -> list:
         """The records as Python values (tuples, or ints for a one-dimensional array)."""
+        if type(self.records) is RecordColumns:
+            return self.records.tuples()
         if isinstance(self.records, np.ndarray):
             if self.records.ndim == 1:
                 return self.records.tolist()
@@ -77,11 +98,13 @@ class Block:
 
     def slice(self, start: int, end: int) -> Block:
         """The updates ``start`` to ``end`` (a view where the columns are arrays)."""
-        return Block(self.records[start:end], self.times[start:end], self.diffs[start:end])
+        records = self.records.slice(start, end) if type(self.records) is RecordColumns else self.records[start:end]
+        return Block(records, self.times[start:end], self.diffs[start:end])
 
     def take(self, index: np.ndarray) -> Block:
         """The updates at ``index`` (a boolean mask or positions), in order."""
-        records = self.records[index] if isinstance(self.records, np.ndarray) else \
+        records = self.records[index] if isinstance(self.records, np.ndarray) else self.records.take(index) \
+            if type(self.records) is RecordColumns else \
             [self.records[i] for i in (np.flatnonzero(index) if index.dtype == bool else index).tolist()]
         return Block(records, self.times[index], self.diffs[index])
 

@@ -3,6 +3,9 @@
 ``advance_to(t)`` promises that no later update has a time ``< t``; ``close()`` promises no more
 updates at all. Updates are validated as they are given (time an int64 not behind the frontier, diff a
 non-zero int) so bad input fails at the call that made it, with the offending value in the message.
+Many updates enter as columns (`InputSession.update_many`), their records as one array or list, or
+field by field as `RecordColumns`, which is how the daemon feeds what it decodes: no Python tuple
+per update on the way.
 """
 
 from __future__ import annotations
@@ -35,6 +38,73 @@ def check_diff(diff: object) -> int:
     return int(diff)
 
 
+class RecordColumns:
+    """Records given field by field: record ``i`` is the tuple ``(columns[0][i], ..., columns[k-1][i])``.
+
+    Each column is an integer numpy array (its values are Python ints) or a list of hashable
+    values; all have one length, and there is at least one. `InputSession.update_many` interns such
+    records column by column (`ddflow.operators.values.interner.Interner.record_ids`): a record of
+    two fields is the pair of its columns' ids, with no tuple built. `tuples` builds the records
+    (for what needs them one by one: an error message, a late update)."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: list[np.ndarray | list]) -> None:
+        if not columns:
+            raise ShapeError("record columns: records need at least one field")
+        for c in columns:
+            if isinstance(c, np.ndarray) and (c.ndim != 1 or c.dtype.kind not in "iu"):
+                raise ShapeError(f"record columns: an array column must be one-dimensional of integers, got {c.dtype} "
+                                 f"of shape {c.shape}")
+        if len({len(c) for c in columns}) != 1:
+            raise ShapeError(f"record columns: columns of lengths {[len(c) for c in columns]}, expected one length")
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def __repr__(self) -> str:
+        return f"RecordColumns({len(self.columns)} fields, {len(self)} records)"
+
+    @classmethod
+    def concat(cls, parts: list[RecordColumns]) -> RecordColumns:
+        """The records of ``parts`` (all of one width) in order; a column stays an array when it is
+        one in every part."""
+        if len(parts) == 1:
+            return parts[0]
+        if len({len(p.columns) for p in parts}) != 1:
+            raise ShapeError(f"record columns: cannot join records of {sorted({len(p.columns) for p in parts})} fields")
+        out: list[np.ndarray | list] = []
+        for j in range(len(parts[0].columns)):
+            column = [p.columns[j] for p in parts]
+            if all(isinstance(c, np.ndarray) for c in column):
+                out.append(np.concatenate(column))
+            else:
+                joined: list = []
+                for c in column:
+                    joined.extend(c.tolist() if isinstance(c, np.ndarray) else c)
+                out.append(joined)
+        return cls(out)
+
+    def take(self, index: np.ndarray) -> RecordColumns:
+        """The records at ``index`` (a boolean mask or positions), in order."""
+        positions = np.flatnonzero(index) if index.dtype == bool else index
+        picked = positions.tolist()
+        return RecordColumns([c[positions] if isinstance(c, np.ndarray) else [c[i] for i in picked]
+                              for c in self.columns])
+
+    def slice(self, start: int, end: int) -> RecordColumns:
+        return RecordColumns([c[start:end] for c in self.columns])
+
+    def tuples(self) -> list[tuple]:
+        """The records as tuples (one Python object per record)."""
+        return list(zip(*(c.tolist() if isinstance(c, np.ndarray) else c for c in self.columns), strict=True))
+
+    def record(self, i: int) -> tuple:
+        """Record ``i`` as a tuple."""
+        return tuple(c[i].item() if isinstance(c, np.ndarray) else c[i] for c in self.columns)
+
+
 class InputNode(Node):
     """Emits the updates given to its session."""
 
@@ -45,7 +115,7 @@ class InputNode(Node):
         self.records: list[object] = []
         self.times: list[int] = []
         self.diffs: list[int] = []
-        self.chunks: list[tuple[list | np.ndarray, np.ndarray, np.ndarray]] = []  # from update_many
+        self.chunks: list[tuple[list | np.ndarray | RecordColumns, np.ndarray, np.ndarray]] = []  # update_many
 
     def _flush(self) -> None:
         if self.records:
@@ -62,7 +132,9 @@ class InputNode(Node):
             self.chunks = []
             self.emit(Updates((ids,), times, diffs))
 
-    def _ids(self, records: list | np.ndarray) -> np.ndarray:
+    def _ids(self, records: list | np.ndarray | RecordColumns) -> np.ndarray:
+        if type(records) is RecordColumns:
+            return self.interner.record_ids(records.columns)
         if isinstance(records, np.ndarray):
             if records.ndim == 1:
                 return self.interner.int_ids(records)
@@ -95,7 +167,9 @@ def _int_column(values, what: str, error: type[Exception]) -> np.ndarray:
     raise error(f"{what}s must be a flat sequence of ints")
 
 
-def _record(records: list | np.ndarray, i: int) -> object:
+def _record(records: list | np.ndarray | RecordColumns, i: int) -> object:
+    if type(records) is RecordColumns:
+        return records.record(i)
     if isinstance(records, np.ndarray):
         return records[i].item() if records.ndim == 1 else tuple(records[i].tolist())
     return records[i]
@@ -155,8 +229,11 @@ class InputSession:
         ``records`` may be an integer numpy array: one-dimensional, its records are Python ints;
         two-dimensional ``(n, k)``, record ``i`` is the tuple of row ``i``'s ints (``k >= 1``). Such
         records are interned from the columns, without a Python object per record (for ``k == 1``
-        and ``k > 2``, tuples are built in bulk)."""
-        if isinstance(records, np.ndarray) and records.ndim in (1, 2) and records.dtype.kind in "iu":
+        and ``k > 2``, tuples are built in bulk). ``records`` may also be `RecordColumns` (records
+        given field by field, interned column by column)."""
+        if type(records) is RecordColumns:
+            records = RecordColumns([c.copy() for c in records.columns])
+        elif isinstance(records, np.ndarray) and records.ndim in (1, 2) and records.dtype.kind in "iu":
             if records.ndim == 2 and records.shape[1] == 0:
                 raise ShapeError("update_many: a two-dimensional records array needs at least one column")
             records = records.copy()

@@ -36,7 +36,7 @@ from .tuning import EngineConfig
 from .dataflow import Dataflow
 from .errors import DataflowError, GraphError
 from .frontier import Antichain
-from .input import InputSession
+from .input import InputSession, RecordColumns
 from .transport import LocalTransport, Transport, TransportAborted
 
 __all__ = ["MergedCapture", "SpreadInput", "Worker", "Workers", "worker_dataflow"]
@@ -246,10 +246,11 @@ class SpreadInput:
         """Many updates, dealt round-robin to the workers as whole columns."""
         n, w = len(self.sessions), self._next
         times, diffs = np.asarray(times), np.asarray(diffs)
-        records = records if isinstance(records, np.ndarray) else list(records)
+        records = records if isinstance(records, (np.ndarray, RecordColumns)) else list(records)
         for i, s in enumerate(self.sessions):
             index = np.arange((i - w) % n, len(diffs), n)
-            part = records[index] if isinstance(records, np.ndarray) else [records[j] for j in index.tolist()]
+            part = records[index] if isinstance(records, np.ndarray) else records.take(index) \
+                if isinstance(records, RecordColumns) else [records[j] for j in index.tolist()]
             s.update_many(part, times[index], diffs[index])
         self._next += len(diffs)
 

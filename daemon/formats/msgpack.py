@@ -9,8 +9,10 @@ Input messages:
 
 Decoding never raises on bad input: each bad update becomes a `types.Malformed` entry carrying one
 of the `types.REASONS` and a precise detail, so the source can dead-letter it and keep the good
-updates of the same message. A batch whose fields are all int/float/bool is decoded straight into
-columns in one compiled pass (`kernels.unpack`). The result topics of msgpack outputs are
+updates of the same message. A batch of an input with declared fields is decoded straight into
+columns (`kernels.unpack`: one compiled pass, and one msgpack call per str, bytes or untyped field),
+records as `RecordColumns` (an int64 array block when every field is an int): no Python object per
+update, whatever the fields' types. The result topics of msgpack outputs are
 `result_protocol`'s.
 """
 
@@ -24,7 +26,9 @@ import numpy as np
 
 from ...operators.lattice import T_MAX, T_MIN
 from ..block import Block
+from ...operators.input import RecordColumns
 from ..exceptions import WireError
+from .ranges import column_in_range
 from .schema import InputFormat, _Validator
 from .types import Decoded, Malformed
 
@@ -44,18 +48,30 @@ class MsgpackDecoder:
 
 
 def _unpack_columns(value: bytes, validator: _Validator) -> Block | None:
-    """A batch message of int/float/bool fields decoded in one compiled pass, or None when the
-    general path must decode it (anything unusual, including every kind of bad input)."""
-    from .kernels.unpack import OK, unpack_batch  # numba: loaded by the first input only
+    """A batch message of declared fields decoded into columns in one compiled pass (and one
+    msgpack call per str, bytes or untyped field), or None when the general path must decode it
+    (anything unusual, including every kind of bad input)."""
+    from .kernels.unpack import ANY, OK, unpack_columns  # numba: loaded by the first input only
 
-    status, ints, floats, times, diffs = unpack_batch(np.frombuffer(value, dtype=np.uint8), validator.kinds)
+    status, columns, times, diffs = unpack_columns(value, validator.kinds)
     if status != OK:
         return None
     if validator.all_int:
-        return Block(ints.T, times, diffs)
-    columns = [ints[j].tolist() if kind == 0 else floats[j].tolist() if kind == 1 else ints[j].astype(bool).tolist()
-               for j, kind in enumerate(validator.kinds.tolist())]
-    return Block(list(zip(*columns, strict=True)), times, diffs)
+        return Block(np.column_stack(columns) if columns[0].size else np.empty((0, len(columns)), dtype=np.int64),
+                     times, diffs)
+    for column, kind in zip(columns, validator.kinds.tolist(), strict=True):
+        if kind == ANY and not _hashable_in_range(column):
+            return None
+    return Block(RecordColumns(columns), times, diffs)
+
+
+def _hashable_in_range(column: list) -> bool:
+    """Whether every value of an untyped column is hashable and one that outputs can carry."""
+    try:
+        set(column)
+    except TypeError:
+        return False
+    return column_in_range(column)
 
 
 def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
@@ -71,6 +87,13 @@ def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
         block = _unpack_columns(value, validator)
         if block is not None:
             return Decoded(block=block)
+    return decode_objects(value, validator)
+
+
+def decode_objects(value: bytes, validator: _Validator) -> Decoded:
+    """The general path of `decode_input` (a message the column kernel does not take, any message
+    of an input without declared fields): decoded by ``msgpack.unpackb`` into Python objects, a
+    valid batch checked and kept column-wise, each bad update named."""
     try:
         obj = msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False)
     except Exception as exc:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError...
@@ -89,9 +112,14 @@ def decode_input(value: bytes | None, fmt: InputFormat) -> Decoded:
         if type(checked) is Malformed:
             return Decoded([], None, [checked])
         return Decoded([checked], single=True)  # type: ignore[list-item]
-    fast = validator.check_batch(obj) if obj else []
+    if not obj:
+        return Decoded([])
+    fast = validator.check_batch(obj)
     if fast is not None:
-        return Decoded(fast)
+        datas, times, diffs = fast
+        if type(times[0]) is not int:  # a reclocked input's nil times: its updates take their time later
+            return Decoded(list(zip(datas, times, diffs)))
+        return Decoded(block=Block(list(datas), np.array(times, dtype=np.int64), np.array(diffs, dtype=np.int64)))
     updates: list[tuple[Any, int | None, int]] = []
     indexes: list[int] = []
     malformed: list[Malformed] | None = None

@@ -5,7 +5,8 @@ A decoder gives the validator each update as a tuple ``(data, time, diff)`` (``d
 gets back the update converted (an ``int`` in a ``float`` field becomes a float) or a `Malformed`
 naming why not; times and diffs must be int64 integers (`ddflow.operators.lattice.T_MIN` ..
 `T_MAX`), a diff never zero, a record hashable. For a batch, `_Validator.check_batch` checks
-every update column-wise first and the one-by-one path runs only when some update is bad.
+every update column-wise first (and gives the batch as columns) and the one-by-one path runs only
+when some update is bad.
 """
 
 from __future__ import annotations
@@ -101,9 +102,10 @@ class _Validator:
         self.arity = None if self.types is None else len(self.types)
         self.all_any = self.types is None or all(t == "any" for t in self.types)
         self.time_required = fmt.time_required
-        # fields all int/float/bool: batches are decoded straight into columns (`kernels.unpack`)
+        # declared fields: batches are decoded straight into columns (`kernels.unpack`)
         self.kinds = None
-        if self.types is not None and all(t in _KINDS for t in self.types):
+        self.all_int = False
+        if self.types is not None:
             self.kinds = np.array([_KINDS[t] for t in self.types], dtype=np.int64)
             self.all_int = all(t == "int" for t in self.types)
 
@@ -152,9 +154,10 @@ class _Validator:
             return Malformed("field_range", f"data {data!r:.80}: {describe(bad)}", index)
         return (data, time, diff)
 
-    def check_batch(self, items: tuple[Any, ...]) -> list[tuple[Any, int | None, int]] | None:
-        """All updates of a batch when every one is valid (checked column-wise at C speed), else
-        None: `check` then finds the bad ones one by one."""
+    def check_batch(self, items: tuple[Any, ...]) -> tuple[tuple, tuple, tuple] | None:
+        """All updates of a batch as columns ``(datas, times, diffs)`` when every one is valid
+        (checked column-wise at C speed; ``datas`` converted), else None: `check` then finds the
+        bad ones one by one."""
         if set(map(type, items)) != {tuple} or set(map(len, items)) != {3}:
             return None
         datas, times, diffs = zip(*items)
@@ -201,12 +204,12 @@ class _Validator:
                     return None
             if converted:
                 datas = tuple(zip(*columns))
-        return list(zip(datas, times, diffs))
+        return datas, times, diffs
 
 
 _TYPES = {"int": int, "float": float, "str": str, "bytes": bytes, "bool": bool}
 
 
-_KINDS = {"int": 0, "float": 1, "bool": 2}  # kernels.unpack's INT, FLOAT, BOOL
+_KINDS = {"int": 0, "float": 1, "bool": 2, "str": 3, "bytes": 4, "any": 5}  # kernels.unpack's kinds
 
 

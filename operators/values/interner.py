@@ -374,6 +374,27 @@ class Interner:
                                          PAIR, _SMALL_INT)
         return out[:, 0] if width == 1 else out if width == 2 else None
 
+    def record_ids(self, columns: Sequence[np.ndarray | list]) -> np.ndarray:
+        """Ids of the records given field by field: record ``i`` is the tuple of the ``i``-th values
+        of ``columns`` (each an integer array, whose values are Python ints, or a list of hashable
+        values, all of one length; at least one column). Each column is interned as a whole: a
+        record of two fields is the pair of its two columns' ids (no tuple built); a record of one
+        field or of three or more is a tuple, built in bulk and interned as an object (a tuple
+        whose length is not 2 never equals an int nor a pair). The ids are those `ids` gives the
+        tuples themselves."""
+        if not columns:
+            raise ShapeError("record_ids: records need at least one field")
+        if len(columns) == 2:
+            return self.pair(*(self._column_ids(c) for c in columns))
+        values = [c.tolist() if isinstance(c, np.ndarray) else c for c in columns]
+        tuples = list(zip(*values, strict=True))
+        return self._checked(tuples, lambda: self._object_ids_of(tuples))
+
+    def _column_ids(self, column: np.ndarray | list) -> np.ndarray:
+        if isinstance(column, np.ndarray):
+            return self.int_ids(column)
+        return self.ids(column)
+
     def ids_of_columns(self, columns: np.ndarray) -> np.ndarray:
         """Ids of the records in int columns: ints (one column) or pairs of ints (two columns)."""
         if columns.ndim == 1:

@@ -1,0 +1,114 @@
+"""Benchmark: decoding msgpack input batches and feeding them to the engine, rows against columns.
+
+N updates of an input with a string field (``--fields "word:str,n:int"`` by default: records
+``(word, n)``; ``"word:str"`` for one-field records) in batch messages of ``--batch`` updates,
+``--distinct`` distinct words. Two ways through the same code, in the same process, alternated
+``--repeat`` times (the best of each is printed):
+
+* rows (the baseline, how such messages travelled before): ``msgpack.unpackb`` into objects, the
+  batch checked column-wise, zipped into ``(data, time, diff)`` rows, a block built back from the
+  rows, the blocks joined and fed to ``InputSession.update_many`` as a list of record tuples;
+* columns (the daemon's decoder now): the compiled kernel reads each message into columns and
+  msgpack decodes each string field as one array (`decode_input`), the blocks are joined column
+  by column and fed as `RecordColumns`.
+
+Each run ends when ``Dataflow.run()`` has interned the records (the input node's step); the
+records' ids are checked to be the same both ways. CPU time (``time.process_time``).
+
+    .venv/bin/python benchmarks/bench_intake.py [--updates 1000000] [--fields word:str]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import msgpack
+import numpy as np
+
+from ddflow.daemon.block import Block
+from ddflow.daemon.formats.msgpack import decode_input
+from ddflow.daemon.formats.schema import InputFormat
+from ddflow.operators import Dataflow
+
+
+def messages(n: int, batch: int, fields: dict[str, str], distinct: int) -> list[bytes]:
+    rng = np.random.default_rng(1)
+    words = [f"word-{i:06d}" for i in range(distinct)]
+    picks = rng.integers(0, distinct, n).tolist()
+    out = []
+    for start in range(0, n, batch):
+        updates = []
+        for i in range(start, min(n, start + batch)):
+            data = [words[picks[i]] if kind == "str" else i % 1000 for kind in fields.values()]
+            updates.append([data, 1_000 + i, 1])
+        out.append(msgpack.packb(updates))
+    return out
+
+
+def by_rows(values: list[bytes], fmt: InputFormat) -> Block:
+    validator = fmt._validator
+    blocks = []
+    for value in values:
+        obj = msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False)
+        rows = list(zip(*validator.check_batch(obj)))
+        blocks.append(Block.from_rows(rows))
+    return Block.concat(blocks)
+
+
+def by_columns(values: list[bytes], fmt: InputFormat) -> Block:
+    return Block.concat([decode_input(value, fmt).block for value in values])
+
+
+def run(way, values: list[bytes], fmt: InputFormat) -> tuple[float, float, np.ndarray]:
+    """``(decode seconds, decode + ingest seconds, the records' ids)`` (CPU)."""
+    started = time.process_time()
+    block = way(values, fmt)
+    decoded = time.process_time()
+    df = Dataflow()
+    session = df.new_input("in")
+    node = session._node
+    captured: list[np.ndarray] = []
+    emit = node.emit
+    node.emit = lambda updates: (captured.append(updates.data[0]), emit(updates))[1]
+    session.update_many(block.records, block.times, block.diffs)
+    session.advance_to(1 << 40)
+    df.run()
+    done = time.process_time()
+    return decoded - started, done - started, np.concatenate(captured)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--updates", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=1_000)
+    parser.add_argument("--distinct", type=int, default=10_000)
+    parser.add_argument("--fields", default="word:str,n:int")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    fields = dict(f.split(":") for f in args.fields.split(","))
+    fmt = InputFormat(fields=fields)
+    values = messages(args.updates, args.batch, fields, args.distinct)
+    run(by_columns, values[:2], fmt)  # kernels loaded
+    best: dict[str, tuple[float, float]] = {}
+    ids: dict[str, np.ndarray] = {}
+    for _ in range(args.repeat):
+        for name, way in (("rows", by_rows), ("columns", by_columns)):
+            decode, total, got = run(way, values, fmt)
+            ids[name] = got
+            best[name] = min(best.get(name, (decode, total)), (decode, total), key=lambda x: x[1])
+    if ids["rows"].tolist() != ids["columns"].tolist():
+        raise SystemExit("the records' ids differ between rows and columns")
+    n = args.updates
+    print(f"{n:,} updates, fields {fields}, {args.distinct:,} distinct words, {args.batch:,} per message")
+    for name in ("rows", "columns"):
+        decode, total = best[name]
+        print(f"  {name:8s} decode {decode:.3f} s CPU, decode + ingest {total:.3f} s CPU "
+              f"({n / total:,.0f} updates/s)")
+    rows, columns = best["rows"][1], best["columns"][1]
+    print(f"  columns / rows: {columns / rows:.2f}x the CPU time ({rows / columns:.2f}x faster); "
+          f"decode alone {best['columns'][0] / best['rows'][0]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
