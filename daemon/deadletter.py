@@ -272,12 +272,19 @@ def _cut(text: str) -> str:
 
 def decode_dead_letter(value: bytes | None, headers: Headers, key: bytes | None = None) -> DeadLetter:
     """Read a dead letter back from its value, headers (as a Kafka client gives them: ``(name,
-    bytes)`` pairs) and key; a `WireError` when the headers are not a ddflow dead letter's."""
+    bytes)`` pairs) and key. One written by Kafka Connect itself (no ``ddflow.*`` headers) reads as
+    one bad message whose reason is its exception class, its input the connector; a `WireError`
+    when the headers are neither's."""
     found: dict[str, str] = {}
     try:
         for name, data in headers or ():
             if name not in found and data is not None:
                 found[name] = data if isinstance(data, str) else data.decode()
+        if "ddflow.counts" not in found:  # another writer's (Kafka Connect's): its one exception
+            error = found[PREFIX + "exception.class.name"]
+            found |= {"ddflow.counts": json.dumps({error: 1}), "ddflow.indexes": json.dumps({error: None}),
+                      "ddflow.details": json.dumps({error: found.get(PREFIX + "exception.message", "")}),
+                      "ddflow.input": found.get(PREFIX + "connector.name", "")}
         counts = json.loads(found["ddflow.counts"])
         indexes = json.loads(found["ddflow.indexes"])
         raw = value or b""

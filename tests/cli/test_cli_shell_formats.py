@@ -129,12 +129,20 @@ def test_tail_prints_dead_letters(kafka_broker: EmbeddedBroker, make_topic: Call
                  errors=[Malformed("missing_field", "the row has no field 'page'")])
     writer.write(input="views", topic="views", partition=1, offset=3, raw=b"\xc1",
                  errors=[Malformed("bad_msgpack", "not msgpack")])
+    connect = {"__connect.errors.topic": b"orders", "__connect.errors.partition": b"2",  # as Kafka Connect writes
+               "__connect.errors.offset": b"9", "__connect.errors.connector.name": b"jdbc-sink",
+               "__connect.errors.exception.class.name": b"org.apache.kafka.connect.errors.DataException",
+               "__connect.errors.exception.message": b"Converting byte[] to Kafka Connect data failed"}
+    producer.produce(topic, b"\xc1garbage", b"k", headers=list(connect.items()))
     assert producer.flush(10) == 0
     code, out, err = run(capsys, "tail", "--topic", topic, "--bootstrap", kafka_broker.bootstrap, "--dead-letters",
-                         "--json", "--limit", "2")
+                         "--json", "--limit", "3")
     assert code == 0, err
     letters = [json.loads(line) for line in out.splitlines()]
-    assert [(d["topic"], d["partition"], d["offset"]) for d in letters] == [("views", 0, 41), ("views", 1, 3)]
+    assert [(d["topic"], d["partition"], d["offset"]) for d in letters] == [
+        ("views", 0, 41), ("views", 1, 3), ("orders", 2, 9)]
+    assert (letters[2]["input"], letters[2]["raw"], letters[2]["key"]) == ("jdbc-sink", b"\xc1garbage".hex(), "k")
+    assert letters[2]["counts"] == {"org.apache.kafka.connect.errors.DataException": 1}
     assert "missing_field" in json.dumps(letters[0]) and letters[0]["raw"] == '{"user": 7}'
     code, out, _ = run(capsys, "tail", "--topic", topic, "--bootstrap", kafka_broker.bootstrap, "--dead-letters",
                        "--limit", "1")
