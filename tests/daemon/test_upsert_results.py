@@ -6,6 +6,7 @@ output's positions without decoding rows as change-log updates."""
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 from test_connect_outputs import FIELDS, publish, table_epochs  # type: ignore[import-not-found]
@@ -24,7 +25,7 @@ EPOCHS = [  # (lower, upper, updates) of a one-row-per-key output
 ]
 
 
-def test_result_client_follows_an_upsert_output(kafka_options, make_topic, capsys):
+def test_result_client_follows_an_upsert_output(kafka_options, make_topic, capsys, tmp_path):
     topic, progress = make_topic("views", partitions=2), make_topic("progress", partitions=1)
     spec = OutputSpec("views", topic, format="json", fields=FIELDS, progress_topic=progress, mode="upsert")
     publish(kafka_options, spec, EPOCHS)
@@ -44,6 +45,27 @@ def test_result_client_follows_an_upsert_output(kafka_options, make_topic, capsy
                  "--progress-topic", progress, "--fields", "page,views", "--upsert", "--json", "--duration", "1"])
     first = json.loads(capsys.readouterr().out.splitlines()[0])
     assert code == 0 and (first["frontier"], first["view"]) == (30, [[["/a", 3], 1], [["/b", 5], 1]])
+    config = tmp_path / "daemon.toml"  # tail --config --output takes the output's topic, format and mode
+    config.write_text(textwrap.dedent(f"""
+        [dataflow]
+        function = "ddflow.config.dataflows:views_by_title"
+        [kafka]
+        bootstrap = "{kafka_options['bootstrap.servers']}"
+        [[inputs]]
+        name = "views"
+        topic = "page-views"
+        fields = {{ user = "int", page = "str" }}
+        [[outputs]]
+        name = "views_per_page"
+        topic = "{topic}"
+        format = "json"
+        fields = {{ page = "str", views = "int" }}
+        progress_topic = "{progress}"
+        mode = "upsert"
+        """), encoding="utf-8")
+    code = main(["tail", "--config", str(config), "--output", "views_per_page", "--duration", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("view at frontier 30: 2 records\n  ('/a', 3)\n  ('/b', 5)\n"), out
 
     # a sink restarting on the topic reads where it stopped (its rows are not change-log updates)
     sink = KafkaSink([spec], kafka_options, transactional_id=f"tx-{topic}")
