@@ -114,9 +114,6 @@ def parse_config(text: str, source: str | Path = "<string>") -> Config:
                 problems.append(Problem(f"outputs[{n}].progress_topic", f"{o.progress_topic!r} is also {clash}"))
     if dead_letter_topic in input_topics:
         problems.append(Problem("dead_letter.topic", f"{dead_letter_topic!r} is also an input topic"))
-    if workers.addresses and checkpoint.location is not None:
-        problems.append(Problem("workers.addresses", "mesh workers take no checkpoints yet (a restart replays the "
-                                "inputs): remove checkpoint.location, or workers.addresses for the exchange topics"))
     if problems:
         raise ConfigError(source, problems)
     return Config(

@@ -110,11 +110,15 @@ def kafka_worker(
                   poll_timeout=poll_timeout, dead_letter_commit_s=dead_letter_commit_s)
     if worker[1] == 1:
         return Worker(dataflow, source, sink, **common)
+    cluster = dict(index=worker[0], count=worker[1], kafka_options=kafka_options, prefix=f"ddflow-{group_id}",
+                   run=group_id, wait_timeout=wait_timeout, **common)
+    if mesh[0]:
+        from .cluster.mesh_member import MeshWorker
+
+        return MeshWorker(dataflow, source, sink, addresses=mesh[0], peer_timeout=mesh[1], **cluster)
     from .cluster.member import ClusterWorker
 
-    return ClusterWorker(dataflow, source, sink, index=worker[0], count=worker[1], kafka_options=kafka_options,
-                         prefix=f"ddflow-{group_id}", run=group_id, wait_timeout=wait_timeout,
-                         addresses=mesh[0], peer_timeout=mesh[1], **common)
+    return ClusterWorker(dataflow, source, sink, **cluster)
 
 
 def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from: str | None = None) -> Worker:

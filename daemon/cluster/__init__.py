@@ -5,7 +5,9 @@ the other workers over Kafka topics (`transport.KafkaTransport`, the engine's tr
 `transport_wire`: its messages; `generations`: which exchange history the workers share), whose
 epochs close at the same boundaries on every worker (`clock`), and whose index comes from the
 host name or the config (`identity`). `mesh.MeshTransport` is the same transport over direct
-ZeroMQ connections between the workers (`mesh_wire`: its messages and their validating decoder).
+ZeroMQ connections between the workers (`mesh_wire`: its messages and their validating decoder);
+`mesh_member.MeshWorker` is the worker of several over it, checkpointing at epochs all workers
+agree on and restoring together the newest checkpoint all of them completed.
 
 May import everything below the worker and the worker itself (`ddflow.daemon.worker`), and
 `ddflow.operators`/`ddflow.config`; never `factory`, `service`, `testing` or `cli`.

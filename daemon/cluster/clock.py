@@ -13,10 +13,13 @@ numbered alike on every worker:
   agreement as soon as it sees a vote for the next number, whether it has anything to do or not;
 * each gives its vote (`vote`): its input frontier (or that it holds no input partition, and so
   holds nothing back), its updates and wall time since the epoch opened, whether its epoch is
-  full, whether it stops;
+  full, whether it stops, whether a checkpoint of it is due;
 * every worker computes the same `decide` from the same votes: the epoch policy applied to the
   meet of the frontiers, the sum of the records and the longest time open; a full epoch or a
-  stopping worker closes at the meet itself. ``None``: no epoch closes.
+  stopping worker closes at the meet itself. ``None``: no epoch closes. An epoch that closes where
+  some worker said a checkpoint is due is checkpointed by every worker (``Decision.checkpoint``;
+  when a worker stops and no epoch closes, the frontier they are at): so the workers' checkpoints
+  are taken at the same frontiers.
 
 Replays decide alike: a restarted worker re-reading the agreements takes every one as first decided
 (its own earlier votes included), and closes each agreed epoch once its own inputs have caught up
@@ -34,17 +37,20 @@ from ..input.progress import EpochPolicy
 
 __all__ = ["Decision", "EpochClock", "decide"]
 
-# a vote: [input frontier or None, holds partitions, records, seconds open, full, stopping]
+# a vote: [input frontier or None, holds partitions, records, seconds open, full, stopping, checkpoint due]
 Vote = list
 
 
 @dataclass(frozen=True)
 class Decision:
     """An agreement's outcome: the epoch closes at ``upper`` (None: it stays open); ``stopping``:
-    the workers that said they stop (they leave after this epoch)."""
+    the workers that said they stop (they leave after this epoch); ``checkpoint``: every worker
+    checkpoints the epoch closing at ``upper`` (some worker said one is due), or, when none closes
+    and a worker stops, the frontier they are at."""
 
     upper: int | None
     stopping: tuple[int, ...] = ()
+    checkpoint: bool = False
 
 
 def decide(votes: Sequence[Vote], current: int, policy: EpochPolicy) -> Decision:
@@ -59,7 +65,8 @@ def decide(votes: Sequence[Vote], current: int, policy: EpochPolicy) -> Decision
     upper = policy.next_upper(frontier, current, records, opened)
     if upper is None and (full or stopping) and frontier is not None and frontier > current:
         upper = frontier
-    return Decision(upper, stopping)
+    due = any(len(v) > 6 and v[6] for v in votes)  # (a vote of an older worker has no such flag)
+    return Decision(upper, stopping, due and (upper is not None or bool(stopping)))
 
 
 class EpochClock:
@@ -80,8 +87,9 @@ class EpochClock:
 
     @staticmethod
     def vote(frontier: int | None, holds: bool, records: int, opened_for: float, *, full: bool = False,
-             stopping: bool = False) -> Vote:
-        return [frontier, bool(holds), int(records), round(float(opened_for), 6), bool(full), bool(stopping)]
+             stopping: bool = False, checkpoint: bool = False) -> Vote:
+        return [frontier, bool(holds), int(records), round(float(opened_for), 6), bool(full), bool(stopping),
+                bool(checkpoint)]
 
     def wants(self, vote: Vote, current: int) -> bool:
         """Whether this worker alone would close an epoch now (so it starts an agreement)."""

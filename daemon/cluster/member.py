@@ -71,9 +71,8 @@ class ClusterWorker(Worker):
 
     def __init__(self, *args: Any, index: int, count: int, kafka_options: Mapping[str, Any], prefix: str, run: str,
                  wait_timeout: float = 60.0, retry: float = 0.1, stop_grace: float = 5.0,
-                 addresses: tuple[str, ...] = (), peer_timeout: float = 10.0, **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.addresses, self.peer_timeout = tuple(addresses), peer_timeout
         self.index, self.count = index, count
         self.kafka_options = dict(kafka_options)
         self.prefix, self.run_tag = prefix, run
@@ -81,6 +80,7 @@ class ClusterWorker(Worker):
         self.transport: KafkaTransport | None = None
         self.clock: EpochClock | None = None
         self._agreed: int | None = None  # an epoch the workers agreed on, not closed here yet
+        self._checkpoint_at: int | None = None  # an agreed epoch the workers agreed to checkpoint
         self._interrupted = False  # a stop ended a wait: no more agreements from this process
         self.stop_grace = stop_grace
         self._stop_at: float | None = None
@@ -111,8 +111,6 @@ class ClusterWorker(Worker):
     def _new_dataflow(self) -> Any:
         from ...operators.workers import worker_dataflow
 
-        if self.addresses:
-            return self._mesh_dataflow()
         recovery = self.recovery
         snapshot = recovery.choose() if recovery is not None else None
         shared = recovery is not None and recovery.shared(snapshot)  # a backfill: every worker its share
@@ -162,29 +160,6 @@ class ClusterWorker(Worker):
                                 voted=transport.voted, retry=self.retry)
         log.info("worker %d of %d: generation %s (agree topic from offset %d)", self.index, self.count,
                  transport.generation, transport.start)
-        return df
-
-    def _mesh_dataflow(self) -> Any:
-        """Worker ``index`` over the mesh (`mesh`): no generations and no replay of the exchange; the
-        workers meet at start-up (each started from its inputs' beginning, the config refuses
-        checkpoints), and a lost peer stops this worker (its supervisor restarts it with the others)."""
-        from ...operators.workers import worker_dataflow
-        from .mesh import MeshTransport
-
-        if self.recovery is not None:
-            raise SnapshotError(f"worker {self.index} of {self.count}: mesh workers (workers.addresses) start from "
-                                f"empty inputs only, not from a snapshot or checkpoint (not supported yet)")
-        transport = MeshTransport(self.addresses, self.index, run=self.run_tag, start_timeout=self.wait_timeout,
-                                  peer_timeout=self.peer_timeout, stop=self._give_up)
-        self._doing(f"meeting the other workers over the mesh (worker {self.index} of {self.count} at "
-                    f"{self.addresses[self.index]})")
-        df = worker_dataflow(self.index, self.count, transport)
-        self.transport = transport  # type: ignore[assignment]  (the same waits, stop and votes)
-        worker = df.worker
-        self.clock = EpochClock(self.epoch_policy, agree=worker.agree, seq=lambda: worker.agreements,
-                                voted=transport.voted, retry=self.retry)
-        log.info("worker %d of %d: mesh at %s, peers %s", self.index, self.count, self.addresses[self.index],
-                 [a for i, a in enumerate(self.addresses) if i != self.index])
         return df
 
     def _generation_file(self, generation: str | None = None, start: int | None = None,
@@ -316,7 +291,8 @@ class ClusterWorker(Worker):
             if self._interrupted or self.clock is None:
                 return None
             vote = EpochClock.vote(frontier, self.source.holds_partitions, self._epoch_records,
-                                   time.monotonic() - self._epoch_opened, full=full, stopping=force)
+                                   time.monotonic() - self._epoch_opened, full=full, stopping=force,
+                                   checkpoint=self._checkpoint_due(stopping=force))
             assert self.transport is not None
             self.transport.interruptible = True
             try:
@@ -331,14 +307,23 @@ class ClusterWorker(Worker):
                 return None
             self._departed = {w for w in decision.stopping if w != self.index}  # the latest agreement's
             if decision.upper is None:
+                if decision.checkpoint and self.recovery is not None:  # a worker stops: the frontier they are at
+                    self._checkpoint_at = self.frontier
+                    self._checkpoint(self.frontier, force=False)
                 return None
             self._agreed = decision.upper
+            self._checkpoint_at = decision.upper if decision.checkpoint else None
         upper = self._agreed
         if self.source.holds_partitions and (frontier is None or frontier < upper):
             self._doing(f"epoch [{self.frontier}, {upper}) agreed: reading the inputs up to it")
             return None
         self._agreed = None
         return self._close_epoch(upper)
+
+    def _checkpoint_due(self, *, stopping: bool) -> bool:
+        """What this worker's vote says of a checkpoint (over the exchange topics each worker
+        checkpoints on its own interval: nothing)."""
+        return False
 
     def _before_run(self) -> None:
         self.source.persist()  # the other workers receive this epoch's updates during the run

@@ -117,6 +117,22 @@ class CheckpointStore:
                       self.directory, len(self.refused))
         return None
 
+    def opened(self) -> list[Snapshot]:
+        """The checkpoints whose manifest checks out, newest first, their files not read yet (verify
+        the one to restore: `Snapshot.verify`); one whose manifest does not is logged and left out."""
+        found = []
+        for path in reversed(self.checkpoints()):
+            try:
+                found.append(Snapshot.open(path))
+            except SnapshotError as exc:
+                log.error("refusing checkpoint %s: %s", path.name, exc)
+        return found
+
+    def remove(self, path: Path, why: str) -> None:
+        """Remove checkpoint ``path``, logging ``why``."""
+        log.warning("removing checkpoint %s: %s", path.name, why)
+        shutil.rmtree(path, ignore_errors=True)
+
     def write(
         self,
         frontier: int,

@@ -235,6 +235,11 @@ class Recovery:
 
     # -- checkpointing --------------------------------------------------------------------------
 
+    def due(self) -> bool:
+        """Whether a checkpoint is due: ``interval`` seconds passed since the last one was started
+        (or a snapshot loaded). Workers that agree on when to checkpoint say this in their vote."""
+        return self.store is not None and self._monotonic() - self._last >= self.interval
+
     def restarted_timer(self) -> None:
         """Count the checkpoint interval from now (a snapshot was just loaded)."""
         self._last = self._monotonic()

@@ -38,6 +38,6 @@ def test_bad_addresses_are_refused_naming_the_key(lines, why):
     assert why in str(info.value)
 
 
-def test_mesh_workers_refuse_checkpoints_until_they_agree_on_them(tmp_path):
-    with pytest.raises(ConfigError, match="workers.addresses.*take no checkpoints yet"):
-        workers('count = 2\naddresses = "ipc:///tmp/w{index}"', f'[checkpoint]\nlocation = "{tmp_path}"')
+def test_mesh_workers_take_checkpoints(tmp_path):
+    config = workers('count = 2\naddresses = "ipc:///tmp/w{index}"', f'[checkpoint]\nlocation = "{tmp_path}"')
+    assert config.workers.addresses and config.checkpoint.location == tmp_path

@@ -1,0 +1,99 @@
+"""``ddflow run`` workers over the mesh SIGKILLed at random points under a stream of updates, one at
+a time and all at once, restarted as a supervisor would: a worker that finds its peer lost (silent,
+or restarted) exits 1 and is restarted too, and every worker starts again together, from the newest
+checkpoint all of them completed (or, without checkpoints, from the inputs' beginning). The result
+topic's view at every frontier equals the engine's: nothing lost, nothing counted twice."""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_mesh_daemon import mesh_config  # noqa: E402
+from test_workers_daemon import MS, T0, oracle  # noqa: E402
+from test_workers_failure import Supervised, stream  # noqa: E402
+
+from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
+from ddflow.daemon.kafka.results import ResultClient  # noqa: E402
+
+pytestmark = pytest.mark.kafka
+
+
+def kill_all(workers: Supervised) -> None:
+    for i in range(workers.workers):
+        workers.kill(i, restart=False)
+    for i in range(workers.workers):
+        workers.restart(i)
+
+
+@pytest.mark.parametrize("checkpoints", [False, True], ids=["replay", "checkpoints"])
+def test_mesh_workers_killed_at_random_points_end_equal_to_the_engine(kafka_broker, make_topic, tmp_path,
+                                                                      checkpoints):
+    rng = random.Random(int(time.time()))
+    seed = rng.randrange(1000)
+    bootstrap = kafka_broker.bootstrap
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    source, results, dead = make_topic("in", 4), make_topic("out", 2), make_topic("dead")
+    rounds = stream(24, seed)
+    want = oracle("reachability", rounds)
+    final = T0 + 10 * len(rounds) * MS
+    path = mesh_config(tmp_path, bootstrap, "reachability", 2, source, results, dead)
+    if checkpoints:
+        path.write_text(path.read_text() + f'\n[checkpoint]\nlocation = "{tmp_path / "ckpt"}"\ninterval = "300ms"\n')
+    workers = Supervised(path, 2)
+    kills = [rng.choice(["0", "1", "all"]) for _ in range(2)] + ["all"]
+    sent = threading.Event()
+
+    def produce(producer: UpdateProducer, first: int, last: int) -> None:
+        for r in range(first, last):
+            for record, t, d in rounds[r]:
+                producer.send(record, t, d)
+            producer.advance_to(T0 + 10 * (r + 1) * MS)
+            producer.flush()
+            time.sleep(0.3)
+        sent.set()
+
+    try:
+        with ResultClient(results, options) as client, UpdateProducer(source, options) as producer:
+            produce(producer, 0, 1)
+            assert client.wait_for(T0 + 10 * MS, timeout=120), workers.log()  # both run: kill from now on
+            sent.clear()
+            feeder = threading.Thread(target=produce, args=(producer, 1, len(rounds)), daemon=True)
+            feeder.start()
+            for kill in kills:
+                time.sleep(rng.uniform(1.0, 3.0))
+                if kill == "all":
+                    kill_all(workers)
+                else:
+                    workers.kill(int(kill))
+            feeder.join(120)
+            assert sent.is_set()
+            for change in client.changes(timeout=240):
+                assert client.view == want.at(change.frontier - 1), (seed, change.frontier, workers.log())
+                if change.frontier >= final:
+                    break
+            assert client.frontier is not None and client.frontier >= final, (seed, workers.log())
+            assert client.view == want.at(final - 1) and client.view
+    except BaseException:  # the assertion's message is cut: every worker's whole log, for the record
+        sys.stderr.write(f"seed {seed}, kills {kills}\n{workers.log(last=None)}\n")
+        raise
+    finally:
+        codes = workers.stop()
+    assert codes == [0, 0], (codes, workers.log())
+    assert all(code == 1 for _, code in workers.exits), (workers.exits, workers.log())
+    text = "".join("".join(lines) for lines in workers.logs)
+    if checkpoints:  # the last kill (of all) came after checkpoints every worker completed
+        restored = re.findall(r"worker (\d) of 2: restoring checkpoint checkpoint-\d+ at frontier (\d+)", text)
+        assert {i for i, _ in restored} == {"0", "1"}, workers.log()
+        frontiers = [int(f) for _, f in restored]
+        assert frontiers.count(max(frontiers)) == 2, workers.log()  # both restored the same frontier
+        assert all((tmp_path / "ckpt" / f"worker-{i}").is_dir() for i in range(2))
+    else:
+        assert "restoring checkpoint" not in text
