@@ -262,8 +262,11 @@ def connect_headers(topic: str, partition: int, offset: int, reason: str, detail
             (PREFIX + "exception.message", detail.encode())]
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one encoder: json.dumps builds one per call
+
+
 def _json(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    return _ENCODER.encode(obj).encode()
 
 
 def _cut(text: str) -> str:
