@@ -10,6 +10,13 @@ the data path goes through it, so none can hang the worker.
 ``security.protocol``, ``sasl.*``, ...) passed through unchanged; each component adds only the
 settings its role needs (and never logs values of secret keys, see `redact`). Topic metadata
 and creation go through the AdminClient.
+
+No client ddflow builds lets the broker auto-create a topic (``allow.auto.create.topics`` is
+false whatever the options say): a producer's or a metadata request's auto-created topic gets the
+broker's default partition count, which is never what the daemon needs (the exchange topics need
+one partition per worker, the agree topic one, and a topic that vanished with a restarted broker
+must be noticed, not silently recreated empty). Topics are created by `ensure_topics` with the
+counts asked for, or by their owners; a missing one is an error naming it.
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ def client_config(kafka_options: Mapping[str, Any], role: Mapping[str, Any], *, 
         raise OptionsError(f"{who}: kafka_options has no 'bootstrap.servers'")
     config = {"log_level": 3, "logger": LIBRDKAFKA_LOGGER, **dict(kafka_options)}
     config.update(role)
+    config["allow.auto.create.topics"] = False  # see the module: topics are created with their counts, or refused
     return config
 
 
@@ -168,7 +176,11 @@ def topic_partitions(kafka_options: Mapping[str, Any], topic: str, *, timeout: f
     info = meta.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
         why = "does not exist" if info is None or not info.partitions else str(info.error)
-        raise KafkaClientError(f"reading metadata of topic {topic!r}: it {why}; create it first (or pass create_topics)")
+        if why == "does not exist":
+            why += (" (ddflow never lets the broker auto-create a topic: it would get the broker's default "
+                    "partition count)")
+        raise KafkaClientError(f"reading metadata of topic {topic!r}: it {why}; create it first, or run with "
+                               "--create-topics N")
     return len(info.partitions)
 
 

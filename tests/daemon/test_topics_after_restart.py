@@ -1,0 +1,106 @@
+"""Worker restarts after a broker restart or a lost topic start cleanly: no client ddflow builds lets
+the broker auto-create a topic (it would get the broker's default partition count), so the exchange
+and agree topics are created by the workers with the counts they need, and a topic the daemon needs
+that is missing is an error naming it. Against real brokers: a restarted in-memory broker loses
+every topic, as the hostile probe saw (`exchange topic ...-agree has 4 partitions, the 2 workers need
+1`, on every restart, because the old workers' producers had auto-created it)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.broker import create_topic
+from test_workers_daemon import DDFLOW, MS, T0, Daemons, config, oracle, stream  # type: ignore[import-not-found]
+
+from ddflow.daemon.kafka.broker import EmbeddedBroker
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
+
+pytestmark = pytest.mark.kafka
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def broker() -> Iterator[EmbeddedBroker]:
+    """A broker of this test's own (it is restarted)."""
+    started = EmbeddedBroker(port=_free_port(), use_environment=False).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def run_rounds(bootstrap: str, source: str, results: str, rounds: list, daemons: Daemons) -> dict:
+    """Send ``rounds`` and return the result topic's view once its frontier passes the last one."""
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    final = T0 + 10 * len(rounds) * MS
+    with UpdateProducer(source, options) as producer, ResultClient(results, options) as client:
+        for r, ups in enumerate(rounds):
+            for record, t, d in ups:
+                producer.send(record, t, d)
+            producer.advance_to(T0 + 10 * (r + 1) * MS)
+        assert client.wait_for(final, timeout=120), daemons.log()
+        return dict(client.view)
+
+
+def test_two_workers_restarted_after_a_broker_restart_start_cleanly(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap
+    names = {"in": (f"in-{tmp_path.name[-12:]}", 2), "out": (f"out-{tmp_path.name[-12:]}", 1),
+             "dead": (f"dead-{tmp_path.name[-12:]}", 1)}
+    for name, partitions in names.values():
+        create_topic(bootstrap, name, partitions)
+    path = config(tmp_path, bootstrap, "count-per-page", 2, names["in"][0], names["out"][0], names["dead"][0])
+    rounds = stream("count-per-page", rounds=2)
+    want = oracle("count-per-page", rounds).at(T0 + 20 * MS - 1)
+
+    first = Daemons(path, 2)
+    try:
+        assert run_rounds(bootstrap, names["in"][0], names["out"][0], rounds, first) == want
+        port = int(bootstrap.rsplit(":", 1)[1])
+        broker.stop()  # every topic is gone, the exchange and agree topics too
+        broker = EmbeddedBroker(port=port, use_environment=False).start()
+        codes = [p.wait(timeout=120) for p in first.processes]  # the topic watch stops them
+    finally:
+        for p in first.processes:
+            if p.poll() is None:
+                p.kill()
+    assert codes == [1, 1], first.log()
+    assert "vanished" in first.log() and "partitions, the 2 workers need" not in first.log(), first.log()
+
+    # the operator recreates the topics the daemon reads and writes; the workers make their own
+    for name, partitions in names.values():
+        create_topic(bootstrap, name, partitions)
+    again = Daemons(path, 2)
+    try:
+        assert run_rounds(bootstrap, names["in"][0], names["out"][0], rounds, again) == want
+    finally:
+        codes = again.stop()
+        broker.stop()
+    assert codes == [0, 0], again.log()
+    assert "partitions, the 2 workers need" not in again.log(), again.log()
+
+
+def test_a_missing_output_topic_is_named_not_auto_created(kafka_broker: EmbeddedBroker, make_topic, tmp_path: Path) -> None:
+    bootstrap = kafka_broker.bootstrap
+    source, dead = make_topic("in"), make_topic("dead")
+    missing = f"never-created-{tmp_path.name[-12:]}"
+    path = config(tmp_path, bootstrap, "count-per-page", 1, source, missing, dead)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
+    result = subprocess.run([DDFLOW, "run", "--config", str(path)], capture_output=True, text=True, timeout=180,
+                            env=env)
+    assert result.returncode == 1, result.stderr
+    assert f"topic {missing!r}: it does not exist" in result.stderr and "--create-topics" in result.stderr
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    assert missing not in topics  # not auto-created by any of the daemon's clients
