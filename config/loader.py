@@ -159,6 +159,9 @@ def _kafka(t: Table, base: Path) -> KafkaConfig:
     if transaction_timeout < 10**9:
         t.problems.append(Problem(t.key("transaction_timeout"), "must be at least 1s"))
     commit_interval = t.duration("commit_interval", 50_000_000)
+    connect_timeout = t.duration("connect_timeout", 120_000_000_000)
+    if connect_timeout < 10**9:
+        t.problems.append(Problem(t.key("connect_timeout"), "must be at least 1s"))
     if transaction_timeout >= 10**9 and commit_interval >= transaction_timeout:
         t.problems.append(Problem(t.key("commit_interval"), "must be shorter than kafka.transaction_timeout"))
     options_table = t.table("options")
@@ -192,7 +195,8 @@ def _kafka(t: Table, base: Path) -> KafkaConfig:
         ref.finish()
     secrets_table.finish()
     t.finish()
-    return KafkaConfig(bootstrap, group_id or "ddflow", options, secrets, transaction_timeout, commit_interval)
+    return KafkaConfig(bootstrap, group_id or "ddflow", options, secrets, transaction_timeout, commit_interval,
+                       connect_timeout)
 
 
 def _epoch(t: Table) -> EpochConfig:

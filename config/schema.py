@@ -76,7 +76,9 @@ class KafkaConfig:
     """Kafka connection: bootstrap, pass-through client options, secret references, how long
     the output producer's blocking calls (a transaction's commit among them) may take (a broker
     that stalls for less is ridden out, a longer stall fails the epoch), and the commit interval:
-    the epochs closed within it are committed in one transaction (0: one per epoch)."""
+    the epochs closed within it are committed in one transaction (0: one per epoch).
+    ``connect_timeout_ns``: how long the daemon waits at start for the broker to answer (probing
+    with backoff, ``/readyz`` failing meanwhile) before it exits 1 saying the broker is unreachable."""
 
     bootstrap: str | None = None
     group_id: str = "ddflow"
@@ -84,10 +86,11 @@ class KafkaConfig:
     secrets: Mapping[str, SecretRef] = field(default_factory=dict)
     transaction_timeout_ns: int = 60_000_000_000
     commit_interval_ns: int = 50_000_000
+    connect_timeout_ns: int = 120_000_000_000
 
     def with_bootstrap(self, bootstrap: str) -> KafkaConfig:
         return KafkaConfig(bootstrap, self.group_id, self.options, self.secrets, self.transaction_timeout_ns,
-                           self.commit_interval_ns)
+                           self.commit_interval_ns, self.connect_timeout_ns)
 
     def client_options(self, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         """librdkafka options with secrets resolved (plain values: hand to a client, never log).
@@ -110,6 +113,7 @@ class KafkaConfig:
             "group_id": self.group_id,
             "transaction_timeout_ns": self.transaction_timeout_ns,
             "commit_interval_ns": self.commit_interval_ns,
+            "connect_timeout_ns": self.connect_timeout_ns,
             "options": mask(dict(self.options)),
             "secrets": {name: ref.describe() for name, ref in self.secrets.items()},
         }
@@ -197,8 +201,9 @@ class CheckpointConfig:
 @dataclass(frozen=True)
 class MetricsConfig:
     """The HTTP address serving ``/metrics``, ``/healthz`` and ``/readyz`` (port 0: any free port),
-    how many requests it serves at once (more are answered 503) and how long one connection may
-    last from accept to the end of its response."""
+    how many ``/metrics`` requests it serves at once (more are answered 503) and half-sent requests
+    it holds (probes are answered regardless), and how long one connection may last from accept to
+    the end of its response."""
 
     host: str = "127.0.0.1"
     port: int = 9464

@@ -5,6 +5,8 @@
     ├── BrokerError          the embedded broker would not start / answer
     ├── KafkaClientError     a Kafka client call failed (names the topic/partition)
     │   ├── BrokerTimeout    a blocking broker call did not return within its bound
+    │   ├── BrokerSilent     the broker answered nothing for longer than the daemon may wait
+    │   ├── Fenced           another instance took over this daemon's transactional.id
     │   └── TopicChanged     a topic vanished, was recreated or changed partitions while running
     ├── OptionsError         a bad option passed to a source, sink, producer or worker
     ├── WireError            an encoding that cannot be written (e.g. an unencodable record)
@@ -29,6 +31,8 @@ __all__ = [
     "BrokerError",
     "KafkaClientError",
     "BrokerTimeout",
+    "BrokerSilent",
+    "Fenced",
     "TopicChanged",
     "OptionsError",
     "WireError",
@@ -55,6 +59,16 @@ class KafkaClientError(DaemonError):
 
 class BrokerTimeout(KafkaClientError):
     """A blocking broker call did not return within its bound (librdkafka ignored its timeout)."""
+
+
+class BrokerSilent(KafkaClientError):
+    """The broker answered no request for longer than the daemon may wait (``kafka.transaction_timeout``
+    while running, ``kafka.connect_timeout`` at start), or while the daemon was asked to stop."""
+
+
+class Fenced(KafkaClientError):
+    """Another producer initialised transactions with this daemon's ``transactional.id`` (a second
+    daemon with the same config): this one may publish nothing more."""
 
 
 class TopicChanged(KafkaClientError):

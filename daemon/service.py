@@ -14,6 +14,15 @@ silence the probes nor swallow SIGTERM: ``/healthz`` answers 503 once the loop h
 for ``worker.stall_timeout`` (naming what it was doing), and once stopped (SIGTERM, or a topic the
 worker watches changed) the loop gets ``worker.stop_timeout`` to finish; after that `run` raises
 `StuckWorker` and the process must exit without the epoch (a restart resumes from what is final).
+
+The broker is watched from a thread of its own (`kafka.liveness.BrokerWatch`): at start the
+service waits for it up to ``kafka.connect_timeout`` (``/readyz`` failing, ``ddflow_broker_answering``
+0), then raises `BrokerSilent` saying it is unreachable; while running, a broker silent for 3 s is
+logged and fails ``/readyz``, and one silent for longer than ``kafka.transaction_timeout`` makes
+`run` raise `BrokerSilent` while it is still away. A stop while the broker is silent does not wait
+for it either (`BrokerSilent` at once: nothing could be published), and a sink fenced by another
+instance with the same ``transactional.id`` raises `Fenced` as soon as it learns it. After each of
+these the worker thread may be blocked in librdkafka: the caller should exit the process.
 """
 
 from __future__ import annotations
@@ -29,13 +38,15 @@ from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector
 
 from ..config import Config
 from .cluster.identity import worker_identity
-from .exceptions import StuckWorker
+from .exceptions import BrokerSilent, Fenced, StuckWorker
 from .formats.types import REASONS
+from .kafka.liveness import BrokerWatch
 from .observe.health import EndpointServer
-from .observe.metrics import DaemonMetrics, snapshot_from_stats
+from .observe.liveness import BrokerCollector
+from .observe.metrics import DaemonMetrics, WorkerLabel, snapshot_from_stats
 from .observe.stats import Stats
 
-__all__ = ["Service", "make_worker"]
+__all__ = ["Service", "make_worker", "watch_broker"]
 
 log = logging.getLogger("ddflow.daemon.service")
 
@@ -69,6 +80,8 @@ class Service:
             workers=count,
         )
         self.stats.on_epoch(self._on_epoch)
+        self.broker: BrokerWatch | None = None  # set by run
+        self.registry.register(WorkerLabel(BrokerCollector(lambda: self.broker), index))
         self.worker: Any = None
         self.endpoints: Any = None
         self.failure: BaseException | None = None
@@ -103,6 +116,10 @@ class Service:
         return True, "worker running" if self._running.is_set() else "starting"
 
     def ready(self) -> tuple[bool, str]:
+        broker = self.broker
+        silent = None if broker is None or self._done.is_set() else broker.reason()
+        if silent is not None:
+            return False, silent
         if not self._running.is_set() or self.worker is None or self._done.is_set():
             return False, "worker not running"
         if not self.worker.assigned:
@@ -147,6 +164,12 @@ class Service:
         when a stopped worker loop did not finish within ``worker.stop_timeout``: its thread is left
         blocked, and the caller should exit the process."""
         try:
+            self.broker = watch_broker(self.config)
+            if self.broker is not None:
+                self._wait_for_broker(self.broker)
+                if self._stop.is_set():
+                    return
+                self.broker.start()
             self.worker = make_worker(self.config, self.stats, snapshot_from=self.snapshot_from)
             self.worker.stalls.after = self.config.worker.frontier_stall_timeout_ns / 1e9
             if self._stop.is_set():
@@ -163,6 +186,22 @@ class Service:
             raise
         finally:
             self._done.set()
+            if self.broker is not None:
+                self.broker.close()
+
+    def _wait_for_broker(self, broker: BrokerWatch) -> None:
+        """Wait up to ``kafka.connect_timeout`` for the broker to answer, or for a stop."""
+        limit, started = self.config.kafka.connect_timeout_ns / 1e9, time.monotonic()
+        if broker.probe():
+            return
+        log.warning("waiting for the broker at %s (%s), up to %g s (kafka.connect_timeout)", broker.address,
+                    broker.error, limit)
+        if broker.wait(limit, self._stop):
+            log.info("the broker at %s answers after %.1f s", broker.address,
+                     time.monotonic() - started)
+        elif not self._stop.is_set():
+            raise BrokerSilent(f"the broker at {broker.address} is unreachable: {broker.error} (no answer within "
+                               f"{limit:g} s, kafka.connect_timeout); is it running, and is kafka.bootstrap right?")
 
     def _work(self, timeout: float | None, errors: list[BaseException]) -> None:
         try:
@@ -181,6 +220,7 @@ class Service:
             watch = self.worker.watch
             if stopping_since is None and (self._stop.is_set() or (watch is not None and watch.problem)):
                 stopping_since = time.monotonic()  # a changed topic: the loop raises it at its next step
+            self._check_liveness(stopping_since is not None)
             idle = self.stalled()
             if idle is not None and not reported:
                 reported = True
@@ -194,6 +234,30 @@ class Service:
                     f"{why}: the worker loop did not finish within {limit:g} s (worker.stop_timeout) while "
                     f"{self.worker.activity}; exiting without the epoch in progress (what is published is "
                     f"final; a restart resumes from there). The loop is at:\n{self._stack(thread)}")
+
+    def _check_liveness(self, stopping: bool) -> None:
+        """Raise `Fenced` once the sink learnt another instance took over, and `BrokerSilent` once the
+        broker has been silent past ``kafka.transaction_timeout`` (or at all, while stopping)."""
+        fenced = getattr(getattr(self.worker, "sink", None), "fenced", None)
+        if fenced is not None:
+            raise Fenced(fenced)
+        broker = self.broker
+        if broker is None or broker.answering:
+            return
+        silent, limit = broker.silent_for(), self.config.kafka.transaction_timeout_ns / 1e9
+        if stopping:
+            raise BrokerSilent(f"stopping while the broker at {broker.address} does not answer ({silent:.0f} s: "
+                               f"{broker.error}): exiting while {self._doing()}, without the epoch in "
+                               "progress (what is published is final; a restart resumes from there)")
+        if silent > limit:
+            raise BrokerSilent(f"the broker at {broker.address} has not answered for {silent:.0f} s ({broker.error}), "
+                               f"longer than kafka.transaction_timeout ({limit:g} s): exiting while "
+                               f"{self._doing()} (what is published is final; a restart resumes from there)")
+
+    def _doing(self) -> str:
+        """What the worker loop is doing, and the published epochs whose commit has not landed."""
+        pending = getattr(getattr(self.worker, "sink", None), "pending", lambda: 0)()
+        return self.worker.activity + (f", {pending} published epochs waiting for their commit" if pending else "")
 
     @staticmethod
     def _stack(thread: threading.Thread) -> str:
@@ -209,6 +273,11 @@ class Service:
         if self.endpoints is not None:
             self.endpoints.close()
             self.endpoints = None
+
+
+def watch_broker(config: Config) -> BrokerWatch | None:
+    """The watch over ``config``'s broker (`kafka.liveness`)."""
+    return BrokerWatch(config.client_options(), topic=config.inputs[0].topic if config.inputs else None)
 
 
 def make_worker(config: Config, stats: Any, *, snapshot_from: str | None = None) -> Any:

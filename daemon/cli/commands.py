@@ -179,7 +179,7 @@ def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: s
     log.info("effective configuration: %s", json.dumps(config.redacted(), sort_keys=True))
     if config.workers.count > 1:
         log.info("worker %s of %d", config.workers.index, config.workers.count)
-    from ..exceptions import StuckWorker
+    from ..exceptions import BrokerSilent, Fenced, StuckWorker
     from ..service import Service
 
     service = Service(config, snapshot_from=snapshot_from)
@@ -190,7 +190,7 @@ def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: s
         stack.enter_context(on_signals(service.stop))
         try:
             service.run(timeout=timeout)
-        except StuckWorker as exc:  # its thread is blocked in a call that cannot be interrupted
+        except (StuckWorker, BrokerSilent, Fenced) as exc:  # the worker thread may be blocked in librdkafka
             log.error("%s", exc)
             if not is_json():  # a JSON line said it already
                 print(f"ddflow run: {exc}", file=sys.stderr, flush=True)

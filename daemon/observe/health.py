@@ -7,28 +7,35 @@ completed its first epoch, 503 with the reason before that, so a load balancer o
 (text or OpenMetrics). The server runs in a daemon thread and binds at construction, so port 0
 yields a real, known address (``EndpointServer.url``).
 
-The server is bounded, so that no client can reach the worker through it: at most
-``max_connections`` requests are served at once (one thread and one file descriptor each); a
-connection beyond that is answered 503 and closed at once, and every connection is cut
-``request_timeout`` seconds after it was accepted, however slowly its client sends (half-sent
-requests, idle keep-alives). Resources held by the endpoints are therefore at most
-``max_connections`` threads and sockets, whatever the clients do.
+The server is bounded, so that no client can reach the worker through it, and the probes are
+served first, so that no client can make them fail. One thread accepts connections and reads
+their requests without blocking: a half-sent request (a slowloris client) holds a buffer of at
+most 16 KiB and no thread, and at most ``max_connections`` of them are kept: one more evicts the
+oldest (it had the longest to finish). A complete ``/healthz`` or ``/readyz`` request is answered
+at once by that thread (a probe reads a few attributes, and its short answer fits the socket's
+buffer); ``/metrics`` and the rest get a thread each, at most ``max_connections`` at once, and a
+request beyond that is answered 503 and closed. Every connection is cut ``request_timeout``
+seconds after it was accepted, however slowly its client sends or reads. So the endpoints hold at
+most ``2 * max_connections`` sockets and ``max_connections`` threads whatever the clients do, and
+a probe is answered 200 while hundreds of slow connections are held open.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from types import TracebackType
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+
+from .health_server import ProbeFirstServer
 
 __all__ = ["EndpointServer", "Probe"]
 
@@ -46,83 +53,11 @@ def _never_ready() -> tuple[bool, str]:
     return False, "not started"
 
 
-_BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-
-
-class _BoundedServer(ThreadingHTTPServer):
-    """A threading HTTP server with a cap on concurrent connections and a deadline per connection."""
-
-    daemon_threads = True
-    request_queue_size = 128  # the listen backlog: a burst of connections is accepted, then refused at once
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *,
-                 max_connections: int, request_timeout: float) -> None:
-        self.max_connections = max_connections
-        self.request_timeout = request_timeout
-        self.refused = 0  # connections answered 503 because every slot was taken
-        self.cut = 0  # times a connection past its deadline was shut down
-        self.served = 0  # connections given a slot
-        self.peak = 0  # the most connections served at once
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._deadlines: dict[socket.socket, float] = {}
-        self._lock = threading.Lock()
-        super().__init__(address, handler)
-
-    @property
-    def connections(self) -> int:
-        """Connections being served now."""
-        with self._lock:
-            return len(self._deadlines)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.refused += 1
-            try:
-                request.setblocking(False)
-                request.send(_BUSY)
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        with self._lock:
-            self._deadlines[request] = time.monotonic() + self.request_timeout
-            self.served += 1
-            self.peak = max(self.peak, len(self._deadlines))
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._release(request)
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._release(request)
-
-    def _release(self, request: Any) -> None:
-        with self._lock:
-            if self._deadlines.pop(request, None) is None:
-                return
-        self._slots.release()
-
-    def service_actions(self) -> None:
-        """Cut connections past their deadline (serve_forever calls this every poll interval)."""
-        now = time.monotonic()
-        with self._lock:
-            late = [sock for sock, deadline in self._deadlines.items() if deadline <= now]
-        for sock in late:
-            self.cut += 1
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # the handler's read or write fails and its thread ends
-            except OSError:
-                pass
-
-
 class EndpointServer:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` until ``close()``.
 
-    ``max_connections``: requests served at once (more are answered 503 and closed);
+    ``max_connections``: requests served in threads at once (more are answered 503 and closed),
+    and half-sent requests held (one more evicts the oldest); probes are answered regardless;
     ``request_timeout``: seconds a connection may last from accept to the end of its response.
     """
 
@@ -147,7 +82,7 @@ class EndpointServer:
         # the socket timeout bounds each read and write; the server's deadline bounds the whole request
         handler = type("_BoundHandler", (_Handler,), {"endpoints": self, "timeout": request_timeout})
         try:
-            self._server = _BoundedServer((host, port), handler, max_connections=max_connections,
+            self._server = ProbeFirstServer((host, port), handler, max_connections=max_connections,
                                           request_timeout=request_timeout)
         except OSError as exc:
             raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc.strerror}") from exc
@@ -164,6 +99,21 @@ class EndpointServer:
     def connections(self) -> int:
         """Connections being served now (at most ``max_connections``)."""
         return self._server.connections
+
+    @property
+    def pending(self) -> int:
+        """Connections whose request is not complete yet (at most ``max_connections``)."""
+        return self._server.pending
+
+    @property
+    def evicted(self) -> int:
+        """Half-sent requests closed to make room for newer connections."""
+        return self._server.evicted
+
+    @property
+    def probes(self) -> int:
+        """Probes (``/healthz``, ``/readyz``) answered without a thread of their own."""
+        return self._server.probes
 
     @property
     def refused(self) -> int:
@@ -201,8 +151,22 @@ class EndpointServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """Answers one request whose bytes the server has read already (``data``), on ``request``."""
+
     endpoints: EndpointServer
     server_version = "ddflow"
+
+    def __init__(self, request: socket.socket, client_address: Any, server: Any, data: bytes) -> None:
+        self._data = data
+        super().__init__(request, client_address, server)
+
+    def setup(self) -> None:
+        self.connection = self.request
+        self.rfile = io.BytesIO(self._data)
+        self.wfile = _SocketWriter(self.request)
+
+    def finish(self) -> None:
+        pass
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._respond(body=True)
@@ -241,9 +205,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle(self) -> None:
         try:
-            super().handle()
+            self.handle_one_request()
         except OSError as exc:  # a client cut at its deadline, or gone: nothing to answer
             log.debug("http %s: connection ended: %s", self.client_address[0], exc)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (signature of the base class)
         log.debug("http %s - " + format, self.address_string(), *args)
+
+
+class _SocketWriter(io.RawIOBase):
+    """A write-only file over a socket: every write is sent whole (a probe's short answer fits the
+    socket's buffer, so it is sent at once even on a non-blocking socket)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self._sock.sendall(b)
+        return len(b)

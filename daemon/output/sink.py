@@ -190,8 +190,10 @@ class KafkaSink(WindowCommits, TransactionalPublisher):
             "transactional" if self.transactional else "idempotent",
             ", ".join(f"{o.name}->{o.topic} final from {min(self.final[o.topic])}" for o in self.outputs),
         )
+        self.start_fence_checks()
 
     def close(self) -> None:
+        self.stop_fence_checks()
         if self._commits.busy:  # the worker failed while a commit was in flight: it lands or fails now
             try:
                 self._commits.result(timeout=2 * self.transaction_timeout + 4 * BOUNDED_GRACE)

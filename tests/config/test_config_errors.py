@@ -283,7 +283,8 @@ def test_supervision_and_transaction_timeouts(tmp_path: Path) -> None:
                                + '[worker]\nstall_timeout = "2m"\nstop_timeout = "20s"\n'))
     assert config.kafka.transaction_timeout_ns == 90 * 10**9
     assert (config.worker.stall_timeout_ns, config.worker.stop_timeout_ns) == (120 * 10**9, 20 * 10**9)
-    assert config.redacted()["worker"] == {"stall_timeout_ns": 120 * 10**9, "stop_timeout_ns": 20 * 10**9}
+    assert config.redacted()["worker"] == {"stall_timeout_ns": 120 * 10**9, "stop_timeout_ns": 20 * 10**9,
+                                           "frontier_stall_timeout_ns": 30 * 10**9}
     defaults = load_config(write(tmp_path, VALID))
     assert defaults.kafka.transaction_timeout_ns == 60 * 10**9 and defaults.worker.stop_timeout_ns == 75 * 10**9
     err = error_for(tmp_path, VALID.replace('bootstrap = "127.0.0.1:9092"',

@@ -1,5 +1,6 @@
-"""The liveness keys: how long the output frontier may stand still before it is said
-(``worker.frontier_stall_timeout``), read, validated and used by the daemon."""
+"""The liveness keys, read, validated and used by the daemon: how long the output frontier may
+stand still before it is said (``worker.frontier_stall_timeout``), how long the daemon waits for
+the broker at start (``kafka.connect_timeout``)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,22 @@ def test_a_bad_frontier_stall_timeout_names_the_key(tmp_path: Path, value: str) 
     assert info.value.keys == ["worker.frontier_stall_timeout"]
 
 
+def test_connect_timeout_is_read_and_checked(tmp_path: Path) -> None:
+    assert load(tmp_path, "").kafka.connect_timeout_ns == 120 * 10**9
+    kafka = VALID.replace('bootstrap = "127.0.0.1:9092"', 'bootstrap = "127.0.0.1:9092"\nconnect_timeout = "@"')
+    path = tmp_path / "daemon.toml"
+    path.write_text(kafka.replace("@", "10s"))
+    config = load_config(path)
+    assert config.kafka.connect_timeout_ns == 10 * 10**9
+    assert config.redacted()["kafka"]["connect_timeout_ns"] == 10 * 10**9
+    assert config.kafka.with_bootstrap("b:1").connect_timeout_ns == 10 * 10**9
+    for bad in ("0s", "never"):
+        path.write_text(kafka.replace("@", bad))
+        with pytest.raises(ConfigError) as info:
+            load_config(path)
+        assert info.value.keys == ["kafka.connect_timeout"]
+
+
 def test_the_daemon_says_a_stall_after_the_configured_time(tmp_path: Path, monkeypatch) -> None:
     from ddflow.daemon import service as service_module
     from ddflow.daemon.input.source import InputSpec
@@ -43,6 +60,7 @@ def test_the_daemon_says_a_stall_after_the_configured_time(tmp_path: Path, monke
         return Worker(lambda df, i: {"reachable": i["edges"]}, source, sink, stats=stats)
 
     monkeypatch.setattr(service_module, "make_worker", memory_worker)
+    monkeypatch.setattr(service_module, "watch_broker", lambda config: None)  # no broker here
     config = load(tmp_path, '[worker]\nfrontier_stall_timeout = "7s"\n')
     service = service_module.Service(config)
     service.run(timeout=0.2)

@@ -214,44 +214,66 @@ def _until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> N
         time.sleep(0.05)
 
 
-def test_half_sent_requests_hold_at_most_max_connections_and_are_cut(registry: CollectorRegistry) -> None:
+def test_probes_answer_while_hundreds_of_half_sent_requests_are_held(registry: CollectorRegistry) -> None:
+    """A slowloris flood (200 connections that send the start of a request, then nothing) holds no
+    thread and at most max_connections sockets (the oldest are evicted), and every probe among it
+    answers 200 at once. Before, the flood took every slot and 20 of 20 probes answered 503."""
     DaemonMetrics(registry, inputs={"edges": "reject"}, outputs=["reachable"], dead_letter_reasons=["late"])
     threads_before = threading.active_count()
-    with EndpointServer(registry, port=0, max_connections=4, request_timeout=1.0) as server:
-        held = _half_sent(server, 300)
+    with EndpointServer(registry, port=0, max_connections=4, request_timeout=30.0) as server:
+        held = _half_sent(server, 200)
         try:
-            # each connection is served or refused; a slot frees only when its holder is cut, so on a
-            # slow machine more than 4 may be served in all, but never more than 4 at once
-            _until(lambda: server.served + server.refused == 300, "a connection was neither served nor refused")
-            assert server.peak_connections == 4 and server.refused > 0
-            assert threading.active_count() <= threads_before + 1 + 4  # the server thread + one per slot
-            # the held connections are cut at their deadline, so a scrape gets through again
-            status = None
-            while status != 200:
-                try:
-                    status, _, text = get(server.url + "/metrics")
-                except (urllib.error.URLError, ConnectionError):
-                    status = None  # refused while the slots are still held: try again
-                    time.sleep(0.1)
-            assert 'ddflow_epochs_total{worker="0"} 0.0' in text
-            _until(lambda: server.connections == 0, "the half-sent requests were not cut")
-            assert server.peak_connections == 4
+            _until(lambda: server.evicted == 196, "the oldest half-sent requests were not evicted")
+            assert server.pending == 4 and server.connections == 0
+            assert [get(server.url + "/healthz")[0] for _ in range(20)] == [200] * 20
+            assert get(server.url + "/readyz")[:3:2] == (503, "not started\n")  # answered, with its reason
+            assert server.probes == 21
+            assert threading.active_count() <= threads_before + 1  # the server's thread, none per connection
+            assert get(server.url + "/metrics")[0] == 200  # a scrape too, in a thread of its own
+            assert server.pending <= 4
         finally:
             for sock in held:
                 sock.close()
 
 
-def test_a_refused_connection_gets_a_503_at_once(registry: CollectorRegistry) -> None:
-    with EndpointServer(registry, port=0, max_connections=1, request_timeout=30.0) as server:
-        (held,) = _half_sent(server, 1)
+def test_half_sent_requests_are_cut_at_their_deadline(registry: CollectorRegistry) -> None:
+    with EndpointServer(registry, port=0, max_connections=4, request_timeout=0.5) as server:
+        held = _half_sent(server, 3)
         try:
-            _until(lambda: server.connections == 1, "the first connection was not served")
-            status, _, _ = get(server.url + "/healthz")
-            assert status == 503 and server.refused == 1
+            _until(lambda: server.pending == 0, "the half-sent requests were not cut")
+            for sock in held:  # the server closed them
+                sock.settimeout(5)
+                assert sock.recv(10) == b""
         finally:
-            held.close()
-        _until(lambda: server.connections == 0, "a closed connection kept its slot")
-        assert get(server.url + "/healthz")[0] == 200
+            for sock in held:
+                sock.close()
+
+
+def test_a_request_beyond_max_connections_threads_gets_a_503_and_probes_still_answer(
+        registry: CollectorRegistry) -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    class Slow:  # a collector that holds /metrics until released
+        def collect(self):  # type: ignore[no-untyped-def]
+            entered.set()
+            release.wait(30)
+            return []
+
+    registry.register(Slow())  # type: ignore[arg-type]
+    with EndpointServer(registry, port=0, max_connections=1, request_timeout=30.0) as server:
+        first = threading.Thread(target=lambda: get(server.url + "/metrics"), daemon=True)
+        first.start()
+        try:
+            assert entered.wait(10)
+            _until(lambda: server.connections == 1, "the first scrape was not served")
+            assert get(server.url + "/metrics")[0] == 503 and server.refused == 1
+            assert get(server.url + "/healthz")[0] == 200  # probes are not served by the threads
+        finally:
+            release.set()
+            first.join(10)
+        _until(lambda: server.connections == 0, "a finished request kept its slot")
+        assert get(server.url + "/metrics")[0] == 200
 
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [({"max_connections": 0}, "max_connections"),
