@@ -96,7 +96,7 @@ def test_a_freeze_longer_than_the_transaction_timeout_exits_while_the_broker_is_
                      r"kafka.transaction_timeout \(4 s\)", daemon.log), daemon.log
 
 
-def test_sigterm_during_a_freeze_is_served_at_once(
+def test_sigterm_during_a_freeze_is_served_at_once_when_idle(
         broker: EmbeddedBroker, tmp_path: Path, daemons: list[Daemon]) -> None:
     daemon = Daemon(tmp_path, broker.bootstrap, flow="map_only", kafka='transaction_timeout = "60s"',
                     extra='\n[worker]\nstop_timeout = "60s"\n')
@@ -108,10 +108,12 @@ def test_sigterm_during_a_freeze_is_served_at_once(
     try:
         daemon.until(lambda: "has not answered for" in daemon.log, "the freeze is logged", timeout=20)
         daemon.process.send_signal(signal.SIGTERM)
-        assert daemon.exit_code(timeout=20) == 1, daemon.log  # not the 60 s stop timeout
+        code = daemon.exit_code(timeout=20)  # not the 60 s stop timeout
     finally:
         os.kill(broker.pid, signal.SIGCONT)
-    assert "ddflow run: stopping while the broker at" in daemon.log, daemon.log
+    # idle, nothing was left to publish: the loop may finish first (0), or the supervisor, seeing the
+    # broker silent, ends the process (1, saying so); mid-commit, see test_broker_failures.py
+    assert code == 0 or (code == 1 and "ddflow run: stopping while the broker at" in daemon.log), daemon.log
 
 
 def test_a_broker_not_answering_at_start_is_waited_for_then_the_daemon_resumes_exactly(
