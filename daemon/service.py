@@ -116,6 +116,9 @@ class Service:
         return True, "worker running" if self._running.is_set() else "starting"
 
     def ready(self) -> tuple[bool, str]:
+        lost = getattr(getattr(self.worker, "mesh", None), "lost", None)  # over the mesh (kept once it closed)
+        if lost:
+            return False, f"mesh peers lost: {', '.join(lost)} (every worker exits 1 and all restart)"
         broker = self.broker
         silent = None if broker is None or self._done.is_set() else broker.reason()
         if silent is not None:
@@ -136,8 +139,9 @@ class Service:
         return True, "ready"
 
     def snapshot(self) -> Any:
+        exchange = getattr(self.worker, "transport", None) or getattr(self.worker, "mesh", None)  # (mesh: once closed)
         return snapshot_from_stats(self.stats, topics={i.name: i.topic for i in self.config.inputs},
-                                   ready=self.ready()[0], exchange=getattr(self.worker, "transport", None))
+                                   ready=self.ready()[0], exchange=exchange)
 
     def arrangements(self) -> Any:
         worker = self.worker

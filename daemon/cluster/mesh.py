@@ -17,7 +17,8 @@ a hello to every other and waits until it has one from each, at most ``start_tim
 heartbeat to every peer every ``heartbeat`` seconds (on its own connections, so a worker busy in a
 long epoch still beats); a worker waiting in an exchange or agreement that has heard nothing from
 a peer for ``peer_timeout`` seconds raises `PeerLost` naming it and its address (``lost``: the
-names of the peers declared lost, for logs, metrics and readiness). A second hello from a peer (it
+names of the peers declared lost, for logs; ``peers_lost``: their indexes, for metrics and
+readiness; ``peer_addresses``: every other worker by index). A second hello from a peer (it
 restarted: its part of the state is gone) is `PeerLost` too. The heartbeat thread needs the
 interpreter lock: a peer that holds it longer than ``peer_timeout`` (compiling kernels, a long
 compiled call) looks silent, so keep ``peer_timeout`` well above that (ZeroMQ's own heartbeats and
@@ -115,6 +116,8 @@ class MeshTransport:
         self.interruptible = False
         self.waiting_since: float | None = None
         self.lost: list[str] = []
+        self.peers_lost: set[int] = set()
+        self.peer_addresses = {p: addresses[p] for p in self._peers}
         self.waited: dict[int, float] = {}
         self.waiting_on: tuple[int, ...] = ()
         self.sent_bytes = self.received_bytes = self.steps = 0
@@ -297,9 +300,13 @@ class MeshTransport:
         """`PeerLost` for the first peer not heard from for ``peer_timeout`` seconds."""
         for p in self._peers:
             if now - self._heard.get(p, now) > self.peer_timeout:
-                self.lost.append(self.name(p))
+                self._lose(p)
                 raise PeerLost(f"mesh: worker {self.index} heard nothing from {self.name(p)} for "
                                f"{now - self._heard[p]:.1f} s (peer_timeout {self.peer_timeout:g} s)")
+
+    def _lose(self, peer: int) -> None:
+        self.lost.append(self.name(peer))
+        self.peers_lost.add(peer)
 
     def _poll(self, timeout: float) -> None:
         """File every message that arrives within ``timeout`` seconds (all that are there, at least)."""
@@ -342,6 +349,6 @@ class MeshTransport:
             votes[peer] = m.vote
         elif m.kind == wire.HELLO:
             if peer in self._hellos and self._hellos[peer] != m.incarnation:
-                self.lost.append(self.name(peer))
+                self._lose(peer)
                 raise PeerLost(f"mesh: {self.name(peer)} restarted (a new hello): its part of the run is gone")
             self._hellos[peer] = m.incarnation

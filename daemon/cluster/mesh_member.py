@@ -88,6 +88,7 @@ class MeshWorker(ClusterWorker):
         super().__init__(*args, **kwargs)
         self.addresses, self.peer_timeout = tuple(addresses), peer_timeout
         self._checkpointed: int | None = None  # the frontier of the last checkpoint every worker took or restored
+        self.mesh: Any = None  # the mesh, kept once closed: the peers it found lost (`mesh.MeshTransport.lost`)
 
     def _new_dataflow(self) -> Any:
         from ...operators.workers import worker_dataflow
@@ -99,7 +100,7 @@ class MeshWorker(ClusterWorker):
                     f"{self.addresses[self.index]})")
         try:
             df = worker_dataflow(self.index, self.count, transport)
-            self.transport = transport  # type: ignore[assignment]  (the same waits, stop and votes)
+            self.transport = self.mesh = transport  # type: ignore[assignment]  (the same waits, stop and votes)
             self._snapshot = self._agree_on_restore(df.worker)
         except BaseException:
             self.transport = None

@@ -76,6 +76,7 @@ METRIC_NAMES = (
     "ddflow_ready",
     "ddflow_exchange_wait_seconds_total",
     "ddflow_exchange_waiting",
+    "ddflow_mesh_peer_lost",
 )
 
 
@@ -190,8 +191,14 @@ class _SnapshotCollector(Collector):
         for peer in peers:
             waited.add_metric([str(peer)], s.exchange_waited.get(peer, 0.0))
             waiting.add_metric([str(peer)], int(peer in s.exchange_waiting_on))
+        lost = GaugeMetricFamily("ddflow_mesh_peer_lost",
+                                 "1 once this worker found the peer worker lost over the mesh (silent for "
+                                 "workers.peer_timeout, or restarted): every worker then exits and restarts.",
+                                 labels=["peer", "address"])
+        for peer, address in sorted(s.mesh_peers.items()):
+            lost.add_metric([str(peer), address], int(peer in s.mesh_lost))
         return [build, updates_in, updates_out, epochs, frontier_in, frontier_part, frontier_out, last_epoch, loop, lag, late, dead,
-                tombstones, ready, waited, waiting]
+                tombstones, ready, waited, waiting, lost]
 
 
 def _known(configured: Iterable[str], *observed: Mapping[str, Any]) -> list[str]:

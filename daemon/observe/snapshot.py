@@ -34,6 +34,8 @@ class MetricsSnapshot:
     ready: bool = False
     exchange_waited: Mapping[int, float] = field(default_factory=dict)  # seconds blocked on each other worker
     exchange_waiting_on: Sequence[int] = ()  # the workers it is blocked on now
+    mesh_peers: Mapping[int, str] = field(default_factory=dict)  # over the mesh: each other worker's address
+    mesh_lost: Sequence[int] = ()  # ... and those this worker found lost
 
 
 def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool,
@@ -42,7 +44,8 @@ def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool,
 
     ``topics`` maps input names to their topics (lag is labelled by topic and partition);
     ``exchange``: the worker's end of the exchange between workers (its ``waited`` and
-    ``waiting_on``), or ``None`` for a worker alone.
+    ``waiting_on``; over the mesh its ``peer_addresses`` and ``peers_lost``), or ``None`` for a
+    worker alone.
     """
     input_updates, input_frontier, tombstones = {}, {}, {}
     lag: dict[tuple[str, int], int] = {}
@@ -80,4 +83,6 @@ def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool,
         ready=ready,
         exchange_waited=dict(getattr(exchange, "waited", None) or {}),
         exchange_waiting_on=tuple(getattr(exchange, "waiting_on", None) or ()),
+        mesh_peers=dict(getattr(exchange, "peer_addresses", None) or {}),
+        mesh_lost=tuple(sorted(getattr(exchange, "peers_lost", None) or ())),
     )
