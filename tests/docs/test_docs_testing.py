@@ -48,3 +48,18 @@ def test_tests_that_use_a_broker_fixture_are_marked_kafka(fixtures, marked) -> N
     item = SimpleNamespace(fixturenames=fixtures, add_marker=added.append)
     broker.pytest_collection_modifyitems([item])
     assert [m.name for m in added] == (["kafka"] if marked else [])
+
+
+def test_the_quick_profile_caps_a_property_that_names_its_own_count() -> None:
+    from hypothesis import given, strategies as st
+
+    seen: list = []
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(st.integers())
+    def many(x: int) -> None:
+        seen.append(x)
+
+    assert profiles.capped(many, 10) and not profiles.capped(many, 10) and not profiles.capped(len, 10)
+    many()
+    assert 0 < len(seen) <= 10
