@@ -42,7 +42,8 @@ from ...operators.transport import ExchangeBatch, ExchangeMarker
 from ..exceptions import DaemonError, KafkaClientError
 from ..kafka.client import _admin, client_config, ensure_topics
 from .generations import UNKNOWN, GenerationChanged, Generations  # GenerationChanged: re-exported
-from .transport_wire import Box, batch_messages, marker_message, step_batches, step_complete
+from .transport_wire import (Box, ExchangeMessageError, Refusals, batch_messages, decode_message, marker_message,
+                             step_batches, step_complete)
 
 __all__ = ["ExchangeTimeout", "GenerationChanged", "Interrupted", "KafkaTransport"]
 
@@ -108,6 +109,7 @@ class KafkaTransport(Generations):
         self._next_vote = 0  # agreements before it are decided: their votes are dropped on arrival
         self._next_step: dict[int, int] = {}  # per channel, the steps before it are received
         self._error: BaseException | None = None
+        self.refused = Refusals(index)  # messages not of this run's workers: skipped and said (`transport_wire`)
         self._admin: Any = _admin(self.kafka_options)
         self._agree = self._ensure(f"{prefix}-agree", 1)
         self._assigned = False
@@ -316,11 +318,14 @@ class KafkaTransport(Generations):
                 if key in self._ahead:  # held: read again from the message held once the worker gets there
                     continue
                 self._read[key] = msg.offset() + 1
-                self._file(msg.value(), msg.offset(), key)
+                try:
+                    self._file(msg.value(), msg.offset(), key)
+                except ExchangeMessageError as exc:
+                    self.refused.refuse(msg.topic(), msg.partition(), msg.offset(), exc)
 
     def _file(self, value: bytes, offset: int, where: tuple[str, int] | None = None) -> None:
-        m = msgpack.unpackb(value, raw=False, use_list=True, strict_map_key=False)
-        if not isinstance(m, dict) or m.get("run") != self.run:
+        m = decode_message(value, run=self.run, workers=self.workers)
+        if m is None:  # another run's
             return
         kind = m.get("kind")
         if kind in ("hello", "generation"):
