@@ -43,18 +43,33 @@ LATE_POLICIES = ("advance", "reject")
 
 
 class ReclockClock:
-    """A non-decreasing nanosecond clock: `now()` never goes below a value it returned before."""
+    """The arrival-time clock of reclocked inputs: non-decreasing, and never standing still.
 
-    def __init__(self, clock_ns: Callable[[], int] = time.time_ns) -> None:
+    `now()` follows the wall clock (``clock_ns``) but never goes below a value it returned before or
+    was told to `catch_up` to. While the wall clock is behind that value (it was set back, or a
+    restarted worker's clock is behind the times its bindings recorded) the clock moves on from it
+    at the rate of the monotonic clock (``monotonic_ns``), so arrival times keep growing and the
+    input frontier keeps moving: held at the last value instead, every update would wait, unfinished,
+    for as long as the wall clock was set back. A wall clock set forward is followed at once."""
+
+    def __init__(self, clock_ns: Callable[[], int] = time.time_ns,
+                 monotonic_ns: Callable[[], int] = time.monotonic_ns) -> None:
         self._clock_ns = clock_ns
+        self._monotonic_ns = monotonic_ns
         self._last = T_MIN
+        self._last_mono = 0
 
     def now(self) -> int:
-        t = self._clock_ns()
+        t, mono = self._clock_ns(), self._monotonic_ns()
         if t < self._last:
-            t = self._last
-        self._last = t
+            t = self._last + max(mono - self._last_mono, 0)
+        self._last, self._last_mono = t, mono
         return t
+
+    def catch_up(self, t: int) -> None:
+        """Never return less than ``t`` from now on (moving on from it while the wall clock is behind)."""
+        if t > self._last:
+            self._last, self._last_mono = t, self._monotonic_ns()
 
 
 @dataclass

@@ -143,6 +143,9 @@ class KafkaSource(ConsumerTransport, Pacing):
         ``start_offsets`` (see `progress_state`); ``floor``: a time every partition's frontier
         starts at (a snapshot's frontier: everything before it is in the snapshot)."""
         self._bindings = dict(bindings or {})
+        for bound in self._bindings.values():  # a restarted worker's wall clock may be behind its bindings
+            if bound.last_time is not None:
+                self._clock.catch_up(bound.last_time)
         self._floors = dict(floors or {})
         assignment = []
         for topic, state in self._inputs.items():

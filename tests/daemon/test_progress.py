@@ -59,7 +59,7 @@ def test_monotonic_idle_partitions_stop_holding_the_frontier():
 
 def test_reclock_frontier_is_a_non_decreasing_clock():
     ticks = iter([100, 90, 120])
-    clock = ReclockClock(lambda: next(ticks))
+    clock = ReclockClock(lambda: next(ticks), lambda: 0)  # the monotonic clock stands still: held at 100
     p = InputProgress("reclock", clock=clock)
     assert [p.bound().time for _ in range(3)] == [100, 100, 120]
 
