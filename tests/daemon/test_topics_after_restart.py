@@ -1,4 +1,5 @@
-"""Worker restarts after a broker restart or a lost topic start cleanly: no client ddflow builds lets
+"""Worker restarts after a broker restart or a lost topic start cleanly, and a topic deleted under a running
+daemon stops it naming the topic: no client ddflow builds lets
 the broker auto-create a topic (it would get the broker's default partition count), so the exchange
 and agree topics are created by the workers with the counts they need, and a topic the daemon needs
 that is missing is an error naming it. Against real brokers: a restarted in-memory broker loses
@@ -88,6 +89,39 @@ def test_two_workers_restarted_after_a_broker_restart_start_cleanly(broker: Embe
         broker.stop()
     assert codes == [0, 0], again.log()
     assert "partitions, the 2 workers need" not in again.log(), again.log()
+
+
+def test_an_input_topic_deleted_under_the_daemon_ends_it_and_its_restart_names_the_topic(
+        kafka_broker: EmbeddedBroker, tmp_path: Path) -> None:
+    """The probe's case: the input topic is deleted while the daemon runs. The daemon ends (exit 1
+    naming the topic when its topic watch sees it first; on this broker librdkafka 2.16's consumer
+    crashes first, in its fetch path, on the broker's answer for the deleted topic), nothing
+    recreates the topic (none of the daemon's clients may auto-create it), and the restart a
+    supervisor makes exits 1 naming the missing topic instead of reading an empty new one."""
+    from confluent_kafka.admin import AdminClient
+    from test_broker_failures import DDFLOW as RUN, Daemon  # type: ignore[import-not-found]
+
+    daemon = Daemon(tmp_path, kafka_broker.bootstrap, flow="map_only")
+    try:
+        daemon.send([(1, 1)], 1000 * MS)
+        assert daemon.wait_final(1000 * MS) == {(1, 2): 1}
+        admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+        for future in admin.delete_topics([daemon.topics["a"]], operation_timeout=10).values():
+            future.result(10)
+        code = daemon.exit_code()
+    finally:
+        daemon.kill()
+    if code == 1:
+        assert f"input 'a' topic {daemon.topics['a']!r} vanished" in daemon.log, daemon.log
+    else:
+        assert code == -11, daemon.log  # SIGSEGV inside librdkafka (see the docstring)
+    assert daemon.topics["a"] not in admin.list_topics(timeout=10).topics  # nothing recreated it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
+    restart = subprocess.run([RUN, "run", "--config", str(daemon.config)], capture_output=True, text=True,
+                             timeout=180, env=env)
+    assert restart.returncode == 1, restart.stderr
+    assert f"topic {daemon.topics['a']!r}: it does not exist" in restart.stderr, restart.stderr
+    assert daemon.topics["a"] not in admin.list_topics(timeout=10).topics
 
 
 def test_a_missing_output_topic_is_named_not_auto_created(kafka_broker: EmbeddedBroker, make_topic, tmp_path: Path) -> None:
