@@ -44,15 +44,20 @@ full size); headers are bounded whatever the message (at most `MAX_LISTED` posit
 ``ddflow.counts`` still counts every bad update; each detail cut to `MAX_DETAIL` characters), so
 a dead letter is at most ``max_raw_bytes`` + `OVERHEAD_BYTES`, within librdkafka's default
 ``message.max.bytes`` (`MAX_MESSAGE_BYTES`). Dead letters are written through the worker's
-producer, inside the epoch's transaction when there is one; a replay may write one again
-(`decode_dead_letter` reads one back; dedupe by topic, partition and offset).
+producer, inside the epoch's transaction when there is one, so they are committed no later than
+the input offsets past their messages. A replay (a restart reads its input again from a
+checkpoint or the beginning) does not write them again: the source tells the writer the consumer
+group's committed offsets when it opens (`DeadLetterWriter.written_below`), and messages below
+them were dead-lettered by the run that committed them. Without transactions (a broker that
+refuses them) or when the offsets cannot be read, a replay may write one again: a reader dedupes
+by topic, partition and offset. `decode_dead_letter` reads one back.
 """
 
 from __future__ import annotations
 
 import json
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +148,14 @@ class DeadLetterWriter:
         self.max_raw_bytes = MAX_MESSAGE_BYTES - OVERHEAD_BYTES if max_raw_bytes is None else max_raw_bytes
         self.worker, self.name = worker, name
         self.written = 0
+        self.replayed = 0  # dead letters not written again: their messages were below `written_below`
+        self._below: dict[tuple[str, int], int] = {}
         self.said = RejectionLog(topic)  # the log's account of what is written here
+
+    def written_below(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """The messages of each (topic, partition) below ``offsets`` have their dead letters written
+        already (those offsets were committed with them): `write` leaves them out from now on."""
+        self._below.update(offsets)
 
     def tick(self) -> None:
         """Log the dead-letter counts due (at most a line per reason a minute; see `RejectionLog`)."""
@@ -166,6 +178,9 @@ class DeadLetterWriter:
         order or not; ``decoder``: the class that decoded it (`__connect.errors.class.name`)."""
         if not errors:
             raise WireError(f"writing a dead letter for {topic}[{partition}] offset {offset}: no errors given")
+        if offset < self._below.get((topic, partition), -1):
+            self.replayed += 1
+            return
         counts: dict[str, int] = {}
         indexes: dict[str, list[int] | None] = {}
         details: dict[str, str] = {}

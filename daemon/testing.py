@@ -232,6 +232,9 @@ class ReplaySource(KafkaSource):
     def _high_watermark(self, topic: str, partition: int) -> int | None:
         return len(self._logs[topic][partition])
 
+    def _committed(self, assignment: list[Any]) -> dict[tuple[str, int], int]:
+        return {}  # no consumer group: every dead letter is written
+
 
 @dataclass(frozen=True)
 class Epoch:

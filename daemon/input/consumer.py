@@ -4,9 +4,9 @@
 configuration (partitions *assigned*, no group rebalancing; offsets never committed by the
 consumer, the sink commits them; ``read_committed``; end-of-partition events on), assigning the
 partitions, reading, pausing and resuming them, their high watermarks and the consumer lag they
-give. A failed call raises `KafkaClientError` naming what it did, never a confluent_kafka exception.
-A test double (`testing.ReplaySource`) replaces `_client_config` and the six calls under "the
-transport"; everything above them (decoding, progress, floors, pacing) then runs unchanged.
+give, and the group's committed offsets. A failed call raises `KafkaClientError` naming what it
+did, never a confluent_kafka exception. A test double (`testing.ReplaySource`) replaces
+`_client_config` and the seven calls under "the transport"; everything above them (decoding, progress, floors, pacing) then runs unchanged.
 
 The source sets ``_config`` (from `_client_config`), ``_kafka_options``, ``_inputs`` (topic -> an
 input's state, with its ``stats``) and ``_consumer`` (None until `_assign`'s result is stored;
@@ -53,7 +53,7 @@ class ConsumerTransport:
         config.setdefault("auto.offset.reset", "earliest")
         return config
 
-    # -- the transport: the Kafka consumer (`testing.ReplaySource` replaces these six) -------------
+    # -- the transport: the Kafka consumer (`testing.ReplaySource` replaces these seven) -----------
 
     def _partition_count(self, topic: str) -> int:
         return topic_partitions(self._kafka_options, topic)
@@ -99,6 +99,15 @@ class ConsumerTransport:
         except KafkaException:
             return None
         return high
+
+    def _committed(self, assignment: list[TopicPartition]) -> dict[tuple[str, int], int]:
+        """The consumer group's committed offset per partition of ``assignment`` that has one
+        (the sink commits them with each epoch's outputs and dead letters)."""
+        try:
+            found = self.consumer.committed(assignment, timeout=30)
+        except KafkaException as exc:
+            raise KafkaClientError(f"reading the committed offsets of input partitions: {exc}") from exc
+        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.error is None and tp.offset >= 0}
 
     @property
     def consumer(self) -> Any:

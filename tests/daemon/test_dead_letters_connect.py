@@ -93,3 +93,39 @@ def test_dead_letters_are_the_original_messages_with_connect_headers(kcat_broker
     assert function["__connect.errors.exception.class.name"] == "builtins.ValueError"
     assert "ValueError: invalid literal" in function["__connect.errors.exception.stacktrace"]
     assert "__connect.errors.topic" not in function  # no single input message
+
+
+def test_a_restart_that_reads_the_input_again_does_not_write_its_dead_letters_again(kafka_options, make_topic):
+    """Without a checkpoint a restarted worker reads its input from the beginning: the messages
+    below the group's committed offsets had their dead letters committed with those offsets, so
+    they are not written again; a bad message after them is."""
+    from ddflow.daemon.factory import kafka_worker
+    from ddflow.daemon.input.progress import EpochPolicy
+    from ddflow.daemon.kafka.producer import UpdateProducer
+    from ddflow.daemon.output.sink import OutputSpec
+
+    inp, out, dlq = make_topic("a"), make_topic("out"), make_topic("dlq")
+
+    def worker():
+        return kafka_worker(lambda df, inputs: {"out": inputs["a"]}, [InputSpec("a", inp, fields=["k"])],
+                            [OutputSpec("out", out)], kafka_options, group_id=f"g-{inp}", dead_letter_topic=dlq,
+                            epochs=EpochPolicy(resolution_ns=10))
+
+    raw = Producer(kafka_options)
+    with UpdateProducer(inp, kafka_options) as p:
+        p.insert(("x",), 5)
+    raw.produce(inp, b"\xc1 first", key=b"one")
+    raw.flush()
+    with UpdateProducer(inp, kafka_options) as p:
+        p.advance_to(20)
+    first = worker()
+    first.run(until=20, timeout=60)
+    raw.produce(inp, b"\xc1 second", key=b"two")
+    raw.flush()
+    with UpdateProducer(inp, kafka_options) as p:
+        p.advance_to(40)
+    again = worker()
+    again.run(until=40, timeout=60)
+    assert again.sink.dead_letters.replayed == 1  # the first bad message, read again
+    letters = read_topic(kafka_options["bootstrap.servers"], dlq, 1)
+    assert [(m.key(), m.value()) for m in letters] == [(b"one", b"\xc1 first"), (b"two", b"\xc1 second")]
