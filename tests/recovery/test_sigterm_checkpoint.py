@@ -1,0 +1,186 @@
+"""SIGTERM while a checkpoint is being written: the daemon finishes that checkpoint and its final one,
+exits 0, leaves no staging directory, and its restart resumes from the final checkpoint with the
+output exact. The write is held in the middle (its files written, its manifest not yet renamed into
+place) by the test's dataflow module, which wraps the snapshot writer's commit while a gate file
+exists, and notes when the SIGTERM reaches the worker; the daemon runs as a subprocess against the
+real broker."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ddflow.daemon.kafka.producer import UpdateProducer
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.daemon.state.checkpoint import CheckpointStore
+
+pytestmark = pytest.mark.kafka
+
+DDFLOW = str(Path(sys.executable).parent / "ddflow")
+MS = 1_000_000
+
+FLOW = '''
+import os, threading, time
+
+from ddflow.daemon import worker
+from ddflow.daemon.state import snapshot
+
+GATE = os.environ["CHECKPOINT_GATE"]
+_commit = snapshot.SnapshotWriter.commit
+
+
+def held_commit(self, *args, **kwargs):
+    """A background checkpoint waits here, its files written, while GATE/hold exists."""
+    if threading.current_thread().name == "ddflow-checkpoint-writer" and os.path.exists(os.path.join(GATE, "hold")):
+        open(os.path.join(GATE, "writing"), "w").close()
+        while os.path.exists(os.path.join(GATE, "hold")):
+            time.sleep(0.02)
+    return _commit(self, *args, **kwargs)
+
+
+snapshot.SnapshotWriter.commit = held_commit
+_stop = worker.Worker.stop
+
+
+def stop(self, *args, **kwargs):
+    """The daemon's SIGTERM reached the worker: say so in GATE/stopping."""
+    open(os.path.join(GATE, "stopping"), "w").close()
+    return _stop(self, *args, **kwargs)
+
+
+worker.Worker.stop = stop
+
+
+def flow(df, inputs):
+    return {"out": inputs["a"].map(lambda r: (r[0], r[1] + 1))}
+'''
+
+
+class Daemon:
+    def __init__(self, config: Path, gate: Path, module_dir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
+        env.update({"CHECKPOINT_GATE": str(gate), "PYTHONPATH": str(module_dir)})
+        self.process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        threading.Thread(target=lambda: self.lines.extend(self.process.stdout or ()), daemon=True).start()
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while (match := re.search(pattern, self.log)) is None:
+            assert time.monotonic() < deadline and self.process.poll() is None, f"no {pattern!r}:\n{self.log}"
+            time.sleep(0.05)
+        return match
+
+    def exit_code(self, timeout: float = 120) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"the daemon did not exit within {timeout} s:\n{self.log}") from None
+
+
+def send(topic: str, options: dict, records: list[tuple[int, int]], t: int) -> None:
+    with UpdateProducer(topic, options) as producer:
+        for record in records:
+            producer.insert(record, t)
+        producer.advance_to(t + MS)
+
+
+def view_at(topic: str, options: dict, frontier: int) -> dict:
+    with ResultClient(topic, options) as client:
+        assert client.wait_for(frontier, timeout=120)
+        return dict(client.view)
+
+
+def test_sigterm_in_the_middle_of_a_checkpoint_finishes_it_and_the_restart_resumes_exactly(
+        kafka_broker, make_topic, tmp_path: Path) -> None:
+    bootstrap = kafka_broker.bootstrap
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    source, out, dead = make_topic("a"), make_topic("out"), make_topic("dead")
+    (tmp_path / "heldflow.py").write_text(FLOW)
+    gate, checkpoints = tmp_path / "gate", tmp_path / "checkpoints"
+    gate.mkdir()
+    config = tmp_path / "daemon.toml"
+    config.write_text(f"""
+[dataflow]
+function = "heldflow:flow"
+
+[kafka]
+bootstrap = "{bootstrap}"
+group_id = "{source}"
+
+[kafka.options]
+"fetch.wait.max.ms" = 10
+
+[[inputs]]
+name = "a"
+topic = "{source}"
+fields = ["k", "v"]
+
+[[outputs]]
+name = "out"
+topic = "{out}"
+
+[dead_letter]
+topic = "{dead}"
+
+[checkpoint]
+location = "{checkpoints}"
+interval = "100ms"
+
+[metrics]
+address = "127.0.0.1:0"
+""")
+    (gate / "hold").touch()
+    daemon = Daemon(config, gate, tmp_path)
+    try:
+        send(source, options, [(1, 1)], 1000 * MS)
+        assert view_at(out, options, 1001 * MS) == {(1, 2): 1}
+        send(source, options, [(2, 2)], 1002 * MS)  # epochs go on while the checkpoint is held
+        deadline = time.monotonic() + 120
+        while not (gate / "writing").exists():
+            assert time.monotonic() < deadline and daemon.process.poll() is None, daemon.log
+            time.sleep(0.05)
+        assert view_at(out, options, 1003 * MS) == {(1, 2): 1, (2, 3): 1}
+        assert list(checkpoints.glob(".checkpoint-*.tmp-*")) or list(checkpoints.glob(".*tmp*")), \
+            sorted(p.name for p in checkpoints.iterdir())  # the held write: staged, not in place
+        daemon.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while not (gate / "stopping").exists():  # the SIGTERM reached the worker, the write still held
+            assert time.monotonic() < deadline and daemon.process.poll() is None, daemon.log
+            time.sleep(0.05)
+        (gate / "hold").unlink()  # the held write goes on
+        assert daemon.exit_code() == 0, daemon.log
+    finally:
+        if daemon.process.poll() is None:
+            daemon.process.kill()
+    assert "Traceback" not in daemon.log
+    leftovers = [p.name for p in checkpoints.iterdir() if p.name.startswith(".")]
+    assert not leftovers, leftovers
+    latest = CheckpointStore(checkpoints).latest()
+    assert latest is not None and latest.frontier >= 1003 * MS  # the final checkpoint has everything published
+
+    again = Daemon(config, gate, tmp_path)  # no hold: nothing waits
+    try:
+        restored = again.wait_for(r"restoring checkpoint (\S+) at frontier (\d+)")
+        assert restored.group(1) == latest.path.name and int(restored.group(2)) == latest.frontier
+        send(source, options, [(1, 1)], 1004 * MS)  # a second copy of (1, 1)
+        assert view_at(out, options, 1005 * MS) == {(1, 2): 2, (2, 3): 1}
+        again.process.send_signal(signal.SIGTERM)
+        assert again.exit_code() == 0, again.log
+    finally:
+        if again.process.poll() is None:
+            again.process.kill()
