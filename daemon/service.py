@@ -42,8 +42,7 @@ from .exceptions import BrokerSilent, Fenced, StuckWorker
 from .formats.types import REASONS
 from .kafka.liveness import BrokerWatch
 from .observe.health import EndpointServer
-from .observe.liveness import BrokerCollector
-from .observe.metrics import DaemonMetrics, WorkerLabel, snapshot_from_stats
+from .observe.metrics import DaemonMetrics, snapshot_from_stats
 from .observe.stats import Stats
 
 __all__ = ["Service", "make_worker", "watch_broker"]
@@ -70,6 +69,7 @@ class Service:
             ProcessCollector(registry=self.registry)
             GCCollector(registry=self.registry)
         self.stats = Stats()
+        self.broker: BrokerWatch | None = None  # set by run
         index, count = worker_identity(config)
         self.metrics = DaemonMetrics(
             self.registry,
@@ -78,10 +78,9 @@ class Service:
             dead_letter_reasons=sorted(REASONS),
             worker=index,
             workers=count,
+            broker=lambda: self.broker,
         )
         self.stats.on_epoch(self._on_epoch)
-        self.broker: BrokerWatch | None = None  # set by run
-        self.registry.register(WorkerLabel(BrokerCollector(lambda: self.broker), index))
         self.worker: Any = None
         self.endpoints: Any = None
         self.failure: BaseException | None = None

@@ -42,6 +42,7 @@ __all__ = [
     "WorkerLabel",
 ]
 
+from .liveness import BrokerCollector
 from .metrics_engine import ArrangementCollector, OperatorCollector
 from .snapshot import MetricsSnapshot, snapshot_from_stats
 
@@ -74,6 +75,8 @@ METRIC_NAMES = (
     "ddflow_dead_letters_total",
     "ddflow_input_tombstones_total",
     "ddflow_ready",
+    "ddflow_broker_answering",
+    "ddflow_broker_last_answer_timestamp_seconds",
     "ddflow_exchange_wait_seconds_total",
     "ddflow_exchange_waiting",
     "ddflow_mesh_peer_lost",
@@ -283,7 +286,8 @@ class DaemonMetrics:
     ``inputs`` maps each input name to its late policy, ``outputs`` names the outputs and
     ``dead_letter_reasons`` the reasons a message can be dead-lettered: together they are the known
     series, exported at 0 before anything happens. ``snapshot`` and ``arrangements`` are called at
-    scrape time and may be replaced once the worker exists (``bind``). ``worker`` of ``workers``:
+    scrape time and may be replaced once the worker exists (``bind``); ``broker`` returns the
+    `kafka.liveness.BrokerWatch` the broker series read (`liveness`; None before it exists). ``worker`` of ``workers``:
     which worker of the dataflow this daemon is (the ``worker`` label of every series; its peers
     are the ``peer`` label of the exchange series).
     """
@@ -301,6 +305,7 @@ class DaemonMetrics:
         version: str | None = None,
         worker: int = 0,
         workers: int = 1,
+        broker: Callable[[], Any] | None = None,
     ) -> None:
         self.registry = registry
         self.worker, self.workers = worker, workers
@@ -319,7 +324,7 @@ class DaemonMetrics:
             "From an update's arrival to its output being final (published with progress).", LATENCY_BUCKETS)
         for collector in (self.epoch_seconds, self.latency_seconds, _SnapshotCollector(self),
                           ArrangementCollector(lambda: self._arrangements()),
-                          OperatorCollector(lambda: self._operators())):
+                          OperatorCollector(lambda: self._operators()), BrokerCollector(broker or (lambda: None))):
             registry.register(WorkerLabel(collector, worker))
 
     def bind(

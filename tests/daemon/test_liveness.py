@@ -213,3 +213,23 @@ def test_sigterm_mid_epoch_publishes_it_writes_a_checkpoint_and_exits_0(
     assert daemon.exit_code(timeout=30) == 0, daemon.log
     assert daemon.wait_final(2000 * MS + MS) == {(1, 1): 1, (-1, 1): 1}
     assert re.search(r"checkpoint checkpoint-\d+ at frontier 2001000000", daemon.log), daemon.log
+
+
+def test_the_watch_of_an_unreachable_broker_says_so_and_waits_with_backoff(caplog) -> None:
+    import logging
+    import threading
+
+    from ddflow.daemon.kafka.liveness import BrokerWatch
+
+    address = f"127.0.0.1:{_free_port()}"
+    watch = BrokerWatch({"bootstrap.servers": address}, timeout=0.5, said_after=0.0)
+    stop = threading.Event()
+    with caplog.at_level(logging.INFO, logger="ddflow.daemon.broker"):
+        assert not watch.wait(1.0, stop)  # the limit ran out
+    assert not watch.answering and watch.answered is None and watch.error
+    assert watch.reason().startswith(f"waiting for the broker at {address} for ")
+    said = [r.getMessage() for r in caplog.records if "has not answered" in r.getMessage()]
+    assert len(said) == 1 and address in said[0]  # said once, not at every probe
+    stop.set()
+    assert not watch.wait(60.0, stop)  # a stop ends the wait at once
+    watch.close()
