@@ -7,11 +7,13 @@ workers over the real broker given garbage between two rounds: the output stays 
 from __future__ import annotations
 
 import re
+import urllib.request
 
 import msgpack
 import numpy as np
 import pytest
 from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
 from test_workers_daemon import MS, T0, Daemons, config, oracle, stream  # type: ignore[import-not-found]
 
 from ddflow.daemon.cluster.transport_wire import (ExchangeMessageError, Refusals, batch_messages, decode_message,
@@ -122,6 +124,13 @@ def test_garbage_on_the_exchange_topics_of_two_running_workers_is_refused_and_sk
             producer.flush()
             assert client.wait_for(T0 + 20 * MS, timeout=120), daemons.log()
             assert client.view == want.at(T0 + 20 * MS - 1)
+            for worker in (0, 1):  # counted where the operator looks: 2 on its exchange partition, 1 on agree
+                url = re.search(r"metrics on (http://[\d.]+:\d+)/metrics", "".join(daemons.logs[worker])).group(1)
+                with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+                    text = response.read().decode()
+                [refused] = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+                             if s.name == "ddflow_exchange_refused_messages_total"]
+                assert refused == 3, (worker, text)
     finally:
         codes = daemons.stop()
     text = "\n".join("".join(lines) for lines in daemons.logs)
