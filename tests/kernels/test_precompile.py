@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddflow.operators.kernels import precompile
 
 
@@ -35,6 +37,7 @@ def test_a_signature_reads_back_as_the_same_numba_types():
         types.Array(types.int64, 2, "C", readonly=True), types.none, types.boolean)
 
 
+@pytest.mark.slow  # compiles two kernels cold in fresh processes (the full suite runs it)
 def test_a_cold_cache_is_filled_by_processes_and_then_loaded(tmp_path: Path):
     names = ["frontier.beyond", "trie.count"]
     code = ("import sys; from ddflow.operators.kernels import precompile as p; "

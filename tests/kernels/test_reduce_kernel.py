@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import profiles
 
 from ddflow.operators.kernels import reduce as kr
 from ddflow.operators.kernels.reduce import diffs as kd
@@ -94,7 +95,7 @@ def check_round(r, mode, k):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_round_matches_reference(mode):
-    @settings(max_examples=150, deadline=None)
+    @settings(max_examples=profiles.at_most(150), deadline=None)
     @given(rounds(), st.integers(1, 4))
     def check(r, k):
         check_round(r, mode, k)
@@ -104,7 +105,7 @@ def test_round_matches_reference(mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_round_overflow_statuses_match_reference(mode):
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=profiles.at_most(60), deadline=None)
     @given(rounds(extremes=True), st.integers(1, 4))
     def check(r, k):
         check_round(r, mode, k)
@@ -157,7 +158,7 @@ def long_runs(draw):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_long_key_runs_match_reference(mode):
-    @settings(max_examples=15, deadline=None)
+    @settings(max_examples=profiles.at_most(15), deadline=None)
     @given(long_runs(), st.integers(1, 4))
     def check(r, k):
         check_round(r, mode, k)

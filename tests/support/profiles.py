@@ -30,6 +30,12 @@ PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 settings.load_profile(PROFILE)
 
 
+def at_most(count: int) -> int:
+    """``count`` examples, or the quick profile's when that is fewer: for a property defined inside
+    a test's body, which collection cannot reach (``@settings(max_examples=at_most(150))``)."""
+    return min(count, EXAMPLES["quick"]) if PROFILE == "quick" else count
+
+
 def capped(test: object, cap: int) -> bool:
     """Cap the examples of the hypothesis test ``test`` at ``cap``, keeping its other settings;
     True when its own ``@settings`` asked for more. Hypothesis keeps a test's settings in the
