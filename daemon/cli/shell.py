@@ -261,10 +261,9 @@ def _print_dead_letter(letter: Any, as_json: bool) -> None:
     if as_json:
         print(json.dumps(fields, default=repr), flush=True)
         return
-    where = (f"{letter.topic}[{letter.partition}] offset {letter.offset}" if letter.topic
-             else f"a record of {letter.input}")
-    print(f"dead letter from {where} (input {letter.input!r}): {', '.join(letter.reasons)}: {letter.detail}",
-          flush=True)
+    where = (f"{letter.topic}[{letter.partition}] offset {letter.offset} (input {letter.input!r})" if letter.topic
+             else f"a record of {letter.input}")  # a user function's: no input message
+    print(f"dead letter from {where}: {', '.join(letter.reasons)}: {letter.detail}", flush=True)
     cut = "" if letter.raw_size == len(letter.raw) else f" (first {len(letter.raw)} of {letter.raw_size} bytes)"
     print(f"  value{cut} {fields['raw']!r:.200}", flush=True)
 
