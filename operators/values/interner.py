@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress, repeat
+from itertools import count as count_from
 from operator import is_, itemgetter
 
 import numpy as np
@@ -232,26 +234,27 @@ class Interner:
         return int(self._mixed([v], (), _DEEP)[0])
 
     def _object_ids_of(self, values: list) -> np.ndarray:
-        """Ids of values kept as objects (and of objects equal to an int or a pair)."""
+        """Ids of values kept as objects (and of objects equal to an int or a pair): a dict lookup
+        per value at C speed; values not seen yet are numbered in order of first appearance, the
+        first of equal ones kept."""
         get = self._object_ids.get
         try:
-            out = [get(v) for v in values]
+            out = list(map(get, values))
         except TypeError as exc:
             raise Unhashable(str(exc)) from exc
         if None not in out:
             return np.array(out, dtype=np.int64)
-        new = [i for i, got in enumerate(out) if got is None]
-        if not all(_plain(values[i]) for i in new):
-            for i in new:  # in order: the first of equal values holds the id
-                out[i] = self._special(values[i])
+        new = list(compress(values, map(is_, out, repeat(None))))
+        if not _all_plain(new):
+            for i, got in enumerate(out):  # in order: the first of equal values holds the id
+                if got is None:
+                    out[i] = self._special(values[i])
             return np.array(out, dtype=np.int64)
-        fresh: dict[object, int] = {}  # new objects, numbered in order of first appearance
-        for i in new:
-            out[i] = -1 - fresh.setdefault(values[i], len(fresh))
+        fresh = list(dict.fromkeys(new))
         ids = self._space.new(OBJ, np.zeros(len(fresh), dtype=np.int64)).tolist()
         self._objects.update(zip(ids, fresh))
         self._object_ids.update(zip(fresh, ids))
-        return np.array([ids[-1 - i] if i < 0 else i for i in out], dtype=np.int64)
+        return np.fromiter(map(get, values), dtype=np.int64, count=len(values))
 
     def _special(self, v: object) -> int:
         """The id of an object that may equal an int or a plain 2-tuple."""
@@ -379,16 +382,24 @@ class Interner:
         of ``columns`` (each an integer array, whose values are Python ints, or a list of hashable
         values, all of one length; at least one column). Each column is interned as a whole: a
         record of two fields is the pair of its two columns' ids (no tuple built); a record of one
-        field or of three or more is a tuple, built in bulk and interned as an object (a tuple
-        whose length is not 2 never equals an int nor a pair). The ids are those `ids` gives the
-        tuples themselves."""
+        field or of three or more is a tuple, interned as an object (a tuple whose length is not 2
+        never equals an int nor a pair), and only the first of equal records is built (equal
+        records found column by column, at C speed). The ids are those `ids` gives the tuples
+        themselves."""
         if not columns:
             raise ShapeError("record_ids: records need at least one field")
         if len(columns) == 2:
             return self.pair(*(self._column_ids(c) for c in columns))
-        values = [c.tolist() if isinstance(c, np.ndarray) else c for c in columns]
-        tuples = list(zip(*values, strict=True))
-        return self._checked(tuples, lambda: self._object_ids_of(tuples))
+        if len(columns[0]) == 0:
+            return np.empty(0, dtype=np.int64)
+        try:
+            codes, firsts = _distinct_rows(columns)
+        except TypeError as exc:
+            raise ShapeError(f"a record is not hashable: {exc}") from exc
+        picked = firsts.tolist()
+        tuples = list(zip(*(c[firsts].tolist() if isinstance(c, np.ndarray) else [c[i] for i in picked]
+                            for c in columns)))
+        return self._checked(tuples, lambda: self._object_ids_of(tuples))[codes]
 
     def _column_ids(self, column: np.ndarray | list) -> np.ndarray:
         if isinstance(column, np.ndarray):
@@ -501,6 +512,41 @@ def _all_equal(values: list) -> bool:
         return bool(values[-1] == values[0]) and values.count(values[0]) == len(values)
     except Exception:  # values whose equality is not a bool (arrays): not a shortcut to take
         return False
+
+
+def _distinct_rows(columns: Sequence[np.ndarray | list]) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, firsts)`` for records given field by field: ``codes[i]`` numbers record ``i``
+    among the distinct records (equal field by field, as tuples compare) in order of first
+    appearance, ``firsts`` the position of each distinct record's first appearance."""
+    key, count = None, 1
+    for column in columns:
+        if isinstance(column, np.ndarray):
+            _, codes = np.unique(column, return_inverse=True)
+            size = int(codes.max()) + 1
+        else:
+            index = dict(zip(dict.fromkeys(column), count_from(0)))  # equal values: one code
+            codes = np.fromiter(map(index.__getitem__, column), dtype=np.int64, count=len(column))
+            size = len(index)
+        key = codes.astype(np.int64) if key is None else key * size + codes
+        count *= size
+        if count >= 1 << 31:  # keep key * size within int64: number the distinct keys densely
+            _, key = np.unique(key, return_inverse=True)
+            count = int(key.max()) + 1
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)], first[order]
+
+
+def _all_plain(values: list) -> bool:
+    """`_plain` of every value (by their types at C speed where that decides)."""
+    types = set(map(type, values))
+    if types <= _NEVER_INT:
+        return True
+    if types == {tuple}:
+        return 2 not in set(map(len, values))
+    return all(map(_plain, values))
 
 
 def _plain(v: object) -> bool:
