@@ -12,16 +12,23 @@ N updates of an input with a string field (``--fields "word:str,n:int"`` by defa
   msgpack decodes each string field as one array (`decode_input`), the blocks are joined column
   by column and fed as `RecordColumns`.
 
+With ``--snapshot`` the same records are instead written as a snapshot's base (4 shards) and
+loaded: rows (how a snapshot loaded before: each Parquet column to Python values, zipped into
+record tuples and ``(record, diff)`` rows, unzipped and fed as tuples) against columns
+(`Snapshot.read_blocks`, what the daemon's loader reads, fed as `RecordColumns`).
+
 Each run ends when ``Dataflow.run()`` has interned the records (the input node's step); the
 records' ids are checked to be the same both ways. CPU time (``time.process_time``).
 
-    .venv/bin/python benchmarks/bench_intake.py [--updates 1000000] [--fields word:str]
+    .venv/bin/python benchmarks/bench_intake.py [--updates 1000000] [--fields word:str] [--snapshot]
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -29,6 +36,7 @@ import numpy as np
 from ddflow.daemon.block import Block
 from ddflow.daemon.formats.msgpack import decode_input
 from ddflow.daemon.formats.schema import InputFormat
+from ddflow.daemon.state.snapshot import Snapshot, SnapshotWriter, columns_for_fields
 from ddflow.operators import Dataflow
 
 
@@ -60,8 +68,32 @@ def by_columns(values: list[bytes], fmt: InputFormat) -> Block:
     return Block.concat([decode_input(value, fmt).block for value in values])
 
 
-def run(way, values: list[bytes], fmt: InputFormat) -> tuple[float, float, np.ndarray]:
-    """``(decode seconds, decode + ingest seconds, the records' ids)`` (CPU)."""
+def snapshot_of(values: list[bytes], fmt: InputFormat, fields: dict[str, str], where: Path) -> Snapshot:
+    base = Block.concat([decode_input(value, fmt).block for value in values])
+    writer = SnapshotWriter(where / "s", 1 << 40, shards=4, origin="checkpoint")
+    writer.add_input("in", "t", columns_for_fields(fields), list(zip(base.record_list(), base.diffs.tolist())))
+    return Snapshot.open(writer.commit())
+
+
+def load_rows(snapshot: Snapshot, fmt: InputFormat) -> Block:
+    entry = snapshot.inputs["in"]
+    base = []
+    for f in entry.base:
+        table = snapshot._read_file(entry, f, False)
+        values = [table.column(f"f{i}").to_pylist() for i in range(len(entry.columns))]
+        base.extend(zip(zip(*values), table.column("diff").to_pylist()))
+    records, diffs = zip(*base)
+    return Block(list(records), np.full(len(records), snapshot.frontier - 1, dtype=np.int64),
+                 np.array(diffs, dtype=np.int64))
+
+
+def load_columns(snapshot: Snapshot, fmt: InputFormat) -> Block:
+    return snapshot.read_blocks("in")[0]
+
+
+def run(way, values, fmt: InputFormat) -> tuple[float, float, np.ndarray]:
+    """``(decode seconds, decode + ingest seconds, the records' ids)`` (CPU); ``values``: the
+    messages, or the snapshot."""
     started = time.process_time()
     block = way(values, fmt)
     decoded = time.process_time()
@@ -85,29 +117,37 @@ def main() -> None:
     parser.add_argument("--distinct", type=int, default=10_000)
     parser.add_argument("--fields", default="word:str,n:int")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--snapshot", action="store_true", help="load the records from a snapshot instead")
     args = parser.parse_args()
     fields = dict(f.split(":") for f in args.fields.split(","))
     fmt = InputFormat(fields=fields)
     values = messages(args.updates, args.batch, fields, args.distinct)
     run(by_columns, values[:2], fmt)  # kernels loaded
+    ways = (("rows", by_rows), ("columns", by_columns))
+    if args.snapshot:
+        scratch = tempfile.TemporaryDirectory()
+        values = snapshot_of(values, fmt, fields, Path(scratch.name))
+        ways = (("rows", load_rows), ("columns", load_columns))
     best: dict[str, tuple[float, float]] = {}
     ids: dict[str, np.ndarray] = {}
     for _ in range(args.repeat):
-        for name, way in (("rows", by_rows), ("columns", by_columns)):
+        for name, way in ways:
             decode, total, got = run(way, values, fmt)
             ids[name] = got
             best[name] = min(best.get(name, (decode, total)), (decode, total), key=lambda x: x[1])
     if ids["rows"].tolist() != ids["columns"].tolist():
         raise SystemExit("the records' ids differ between rows and columns")
     n = args.updates
-    print(f"{n:,} updates, fields {fields}, {args.distinct:,} distinct words, {args.batch:,} per message")
+    source = "a snapshot's base (4 shards)" if args.snapshot else f"{args.batch:,} per message"
+    print(f"{n:,} updates, fields {fields}, {args.distinct:,} distinct words, {source}")
     for name in ("rows", "columns"):
         decode, total = best[name]
-        print(f"  {name:8s} decode {decode:.3f} s CPU, decode + ingest {total:.3f} s CPU "
+        step = "read" if args.snapshot else "decode"
+        print(f"  {name:8s} {step} {decode:.3f} s CPU, {step} + ingest {total:.3f} s CPU "
               f"({n / total:,.0f} updates/s)")
     rows, columns = best["rows"][1], best["columns"][1]
     print(f"  columns / rows: {columns / rows:.2f}x the CPU time ({rows / columns:.2f}x faster); "
-          f"decode alone {best['columns'][0] / best['rows'][0]:.2f}x")
+          f"{'read' if args.snapshot else 'decode'} alone {best['columns'][0] / best['rows'][0]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ class Block:
             return cls(RecordColumns.concat(fields), times, diffs)  # type: ignore[arg-type]
         records: list = []
         for b in blocks:
-            records.extend(b.record_list())
+            records.extend(b.records if type(b.records) is list else b.record_list())
         return cls(records, times, diffs)
 
     def __len__(self) -> int:

@@ -23,8 +23,6 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from .block import Block
 from .exceptions import WorkerError
 from .observe.stats import EpochReport
@@ -58,7 +56,7 @@ class EpochCloser:
         raise NotImplementedError  # the worker's
 
     def _finish_loading(self) -> EpochReport:
-        """Feed the loaded snapshot (base at F - 1, pending at their times) and publish the output
+        """Feed the loaded snapshot (base at F - 1, pending at their times, as column blocks) and publish the output
         accumulated at its frontier F as the epoch [T_MIN, F)."""
         assert self._loading is not None and self.recovery is not None
         loader, self._loading = self._loading, None
@@ -68,14 +66,10 @@ class EpochCloser:
         for name, (base, pending) in loaded.items():
             session = self._sessions[name]
             try:
-                if base:
-                    records, diffs = zip(*base, strict=True)
-                    session.update_many(records, [frontier - 1] * len(records), diffs)
-                    self.recovery.fed(name, np.asarray(diffs, dtype=np.int64))
-                if pending:
-                    records, times, diffs = zip(*pending, strict=True)
-                    session.update_many(records, times, diffs)
-                    self.recovery.fed(name, np.asarray(diffs, dtype=np.int64))
+                for block in (base, pending):  # columns, as the snapshot's files hold them
+                    if len(block):
+                        session.update_many(block.records, block.times, block.diffs)
+                        self.recovery.fed(name, block.diffs)
             except Exception as exc:
                 raise WorkerError(f"loading {loader.snapshot}: feeding input {name!r}: "
                                   f"{type(exc).__name__}: {exc}") from exc

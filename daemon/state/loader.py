@@ -3,9 +3,10 @@
 A `SnapshotLoader` starts reading when it is built; the worker polls `done` (or waits a bounded
 time with `wait`) between its epochs and takes `result` once. A caller may assume the thread only
 reads the snapshot (Parquet decoding releases the GIL, so live intake goes on meanwhile), that
-`result` gives, per input name, the collection below the snapshot's frontier (``base``: (record,
-diff) pairs) and its ``pending`` updates ((record, time, diff)), and that any failure of the load
-is raised there, in the caller's thread, as a `RecoveryError` naming the snapshot.
+`result` gives, per input name, the collection below the snapshot's frontier (``base``, every
+update at ``frontier - 1``) and its ``pending`` updates, each a column `Block` read with no row in
+between (`Snapshot.read_blocks`), and that any failure of the load is raised there, in the
+caller's thread, as a `RecoveryError` naming the snapshot.
 """
 
 from __future__ import annotations
@@ -13,21 +14,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
+from ..block import Block
 from ..exceptions import RecoveryError
 from .snapshot import Snapshot
 
 __all__ = ["Loaded", "SnapshotLoader"]
 
-Loaded = dict[str, tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]]
+Loaded = dict[str, tuple[Block, Block]]  # input name -> (base, pending)
 
 
 class SnapshotLoader:
     """Reads a snapshot's inputs in a background thread (Parquet decoding releases the GIL)."""
 
     def __init__(self, snapshot: Snapshot, names: Sequence[str], *, owner: tuple[int, int] | None = None) -> None:
-        """``owner``: ``(i, W)`` to read only worker i's share of each input (`Snapshot.read_input`)."""
+        """``owner``: ``(i, W)`` to read only worker i's share of each input (`Snapshot.read_blocks`)."""
         self.snapshot = snapshot
         self.names = list(names)
         self.owner = owner
@@ -40,7 +41,7 @@ class SnapshotLoader:
 
     def _load(self) -> None:
         try:
-            self._result = {name: self.snapshot.read_input(name, owner=self.owner) for name in self.names}
+            self._result = {name: self.snapshot.read_blocks(name, owner=self.owner) for name in self.names}
         except BaseException as exc:  # re-raised by result() in the worker's thread
             self._error = exc
         self.seconds = time.perf_counter() - self.started

@@ -28,9 +28,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ...operators.input import RecordColumns
 from ...operators.partition import key_hashes, partition_of, record_key
+from ..block import Block
 from ..exceptions import SnapshotError
-from ..formats.types import to_record
 
 __all__ = [
     "ARROW_TYPES",
@@ -40,8 +41,11 @@ __all__ = [
     "ShardFileWriter",
     "arrow_schema",
     "columns_for_fields",
+    "decode_block",
     "decode_records",
     "encode_table",
+    "joined",
+    "owned",
     "record_key",
     "shard_ids",
     "shard_of",
@@ -64,10 +68,6 @@ FIELD_COLUMN_TYPES = {
 }
 
 _pack = msgpack.Packer(use_bin_type=True).pack
-
-
-def _unpack(value: bytes) -> Any:
-    return to_record(msgpack.unpackb(value, raw=False, use_list=False, strict_map_key=False))
 
 
 @dataclass(frozen=True)
@@ -150,17 +150,69 @@ def encode_table(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def decode_block(table: pa.Table, columns: Sequence[Column], *, time: int | None = None) -> Block:
+    """The updates of a base or pending table as a block, column by column with no row in between:
+    int fields as int64 arrays, str, bytes, float and bool fields as lists (one Arrow call each),
+    ``any`` fields and whole records as lists (one msgpack call per column), the records as
+    `RecordColumns` (a list of the whole records for an input without declared fields). ``time``:
+    the time of every update (a base table has none); else the table's ``time`` column."""
+    values = [_column(table.column(f"f{i}"), column.type) for i, column in enumerate(columns)]
+    n = table.num_rows
+    records = values[0] if _whole(columns) else RecordColumns(values)
+    times = np.full(n, time, dtype=np.int64) if time is not None else _ints(table.column("time"))
+    return Block(records, times, _ints(table.column("diff")))
+
+
 def decode_records(table: pa.Table, columns: Sequence[Column]) -> list[Any]:
     """The records of a base or pending table, as the engine sees them (tuples of field values)."""
-    values = []
-    for i, column in enumerate(columns):
-        pylist = table.column(f"f{i}").to_pylist()
-        if column.type == "msgpack":
-            pylist = list(map(_unpack, pylist))
-        values.append(pylist)
-    if _whole(columns):
-        return values[0]
-    return list(zip(*values, strict=True)) if values[0] else []
+    block = decode_block(table, columns, time=0)
+    return block.record_list()
+
+
+def joined(blocks: Sequence[Block]) -> Block:
+    """One block of ``blocks`` in order (an empty one when there are none)."""
+    return Block.concat(blocks) if blocks else Block([], np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+def owned(block: Block, index: int, count: int) -> Block:
+    """The updates of ``block`` whose key hash is ``index`` modulo ``count`` (`shard_of`): worker
+    ``index``'s share of ``count``, found from the key column."""
+    if not len(block):
+        return block
+    records = block.records
+    if type(records) is RecordColumns:
+        keys = records.columns[0]
+        keys = keys.tolist() if isinstance(keys, np.ndarray) else keys
+    else:
+        keys = list(map(record_key, records))
+    return block.take(shard_ids(keys, count) == index)
+
+
+def _ints(column: pa.ChunkedArray) -> np.ndarray:
+    return column.to_numpy().astype(np.int64, copy=False)
+
+
+def _column(column: pa.ChunkedArray, kind: str) -> np.ndarray | list:
+    """A stored column's values as the engine's record columns take them."""
+    if kind == "int64":
+        return _ints(column)
+    if kind != "msgpack":
+        return column.to_pylist()
+    out: list = []
+    for chunk in column.chunks:  # each value is one msgpack object: one array of them per chunk
+        n = len(chunk)
+        if n == 0:
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset : chunk.offset + n + 1]
+        if chunk.null_count or (np.diff(offsets) <= 0).any():
+            raise SnapshotError(f"a msgpack column holds {chunk.null_count} nulls or an empty value")
+        body = memoryview(chunk.buffers()[2])[offsets[0] : offsets[-1]]
+        try:
+            out.extend(msgpack.unpackb(b"\xdd" + n.to_bytes(4, "big") + body, raw=False, use_list=False,
+                                       strict_map_key=False))
+        except Exception as exc:  # ExtraData, FormatError, ValueError...: not one object per value
+            raise SnapshotError(f"a msgpack column does not hold one msgpack value per row ({exc})") from exc
+    return out
 
 
 class _HashingFile:

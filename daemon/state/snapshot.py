@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..block import Block
 from ..durable import fsync_dir
 from ..exceptions import SnapshotError
 from .manifest import FORMAT, LEGACY_FORMATS, MANIFEST, InputEntry, Manifest
@@ -54,8 +55,11 @@ from .shards import (
     ShardFileWriter,
     arrow_schema,
     columns_for_fields,
+    decode_block,
     decode_records,
     encode_table,
+    joined,
+    owned,
     record_key,
     shard_ids,
     shard_of,
@@ -334,9 +338,18 @@ class Snapshot:
     def read_input(
         self, name: str, *, shards: Iterable[int] | None = None, owner: tuple[int, int] | None = None
     ) -> tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]:
-        """An input's ``base`` as (record, diff) and ``pending`` as (record, time, diff), from
-        every shard or only ``shards`` (which a snapshot of a legacy format refuses: its shards
-        follow another hash, so they do not hold the keys ``shard_of`` assigns them).
+        """An input's ``base`` as (record, diff) and ``pending`` as (record, time, diff) rows (see
+        `read_blocks`, which the daemon loads with)."""
+        base, pending = self.read_blocks(name, shards=shards, owner=owner)
+        return list(zip(base.record_list(), base.diffs.tolist())), pending.rows()
+
+    def read_blocks(
+        self, name: str, *, shards: Iterable[int] | None = None, owner: tuple[int, int] | None = None
+    ) -> tuple[Block, Block]:
+        """An input's ``base`` (its collection below the frontier, every update at ``frontier - 1``)
+        and ``pending`` updates as blocks, read column by column (`shards.decode_block`), from every
+        shard or only ``shards`` (which a snapshot of a legacy format refuses: its shards follow
+        another hash, so they do not hold the keys ``shard_of`` assigns them).
 
         ``owner=(i, W)``: only the records worker ``i`` of ``W`` owns, those whose key hash is
         ``i`` modulo ``W`` (`shard_of(record, W) == i`); the workers' shares partition the input.
@@ -356,24 +369,19 @@ class Snapshot:
                 "Read it whole once and write a new checkpoint, or rewrite it with 'ddflow backfill'"
             )
         wanted = None if shards is None else set(shards)
-        base: list[tuple[Any, int]] = []
-        pending: list[tuple[Any, int, int]] = []
+        parts: tuple[list[Block], list[Block]] = ([], [])
         for is_pending, part in ((False, entry.base), (True, entry.pending)):
             for f in part:
-                if wanted is not None and f.shard not in wanted:
-                    continue
-                table = self._read_file(entry, f, is_pending)
-                records = decode_records(table, entry.columns)
-                diffs = table.column("diff").to_pylist()
-                if is_pending:
-                    pending.extend(zip(records, table.column("time").to_pylist(), diffs, strict=True))
-                else:
-                    base.extend(zip(records, diffs, strict=True))
-        return base, pending
+                if wanted is None or f.shard in wanted:
+                    table = self._read_file(entry, f, is_pending)
+                    try:
+                        block = decode_block(table, entry.columns, time=None if is_pending else self.frontier - 1)
+                    except SnapshotError as exc:
+                        raise SnapshotError(f"snapshot {self.path}: {f.path}: {exc}") from exc
+                    parts[is_pending].append(block)
+        return joined(parts[0]), joined(parts[1])
 
-    def _read_share(
-        self, name: str, owner: tuple[int, int]
-    ) -> tuple[list[tuple[Any, int]], list[tuple[Any, int, int]]]:
+    def _read_share(self, name: str, owner: tuple[int, int]) -> tuple[Block, Block]:
         index, count = owner
         if type(count) is not int or count < 1 or type(index) is not int or not 0 <= index < count:
             raise SnapshotError(f"snapshot {self.path}: reading the share of worker {index!r} of {count!r}")
@@ -382,17 +390,8 @@ class Snapshot:
         else:
             g = math.gcd(self.manifest.shards, count)
             shards, exact = range(index % g, self.manifest.shards, g), g == count
-        base, pending = self.read_input(name, shards=shards)
-        if exact:
-            return base, pending
-
-        def mine(rows: list) -> list:
-            if not rows:
-                return rows
-            keep = shard_ids([record_key(row[0]) for row in rows], count) == index
-            return [row for row, k in zip(rows, keep.tolist()) if k]
-
-        return mine(base), mine(pending)
+        base, pending = self.read_blocks(name, shards=shards)
+        return (base, pending) if exact else (owned(base, index, count), owned(pending, index, count))
 
     def __repr__(self) -> str:
         return f"Snapshot({str(self.path)!r}, frontier={self.frontier}, origin={self.manifest.origin!r})"

@@ -136,13 +136,13 @@ def test_a_restart_over_a_backlog_reads_nothing_more_once_full_while_its_checkpo
     sent += backlog(kafka_options, topics["a"], 0, 300, start=5)  # 30,000 updates arrived while it was down
 
     loaded = threading.Event()
-    read_input = Snapshot.read_input
+    read_blocks = Snapshot.read_blocks
 
-    def slow_read_input(self, *args, **kwargs):
+    def slow_read_blocks(self, *args, **kwargs):
         assert loaded.wait(120), "the test never let the checkpoint load"
-        return read_input(self, *args, **kwargs)
+        return read_blocks(self, *args, **kwargs)
 
-    monkeypatch.setattr(Snapshot, "read_input", slow_read_input)
+    monkeypatch.setattr(Snapshot, "read_blocks", slow_read_blocks)
     worker = make_worker(kafka_options, topics, 5_000, **checkpoints)
     fed = []
     worker.stats.on_epoch(lambda report: fed.append(sum(report.updates_in.values())))
@@ -280,13 +280,13 @@ def test_in_memory_nothing_more_is_read_once_full_while_a_checkpoint_loads(tmp_p
     send(100, 5)  # the backlog, arrived while it was down
 
     loaded = threading.Event()
-    read_input = Snapshot.read_input
+    read_blocks = Snapshot.read_blocks
 
-    def slow_read_input(self, *args, **kwargs):
+    def slow_read_blocks(self, *args, **kwargs):
         assert loaded.wait(60), "the test never let the checkpoint load"
-        return read_input(self, *args, **kwargs)
+        return read_blocks(self, *args, **kwargs)
 
-    monkeypatch.setattr(Snapshot, "read_input", slow_read_input)
+    monkeypatch.setattr(Snapshot, "read_blocks", slow_read_blocks)
     monkeypatch.setattr("ddflow.daemon.state.recovery.check_offsets", lambda *_: None)  # the logs are in memory
     worker, _, sink, fed = memory_worker(300, partitions=2, source=source, checkpoints=tmp_path)
     before = source.stats.input("a").updates  # read by the first incarnation

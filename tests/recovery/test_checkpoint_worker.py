@@ -224,13 +224,13 @@ def test_snapshot_from_holds_the_frontier_while_loading_then_publishes_the_outpu
     # the live tail holds only updates at or after the frontier
     tail = [u for u in stream if u[2] >= frontier]
     release = threading.Event()
-    read_input = Snapshot.read_input
+    read_blocks = Snapshot.read_blocks
 
-    def slow_read_input(self, name, **kwargs):
+    def slow_read_blocks(self, name, **kwargs):
         release.wait(60)
-        return read_input(self, name, **kwargs)
+        return read_blocks(self, name, **kwargs)
 
-    monkeypatch.setattr(Snapshot, "read_input", slow_read_input)
+    monkeypatch.setattr(Snapshot, "read_blocks", slow_read_blocks)
     worker = make_worker(worker_spec(kafka_options, topics, worker={"snapshot_from": str(path)}))
     reports = []
     worker.stats.on_epoch(reports.append)
