@@ -32,9 +32,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
+from ...operators.input import RecordColumns
 from ...operators.lattice import T_MAX, T_MIN
+from ..block import Block
 from ..exceptions import OptionsError, WireError
 from .rows import (
     Marker,
@@ -88,6 +93,9 @@ class JsonDecoder:
             if type(checked) is Malformed:
                 return Decoded([], None, [checked])
             return Decoded([checked], single=True)  # type: ignore[list-item]
+        block = _batch_block(obj, self.fields) if obj else None
+        if block is not None:
+            return Decoded(block=block)
         updates: list[tuple[Any, int | None, int]] = []
         indexes: list[int] = []
         malformed: list[Malformed] = []
@@ -131,6 +139,47 @@ class JsonDecoder:
 def _kind(obj: Any) -> str:
     return {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null",
             list: "array", dict: "object"}.get(type(obj), type(obj).__name__)
+
+
+def _batch_block(items: list, fields: InputFormat) -> Block | None:
+    """A batch whose updates are all valid, as a column block (fields taken out of every update
+    and checked column by column at C speed: no row per update), else None, and each update is
+    checked on its own (which names the bad ones). Updates all arrays, or all objects of an input
+    with declared fields; an input with ``bytes`` fields (base64) and updates without a time (a
+    reclocked input's) take the other path."""
+    names, types = fields.field_names, fields.field_types
+    validator = fields._validator  # type: ignore[attr-defined]
+    if types is not None and "bytes" in types:
+        return None
+    shapes = set(map(type, items))
+    if shapes == {list}:
+        if set(map(len, items)) != {3}:
+            return None
+        datas, times, diffs = zip(*items)
+        if set(map(type, datas)) != {list} or names is not None and set(map(len, datas)) != {len(names)}:
+            return None
+        columns: list = list(zip(*datas)) if names is not None else []
+    elif shapes == {dict} and names is not None:
+        try:
+            columns = [list(map(itemgetter(name), items)) for name in names]
+            times, diffs = list(map(itemgetter("time"), items)), list(map(itemgetter("diff"), items))
+        except KeyError:
+            return None
+    else:
+        return None
+    if type(times[0]) is not int or not validator.check_times(times, diffs):
+        return None
+    if names is None:  # the records are the data arrays, as tuples
+        records: Any = list(map(to_record, datas))
+        if not validator.check_records(records):
+            return None
+    else:
+        columns = [list(map(to_record, c)) if list in set(map(type, c)) else c for c in columns]
+        checked = validator.check_columns(columns)
+        if checked is None:
+            return None
+        records = RecordColumns([list(c) for c in checked])
+    return Block(records, np.array(times, dtype=np.int64), np.array(diffs, dtype=np.int64))
 
 
 class JsonEncoder(RowEncoding):

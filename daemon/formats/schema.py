@@ -161,50 +161,59 @@ class _Validator:
         if set(map(type, items)) != {tuple} or set(map(len, items)) != {3}:
             return None
         datas, times, diffs = zip(*items)
-        time_types = set(map(type, times))
-        if time_types == {int}:
-            if min(times) < T_MIN or max(times) > T_MAX:
-                return None
-        elif self.time_required or time_types != {type(None)}:
-            return None
-        if set(map(type, diffs)) != {int} or 0 in diffs or min(diffs) < T_MIN or max(diffs) > T_MAX:
-            return None
-        if set(map(type, datas)) != {tuple}:
+        if not self.check_times(times, diffs) or set(map(type, datas)) != {tuple}:
             return None
         if self.arity is not None and set(map(len, datas)) != {self.arity}:
             return None
         if self.all_any:
-            try:
-                set(datas)  # every record must be hashable
-            except TypeError:
-                return None
-            if not column_in_range(datas):
-                return None
-        else:
-            assert self.types is not None
-            columns = list(zip(*datas))
-            converted = False
-            for i, kind in enumerate(self.types):
-                if kind == "any":
-                    try:
-                        set(columns[i])
-                    except TypeError:
-                        return None
-                    if not column_in_range(columns[i]):
-                        return None
-                    continue
-                kinds = set(map(type, columns[i]))
-                if (kind == "int" or kind == "float") and not column_in_range(columns[i]):
-                    return None
-                if kind == "float" and kinds <= {float, int}:
-                    if int in kinds:
-                        columns[i] = tuple(map(float, columns[i]))
-                        converted = True
-                elif kinds != {_TYPES[kind]}:
-                    return None
-            if converted:
-                datas = tuple(zip(*columns))
+            return (datas, times, diffs) if self.check_records(datas) else None
+        columns = list(zip(*datas))
+        checked = self.check_columns(columns)
+        if checked is None:
+            return None
+        if any(new is not old for new, old in zip(checked, columns)):
+            datas = tuple(zip(*checked))
         return datas, times, diffs
+
+    def check_times(self, times: Sequence[Any], diffs: Sequence[Any]) -> bool:
+        """Whether every time is an int64 integer (or, where no time is required, every one is
+        None) and every diff a non-zero int64 integer."""
+        time_types = set(map(type, times))
+        if time_types == {int}:
+            if min(times) < T_MIN or max(times) > T_MAX:
+                return False
+        elif self.time_required or time_types != {type(None)}:
+            return False
+        return set(map(type, diffs)) == {int} and 0 not in diffs and min(diffs) >= T_MIN and max(diffs) <= T_MAX
+
+    @staticmethod
+    def check_records(records: Sequence[Any]) -> bool:
+        """Whether every record is hashable and holds only values outputs can carry."""
+        try:
+            set(records)
+        except TypeError:
+            return False
+        return column_in_range(records)
+
+    def check_columns(self, columns: list[Sequence[Any]]) -> list[Sequence[Any]] | None:
+        """The declared fields' columns (one per field, of one length) converted (an int in a
+        float field becomes a float: that column is replaced) when every value is valid, else None."""
+        assert self.types is not None
+        columns = list(columns)
+        for i, kind in enumerate(self.types):
+            if kind == "any":
+                if not self.check_records(columns[i]):
+                    return None
+                continue
+            kinds = set(map(type, columns[i]))
+            if (kind == "int" or kind == "float") and not column_in_range(columns[i]):
+                return None
+            if kind == "float" and kinds <= {float, int}:
+                if int in kinds:
+                    columns[i] = tuple(map(float, columns[i]))
+            elif kinds != {_TYPES[kind]}:
+                return None
+        return columns
 
 
 _TYPES = {"int": int, "float": float, "str": str, "bytes": bytes, "bool": bool}
