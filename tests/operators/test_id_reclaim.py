@@ -91,6 +91,7 @@ def _sliding_window(window: int, distinct: int, epoch: int, config: EngineConfig
     return stats, +live
 
 
+@pytest.mark.slow  # 200,000 distinct records (the full suite runs it)
 def test_interner_stays_bounded_on_a_window_sliding_over_distinct_records():
     """1,000 live records over 200,000 distinct ones: the ids in use, the id range and the hash
     tables stay within a small factor of their size after the first 10,000 records (without

@@ -8,6 +8,7 @@ within 2x of its value after the first 1,000 changes (record counts, never times
 
 from __future__ import annotations
 
+import pytest
 from support.oracles import reachable
 
 from ddflow.operators.testing import sliding_window_graph
@@ -19,6 +20,7 @@ def total_records(df) -> int:
     return sum(stats["records"] for stats in df.arrangement_stats().values())
 
 
+@pytest.mark.slow  # 100,000 changes (the full suite runs it)
 def test_sliding_window_reachability_memory_is_flat():
     from ddflow.operators import Dataflow
 
@@ -62,6 +64,7 @@ def test_sliding_window_reachability_memory_is_flat():
         assert probe.at(time) == {node: 1 for node in want}, f"reachability wrong at {time}"
 
 
+@pytest.mark.slow  # 20,000 changes through memoized joins (the full suite runs it)
 def test_join_memos_start_afresh_at_their_limit_on_a_sliding_window(monkeypatch):
     """Reachability whose join builds ``(dst, root)`` records by a function that computes (so through
     the memoized builder, not from id columns) meets ever new ``(node, root, dst)`` codes as the
