@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from support.broker import create_topic
 
 from ddflow.daemon import EpochPolicy, InputSpec, Worker
 from ddflow.daemon.exceptions import WorkerError
@@ -172,6 +173,9 @@ fields = ["user", "page"]
 name = "page_views"
 topic = "{results}"
 
+[dead_letter]
+topic = "{views}-dead"              # created by the test: the daemon never lets the broker auto-create one
+
 [epoch]
 resolution = "1ms"
 max_updates = 1                     # an epoch per update: the first one is published before the second
@@ -218,6 +222,7 @@ def committed(options, group, topic):
 def test_run_exits_1_naming_the_operator_record_and_time_and_never_publishes_a_wrapped_count(
         kafka_options, make_topic, tmp_path):
     views, results = make_topic("views"), make_topic("page-views")
+    create_topic(kafka_options["bootstrap.servers"], f"{views}-dead")
     options = {"bootstrap.servers": kafka_options["bootstrap.servers"]}
     config = write_config(tmp_path, options["bootstrap.servers"], views, results)
     with UpdateProducer(views, options) as producer:
