@@ -282,13 +282,14 @@ def work(merges, frontier, fuel):
 
 
 @kernel
-def cascade(table, lo, hi, frontier, fuel, out):
+def cascade(table, lo, hi, frontier, fuel, out, ratio):
     """Merge the newest of the tries ``table[lo:hi]`` into one, as a spine's geometric invariant asks.
 
     ``table`` rows are ``(address, nk, nv, n)`` of tries of time depth ``frontier.shape[1]``, oldest
     first, adjacent in time, none an input of a merge in progress. Starting from the newest, the next
-    older trie is merged in (times advanced by ``frontier``, consolidated) while it holds at most twice
-    the updates merged so far and the updates read in all stay within ``fuel``. ``out`` (int64, at
+    older trie is merged in (times advanced by ``frontier``, consolidated) while it holds at most
+    ``ratio`` times the updates merged so far (any size when ``ratio`` is 0) and the updates read in
+    all stay within ``fuel``. ``out`` (int64, at
     least ``size`` of the summed sizes of ``table[lo:hi]`` long) receives the result, so that no array
     is returned (returning one costs microseconds). Returns ``(count, address, nk, nv, n, end, read)``:
     the ``count`` newest tries (``count >= 2``) became the trie in ``out[:end]`` (``address`` its data
@@ -301,7 +302,7 @@ def cascade(table, lo, hi, frontier, fuel, out):
     count, read = 1, 0
     for i in range(hi - 2, lo - 1, -1):
         o_address, o_nk, o_nv, o_n = table[i, 0], table[i, 1], table[i, 2], table[i, 3]
-        if o_n > 2 * n or read + o_n + n > fuel:
+        if (ratio > 0 and o_n > ratio * n) or read + o_n + n > fuel:
             break
         ck, cv, cn = o_nk + nk, o_nv + nv, o_n + n
         buf = np.empty(HEADER + regions(ck, cv, cn, d)[4], np.int64)

@@ -26,7 +26,7 @@ from multiprocessing import get_context
 # "module.kernel" -> the argument types of each specialisation: a scalar type by its numba name, an
 # array as dtype[<ndim><layout>] with an "r" when read-only. Longest compilation first.
 SIGNATURES: dict[str, tuple[str, ...]] = {
-    'merge.cascade': ('int64[2C], int64, int64, int64[2Cr], int64, int64[1C]',),
+    'merge.cascade': ('int64[2C], int64, int64, int64[2Cr], int64, int64[1C], int64',),
     'consolidate.consolidate_wide': ('int64[2C], int64[2C], int64[1C], int64[1C]',),
     'consolidate.consolidate_kernel': ('int64[2C], int64[2C], int64[1C], uint64[1C], int64[1C]',),
     'lookup.lookup': ('int64[1C], int64[2C], int64',),

@@ -51,11 +51,17 @@ class Spine:
         self.merge_work = 0
         self._inserted = 0
         self._batch_table: np.ndarray | None = None  # kernel tables of the items, rebuilt after changes
+        self._batch_rows: list[tuple[int, int, int, int]] | None = None  # the batch table's rows (kept on appends)
         self._merges: tuple[list[Merge], np.ndarray] | None = None
         self._frontier: tuple[Antichain | None, np.ndarray] = (None, np.empty((0, depth), dtype=np.int64))
         self._one = np.empty((1, depth), dtype=np.int64)  # _frontier_array() of a frontier of one time
         self._scan = 0  # items from here on changed since the last check of the geometric invariant
         self._unsealed = 0  # items from here on were not sealed at that check
+        # _sealed()'s last answer: the physical frontier it was for (None: none kept) and how many of the
+        # newest items were not sealed for it (merges change only sealed items, and a batch appended
+        # after an unsealed one is unsealed too: uppers never go backwards)
+        self._sealed_for: Antichain | None = None
+        self._unsealed_tail = 0
 
     # -- readers ---------------------------------------------------------------------------------
     def handle(self) -> TraceHandle:
@@ -68,16 +74,16 @@ class Spine:
         compacted past the upper), so a new handle starts where the trace is exact. Every merge takes
         its frontier from here, and the answers never go backwards, so the last one bounds them all.
         """
-        if self._logical_holds.is_empty():
-            self._compacted = _frontier_join(self.upper, self._compacted)
+        held = self._logical_holds.frontier()
+        if held._elements:
+            self._compacted = held
         else:
-            self._compacted = self._logical_holds.frontier()
+            self._compacted = _frontier_join(self.upper, self._compacted)
         return self._compacted
 
     def physical_frontier(self) -> Antichain:
-        if self._physical_holds.is_empty():
-            return self.upper
-        return self._physical_holds.frontier()
+        held = self._physical_holds.frontier()
+        return held if held._elements else self.upper
 
     # -- writing ---------------------------------------------------------------------------------
     def insert(self, updates: Updates, upper: Antichain) -> TrieBatch:
@@ -91,6 +97,12 @@ class Spine:
             if len(items) < self._scan:
                 self._scan = len(items)
             items.append(batch)
+            if self._batch_rows is not None:
+                self._batch_rows.append(batch.row)
+            if self._unsealed_tail:
+                self._unsealed_tail += 1
+            else:  # the new batch may be sealed: look again
+                self._sealed_for = None
             self._batch_table = None  # no merge added: the merge table stays
         self._maintain(max(self.min_fuel, self.fuel_per_update * n))
         return batch
@@ -100,7 +112,7 @@ class Spine:
 
     def _changed(self) -> None:
         """Forget the kernel tables of the items (after any change of ``self.items``)."""
-        self._batch_table = None
+        self._batch_table = self._batch_rows = None
         self._merges = None
 
     def _frontier_array(self) -> np.ndarray:
@@ -142,11 +154,16 @@ class Spine:
 
     def _sealed(self) -> int:
         """How many items, from the oldest, hold no time the physical frontier has not passed: batches
-        that may merge (newer ones stay apart so readers can still see their boundaries)."""
+        that may merge (newer ones stay apart so readers can still see their boundaries). While the
+        physical frontier stays the same object, the answer follows from the last one (the unsealed
+        newest items stay unsealed, and appends to them are unsealed), so a trace inserted into in
+        every loop round does not re-read its unsealed batches at each insert."""
         items = self.items
-        i = len(items)
+        physical = self.physical_frontier()
+        if physical is self._sealed_for:
+            return len(items) - self._unsealed_tail
+        n = i = len(items)
         if i:
-            physical = self.physical_frontier()
             p = physical._one
             if p is not None:  # a frontier of one 1-dimensional time: compare ints
                 while i:
@@ -160,9 +177,10 @@ class Spine:
                     elif u <= p:
                         break
                     i -= 1
-                return i
-            while i and type(items[i - 1]) is TrieBatch and not items[i - 1].desc.upper.dominates(physical):
-                i -= 1
+            else:
+                while i and type(items[i - 1]) is TrieBatch and not items[i - 1].desc.upper.dominates(physical):
+                    i -= 1
+        self._sealed_for, self._unsealed_tail = physical, n - i
         return i
 
     def _mark(self, index: int) -> None:
@@ -195,24 +213,39 @@ class Spine:
         newest = items[hi - 1]
         if type(newest) is not TrieBatch:
             return sealed
-        lo, total, keys, vals = hi - 1, newest.n, newest.nk, newest.nv
+        lo, total = hi - 1, newest.n
         while lo > 0:  # candidates: idle batches within the fuel, none more than twice the rest
             older = items[lo - 1]
             if type(older) is not TrieBatch or older.n > 2 * total or total + older.n > fuel:
                 break
             lo -= 1
             total += older.n
-            keys += older.nk
-            vals += older.nv
         if lo == hi - 1:
             return sealed
+        count, n = self._merge_newest(lo, hi, fuel, 2)
+        return sealed if count < 2 else sealed - count + (1 if n else 0)
+
+    def _merge_newest(self, lo: int, hi: int, fuel: int, ratio: int) -> tuple[int, int]:
+        """Merge the newest of the idle sealed batches ``items[lo:hi]`` into one in one kernel call
+        (:func:`~ddflow.operators.kernels.merge.cascade`: from the newest backwards while each older one
+        is at most ``ratio`` times what is merged so far, any size for 0, and the reads stay within
+        ``fuel``), times advanced to the logical frontier. Returns ``(count, n)``: how many batches were
+        replaced by the result (fewer than 2: none), and the result's updates (0: the batches cancelled
+        out and are gone)."""
+        items = self.items
+        keys = vals = total = 0
+        for b in items[lo:hi]:
+            keys += b.nk
+            vals += b.nv
+            total += b.n
         rows = np.array([b.row for b in items[lo:hi]], dtype=np.int64)
         out = np.empty(trie_size(keys, vals, total, self.depth), dtype=np.int64)
-        count, address, nk, nv, n, end, read = merge_cascade(rows, 0, hi - lo, self._frontier_array(), fuel, out)
+        count, address, nk, nv, n, end, read = merge_cascade(rows, 0, hi - lo, self._frontier_array(), fuel, out,
+                                                             ratio)
         if count < 0:
             raise merge_error(items[lo:hi], nk, nv, self._frontier[0])
         if count < 2:
-            return sealed
+            return count, 0
         first = hi - count
         self.merge_work += read
         if n:
@@ -221,14 +254,14 @@ class Spine:
                 address = None
             else:
                 buffer = out[:end]
-            desc = Description(items[first].desc.lower, newest.desc.upper, self._frontier[0])
+            desc = Description(items[first].desc.lower, items[hi - 1].desc.upper, self._frontier[0])
             items[first:hi] = [TrieBatch(buffer, nk, nv, n, self.depth, desc, address)]
         else:
             del items[first:hi]
-        self._batch_table = None  # only batches merged: the merge table stays
+        self._batch_table = self._batch_rows = None  # only batches merged: the merge table stays
         if first < self._scan:
             self._scan = first
-        return sealed - count + (1 if n else 0)
+        return count, n
 
     def _start_merges(self, sealed: int) -> list[Merge]:
         """Start a merge of each adjacent pair of idle sealed batches violating the geometric invariant,
@@ -258,28 +291,31 @@ class Spine:
         Batches sealed during an epoch hold its many distinct times; once the epoch is complete the
         compaction frontier makes most of them indistinguishable. Merging the newest idle batches
         then (within a budget proportional to what was inserted since the last call, so the work stays
-        amortized) keeps the trace close to its compacted size."""
+        amortized) keeps the trace close to its compacted size: from the newest backwards, as long as
+        the newest two are sealed and each older batch (or, for the newest pair, either) was advanced
+        to an older frontier, in one kernel call. A trace with nothing inserted since the last call
+        does nothing."""
+        if not self._inserted:  # idle since the last call: nothing to re-merge
+            return
         budget, self._inserted = self.fuel_per_update * self._inserted, 0
+        items = self.items
+        hi = len(items)
+        if hi < 2 or type(items[-1]) is not TrieBatch or self._sealed() < hi:
+            return
         frontier = self.logical_frontier()
-        physical = self.physical_frontier()
-        while budget > 0 and len(self.items) >= 2:
-            older, newer = self.items[-2], self.items[-1]
-            if not (type(older) is TrieBatch and type(newer) is TrieBatch):
+        lo, stale, total = hi - 1, _stale(items[-1], frontier), items[-1].n
+        while lo > 0:
+            older = items[lo - 1]
+            if type(older) is not TrieBatch or total + older.n > budget:  # the kernel would stop there
                 break
-            size = len(older) + len(newer)
-            stale = older.desc.since != frontier or newer.desc.since != frontier
-            if size > budget or not stale or not (older.desc.upper.dominates(physical)
-                                                  and newer.desc.upper.dominates(physical)):
+            total += older.n
+            if _stale(older, frontier):
+                stale = True
+            elif lo < hi - 1 or not stale:  # a pair with nothing stale: the merge stops there
                 break
-            merge = Merge(older, newer, frontier)
-            merge_work([merge], frontier_array(frontier, self.depth), size + 1)
-            self.merge_work += merge.work_done
-            self.items[-2:] = [merge.result()]
-            if not len(self.items[-1]):
-                self.items.pop()
-            self._changed()
-            self._mark(len(self.items) - 1)
-            budget -= size
+            lo -= 1
+        if lo < hi - 1:
+            self._merge_newest(lo, hi, budget, 0)
 
     # -- reading ---------------------------------------------------------------------------------
     def batches(self) -> Iterator[TrieBatch]:
@@ -293,13 +329,15 @@ class Spine:
     def _table(self) -> np.ndarray:
         """Every batch as a row ``(address, nk, nv, n)`` of a kernel table, oldest first."""
         if self._batch_table is None:
-            rows = []
-            for item in self.items:
-                if type(item) is Merge:
-                    rows.append(item.older.row)
-                    rows.append(item.newer.row)
-                else:
-                    rows.append(item.row)
+            rows = self._batch_rows
+            if rows is None:
+                rows = self._batch_rows = []
+                for item in self.items:
+                    if type(item) is Merge:
+                        rows.append(item.older.row)
+                        rows.append(item.newer.row)
+                    else:
+                        rows.append(item.row)
             self._batch_table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
         return self._batch_table
 
@@ -330,6 +368,12 @@ class Spine:
             "bytes": sum(b.nbytes() for b in batches),
             "merge_work": self.merge_work + sum(m.work_done for m in self.items if type(m) is Merge),
         }
+
+
+def _stale(batch: TrieBatch, frontier: Antichain) -> bool:
+    """True when ``batch`` was advanced to another frontier than ``frontier``."""
+    since = batch.desc.since
+    return since is not frontier and since != frontier
 
 
 def _frontier_join(a: Antichain, b: Antichain) -> Antichain:

@@ -177,12 +177,12 @@ def test_a_large_result_is_packed_with_its_radix_index():
     assert body.tolist() == trie.build_reference(*cols).tolist()
 
 
-def cascade_reference(tries: list[Trie], frontier: np.ndarray, fuel: int):
+def cascade_reference(tries: list[Trie], frontier: np.ndarray, fuel: int, ratio: int = 2):
     """:func:`merge.cascade` by merging with the reference: ``(count, rows, read)``."""
     merged, count, read = tries[-1].cols, 1, 0
     for older in reversed(tries[:-1]):
         n = len(merged[0])
-        if older.n > 2 * n or read + older.n + n > fuel:
+        if (ratio > 0 and older.n > ratio * n) or read + older.n + n > fuel:
             break
         read += older.n + n
         merged = merge.merge_reference(older.cols, merged, frontier)
@@ -198,14 +198,15 @@ def test_cascade_equals_merging_with_the_reference(data):
     tries = [Trie(data.draw(rows(d, max_size=8, huge=huge)), d) for _ in range(data.draw(st.integers(1, 5)))]
     f = frontier(data.draw, d)
     fuel = data.draw(st.integers(0, 40))
+    ratio = data.draw(st.sampled_from((0, 1, 2)))
     table_ = np.asarray([t.row for t in tries], dtype=np.int64).reshape(len(tries), 4)
     try:
-        want = cascade_reference(tries, f, fuel)
+        want = cascade_reference(tries, f, fuel, ratio)
     except OverflowError:
         want = None
     room = trie.size(*(int(x) for x in table_[:, 1:].sum(axis=0)), d)
     out = np.full(room + 1, 7, dtype=np.int64)
-    count, address, nk, nv, n, end, read = merge.cascade(table_, 0, len(tries), f, fuel, out[:room])
+    count, address, nk, nv, n, end, read = merge.cascade(table_, 0, len(tries), f, fuel, out[:room], ratio)
     if want is None:  # a merge the cascade makes has a sum outside int64
         assert count == -1
         return
@@ -241,6 +242,6 @@ def test_cascade_of_several_hundred_updates_equals_the_reference(seed):
     want = cascade_reference(tries, f, 10**6)
     for _ in range(3):
         out = np.empty(room, dtype=np.int64)
-        count, address, nk, nv, n, end, read = merge.cascade(table_, 0, len(tries), f, 10**6, out)
+        count, address, nk, nv, n, end, read = merge.cascade(table_, 0, len(tries), f, 10**6, out, 2)
         assert count == want[0] >= 3
         assert (as_rows(lookup_all(out[:end], nk, nv, n, 1)), read) == (want[1], want[2])

@@ -149,6 +149,8 @@ class Reduce(Node):
             cand_keys, cand_times = new.data[0], new.times
         if len(cand_keys):
             self._process(cand_keys, cand_times, frontier)
+        if self.scope.context.in_round:  # the loop's closing pass moves the compaction
+            return
         for h in (self.handle, self.output_handle):
             h.set_compaction(frontier)
             if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads
