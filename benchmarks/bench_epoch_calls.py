@@ -5,9 +5,11 @@ is loaded, warmed up with ``--warm`` single-change epochs, then each executor ru
 more single-change epochs twice: once timed (CPU and wall p50/p99 per epoch), once under cProfile,
 which counts every Python-level call (functions, methods, builtins) per epoch. Both executors run
 the same changes from the same state in the same process, the reference (``nodes``) first, so the
-ratios are same-run figures; the output is checked against a BFS after each.
+ratios are same-run figures; the output is checked against a BFS after each. Then each runs
+``--rate-changes`` more changes at each ``--rates`` E (changes per epoch) and prints changes per CPU
+second.
 
-    .venv/bin/python benchmarks/bench_epoch_calls.py [--epochs 200 --warm 300 --top 15]
+    .venv/bin/python benchmarks/bench_epoch_calls.py [--epochs 200 --warm 300 --top 15 --rates 10,1000]
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ def measure(executor: str, e, args) -> dict:
     r.slide(args.epochs, 1)
     profile.disable()
     r.check()
+    rates = {}
+    for epoch in args.rates:
+        phase = r.slide(args.rate_changes, epoch)
+        rates[epoch] = args.rate_changes / phase.cpu
+    r.check()
     stats = pstats.Stats(profile)
     by_function: Counter = Counter()
     for (path, line, name), (_, calls, *_rest) in stats.stats.items():
@@ -62,7 +69,7 @@ def measure(executor: str, e, args) -> dict:
     cpu = np.asarray(timed.epoch_cpu) * 1e3
     wall = np.asarray(timed.latencies) * 1e3
     return {"calls": stats.total_calls / args.epochs, "rounds": per_round, "top": by_function.most_common(args.top),
-            "cpu_p50": np.percentile(cpu, 50), "cpu_p99": np.percentile(cpu, 99),
+            "rates": rates, "cpu_p50": np.percentile(cpu, 50), "cpu_p99": np.percentile(cpu, 99),
             "wall_p50": np.percentile(wall, 50), "wall_p99": np.percentile(wall, 99)}
 
 
@@ -75,8 +82,11 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=300, help="single-change epochs before measuring")
     parser.add_argument("--top", type=int, default=15, help="functions listed by calls per epoch")
     parser.add_argument("--executors", default="nodes,plan")
+    parser.add_argument("--rates", type=lambda s: [int(x) for x in s.split(",") if x], default=[10, 1_000],
+                        help="changes per epoch of the throughput runs (empty: none)")
+    parser.add_argument("--rate-changes", type=int, default=2_000, help="changes of each throughput run")
     args = parser.parse_args()
-    e = workload(args.nodes, args.edges, args.warm + 2 * args.epochs)
+    e = workload(args.nodes, args.edges, args.warm + 2 * args.epochs + args.rate_changes * len(args.rates))
     results = {}
     for executor in args.executors.split(","):
         started = time.perf_counter()
@@ -84,14 +94,17 @@ def main() -> None:
         print(f"{executor:>5s}: {m['calls']:7,.0f} Python calls per single-change epoch, {m['rounds']:.1f} loop "
               f"rounds; epoch CPU p50 {m['cpu_p50']:.2f} ms p99 {m['cpu_p99']:.2f} ms, wall p50 "
               f"{m['wall_p50']:.2f} ms p99 {m['wall_p99']:.2f} ms ({time.perf_counter() - started:.0f} s)")
+        if m["rates"]:
+            print("        " + ", ".join(f"E={e:,}: {rate:,.0f} changes per CPU s" for e, rate in m["rates"].items()))
         for name, calls in m["top"]:
             print(f"        {calls:7.1f}  {name}")
     if "nodes" in results:
         base = results["nodes"]
         for executor, m in results.items():
             if executor != "nodes":
+                rates = "".join(f", E={e:,} x{rate / base['rates'][e]:.2f}" for e, rate in m["rates"].items())
                 print(f"{executor} / nodes: calls x{m['calls'] / base['calls']:.2f}, "
-                      f"CPU p50 x{m['cpu_p50'] / base['cpu_p50']:.2f}")
+                      f"CPU p50 x{m['cpu_p50'] / base['cpu_p50']:.2f}, p99 x{m['cpu_p99'] / base['cpu_p99']:.2f}{rates}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ Loop rounds are agreed between workers exactly as the reference does (``worker.l
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from .traces.batch import consolidate
 
 _LOOP = KIND["loop"]
 _EXCHANGE = KIND["exchange"]
+_ARRANGE = KIND["arrange"]
 _QUIET = frozenset((KIND["arrange"], KIND["join"], KIND["reduce"]))  # idle observers a round may skip
 # linear nodes: a step takes every buffered update, so it leaves the node without work
 _LINEAR = frozenset(KIND[k] for k in ("concat", "negate", "map", "filter", "flat_map", "inspect", "enter"))
@@ -59,6 +61,9 @@ class PlanExecutor:
             self._rows.append([(plan.nodes[i], kinds[i], kinds[i] in _QUIET, bool(observes[i]), kinds[i] in _LINEAR)
                                for i in range(first, first + count)])
         self._inner = {i: int(plan.loop[i]) for i in range(len(plan.nodes)) if kinds[i] == _LOOP}
+        for i, node in enumerate(plan.nodes):
+            if kinds[i] == _ARRANGE:  # small steps seal in one kernel call
+                node.fused = True
         self.rounds = 0  # loop rounds run, all loops together
 
     def run(self, frontier: Antichain) -> None:
@@ -128,7 +133,7 @@ class PlanExecutor:
             loop.round = r
             outside, context.in_round = context.in_round, True
             try:
-                self._pass(s, Antichain([*base, *((*f, r + 1) for f in loop.finished.elements)]), False)
+                self._pass(s, _round_frontier(base, loop.finished._elements, r), False)
             finally:
                 context.in_round = outside
             loop.rounds += 1
@@ -143,6 +148,19 @@ class PlanExecutor:
         egress = loop.take_all(0)
         if len(egress):
             loop.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
+
+
+def _round_frontier(base: list[tuple[int, ...]], finished: list[tuple[int, ...]], r: int) -> Antichain:
+    """Round ``r``'s frontier: the enclosing frontier's times at iteration 0 (``base``) and the last
+    finished enclosing frontier's (``finished``) at iteration ``r + 1``. With one time each (the common
+    case) the antichain is made directly: two times, unless the first is ``<=`` the second."""
+    if len(base) == 1 and len(finished) == 1:
+        b, f = base[0], finished[0]
+        frontier = Antichain.__new__(Antichain)
+        elements = [b] if all(map(operator.le, b[:-1], f)) else [b, (*f, r + 1)]
+        frontier._elements, frontier._array, frontier._one, frontier._hash = elements, None, None, None
+        return frontier
+    return Antichain([*base, *((*f, r + 1) for f in finished)])
 
 
 def _next_round(holding, outer: np.ndarray) -> int | None:

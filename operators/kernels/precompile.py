@@ -34,6 +34,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'sorting.sort_kernel': ('uint64[1C], int64[1C], uint64[1C], int64[1C], int64, int64', 'uint64[1C], none, uint64[1C], none, int64, int64',),
     'join.join_sorted': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64',),
     'trie.build_small': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
+    'trie.build_complete': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[2Cr], int64[1C], int64[1C], int64[1C]',),
     'merge.work': ('int64[1C], int64[2Cr], int64',),
     'trie.build': ('int64[1C], int64[1C], int64[2C], int64[1C]',),
     'lookup.flatten': ('int64[2C], int64',),

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import kernel
+from . import helper, kernel
 from .consolidate import add
 
 # numba's on-disk cache keys a compiled kernel by the text of its own module only, not by the text of
@@ -242,15 +242,72 @@ def build_small(keys, vals, times, diffs, out):
     updates), in ``out[:end]``; ``address`` is ``out``'s data address. ``bad`` is ``-1``, or the index
     of an input row whose (key, val, time) diffs sum outside int64: then nothing is built (``n == 0``)
     and the caller raises. Sorting is by insertion (quadratic: keep ``m`` small)."""
+    return _build_rows(keys, vals, times, diffs, np.arange(len(keys)), out)
+
+
+@kernel
+def build_complete(keys, vals, times, diffs, frontier, out, flat, pending):
+    """``(address, nk, nv, n, end, bad, waiting)``: :func:`build_small` of the rows whose time is not
+    beyond ``frontier`` (an arrangement's step: what is complete is sealed, the rest waits), also
+    written out flat, in one call.
+
+    Arguments as for :func:`build_small` (at most ``SMALL`` rows), plus ``frontier`` (``(f, d)``
+    int64, C-contiguous: a row is beyond it when its time is ``>=`` some row of it), ``flat`` (int64,
+    at least ``m * (d + 3)`` long) and ``pending`` (int64, at least ``m`` long). The rows beyond the
+    frontier are not in the trie: their indices, ascending, are ``pending[:waiting]``. The trie's
+    updates, in trie order, are written to ``flat`` as columns one after another: keys
+    ``flat[:n]``, vals ``flat[n:2n]``, diffs ``flat[2n:3n]``, times ``flat[3n:3n + n * d]`` (row-major
+    ``(n, d)``). ``bad`` as for :func:`build_small` (then ``n == 0`` and nothing is written to
+    ``flat``)."""
     m = len(keys)
+    d = times.shape[1]
+    rows = np.empty(m, np.int64)
+    ready = 0
+    waiting = 0
+    for i in range(m):
+        beyond = False
+        for f in range(frontier.shape[0]):
+            inside = True
+            for c in range(d):
+                if times[i, c] < frontier[f, c]:
+                    inside = False
+                    break
+            if inside:
+                beyond = True
+                break
+        if beyond:
+            pending[waiting] = i
+            waiting += 1
+        else:
+            rows[ready] = i
+            ready += 1
+    address, nk, nv, n, end, bad = _build_rows(keys, vals, times, diffs, rows[:ready], out)
+    if bad < 0:
+        key_table, key_offs, val_table, updates = tables(out, nk, nv, n, d)
+        for k in range(nk):
+            for v in range(key_offs[k], key_offs[k + 1]):
+                for r in range(val_table[v, 1], val_table[v + 1, 1]):
+                    flat[r] = key_table[k]
+                    flat[n + r] = val_table[v, 0]
+                    flat[2 * n + r] = updates[r, d]
+                    for c in range(d):
+                        flat[3 * n + r * d + c] = updates[r, c]
+    return address, nk, nv, n, end, bad, waiting
+
+
+@helper
+def _build_rows(keys, vals, times, diffs, rows, out):
+    """:func:`build_small` of the input rows ``rows`` (indices, in any order); ``bad`` is an input row
+    index."""
+    m = len(rows)
     d = times.shape[1]
     order = np.empty(m, np.int64)
     for i in range(m):  # stable insertion sort of the row indices
         j = i
-        while j > 0 and _row_less(keys, vals, times, i, order[j - 1]):
+        while j > 0 and _row_less(keys, vals, times, rows[i], order[j - 1]):
             order[j] = order[j - 1]
             j -= 1
-        order[j] = i
+        order[j] = rows[i]
     sums = np.empty(m, np.int64)
     n = 0
     nk = 0
@@ -313,6 +370,20 @@ def build_reference(keys: np.ndarray, vals: np.ndarray, times: np.ndarray, diffs
     updates = np.column_stack([times, diffs])
     return np.concatenate([distinct_keys, key_starts, [len(val_starts)], val_table.reshape(-1), updates.reshape(-1),
                            radix_reference(distinct_keys)]).astype(np.int64)
+
+
+def build_complete_reference(keys: np.ndarray, vals: np.ndarray, times: np.ndarray, diffs: np.ndarray,
+                             frontier: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`build_complete` by the references: ``(trie buffer, flat, pending)`` (``flat`` only the
+    ``n * (d + 3)`` values written). Raises ``SumOverflow`` where the kernel reports ``bad``."""
+    from .consolidate import consolidate_reference
+    from .frontier import beyond_reference
+
+    mask, _ = beyond_reference(times, frontier)
+    keep = ~mask
+    (k, v), t, x = consolidate_reference((keys[keep], vals[keep]), times[keep].reshape(-1, times.shape[1]), diffs[keep])
+    flat = np.concatenate([k, v, x, t.reshape(-1)]).astype(np.int64)
+    return build_reference(k, v, t, x), flat, np.flatnonzero(mask).astype(np.int64)
 
 
 def filter_bits_reference(key: int) -> int:

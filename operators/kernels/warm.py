@@ -69,12 +69,15 @@ def workload() -> None:
 def traces() -> None:
     """Trace work the small dataflow above does not reach: batches large enough for numpy-allocated
     buffers, batches built after a separate consolidation (more than ``trie.SMALL`` updates) and by
-    :func:`~ddflow.operators.kernels.trie.build_small`, and reading a whole trace."""
+    :func:`~ddflow.operators.kernels.trie.build_small`, reading a whole trace, merges spread over
+    inserts (a trace given little fuel), and sealing the complete part of a step in one call
+    (:func:`~ddflow.operators.kernels.trie.build_complete`)."""
     import numpy as np
 
     from ..frontier import Antichain
     from ..traces.batch import Updates
     from ..traces.spine import Spine
+    from ..tuning import EngineConfig
 
     trace = Spine(1)
     for t, n in enumerate((1 << 16, 100, 10)):
@@ -83,6 +86,14 @@ def traces() -> None:
                      Antichain([t + 1]))
     trace.lookup(np.arange(5, dtype=np.int64))
     trace.contents()
+    fueled = Spine(1, config=EngineConfig(merge_fuel_per_update=1, merge_min_fuel=1))  # merges over several inserts
+    for t in range(3):
+        keys = np.arange(50, dtype=np.int64)
+        fueled.insert(Updates((keys, keys), np.full((50, 1), t, dtype=np.int64), np.ones(50, dtype=np.int64)),
+                      Antichain([t + 1]))
+    keys = np.arange(4, dtype=np.int64)  # an arrangement's step of the plan executor: sealed in one call
+    trace.insert_complete(keys, keys, np.arange(3, 7, dtype=np.int64).reshape(4, 1), np.ones(4, dtype=np.int64),
+                          Antichain([5]))
 
 
 def edge_cases() -> None:

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..frontier import Antichain
 from ..graph import Node, Scope
-from ..traces.batch import Updates
+from ..kernels.trie import SMALL
+from ..traces.batch import Updates, concat
 from ..traces.spine import Spine, TraceHandle
 
 
@@ -32,7 +33,11 @@ class Arrange(Node):
         self.trace = Spine(scope.depth, name, config=self.tuning)
         self.unit = self.interner.id(())
 
+    fused = False  # set by the plan executor: small steps seal in one kernel call (Spine.insert_complete)
+
     def step(self, frontier: Antichain) -> None:
+        if self.fused and self._step_fused(frontier):
+            return
         u = self.take_complete(frontier)
         if len(u):
             ids = u.data[0]
@@ -45,6 +50,30 @@ class Arrange(Node):
                 self.emit(batch.flat())
         elif self.trace.upper != frontier:
             self.trace.advance_upper(frontier)
+
+    def _step_fused(self, frontier: Antichain) -> bool:
+        """The step of at most ``trie.SMALL`` buffered updates in one kernel call: the complete ones are
+        sealed into a batch and forwarded, the others stay buffered. False (nothing done) for more
+        updates, or none."""
+        parts = self.buffers[0]
+        if not parts:
+            return False
+        u = parts[0] if len(parts) == 1 else concat(parts, 1, self.scope.depth)
+        if len(u.diffs) > SMALL:
+            return False
+        ids = u.data[0]
+        if self.by_self:
+            keys, vals = ids, np.full(len(ids), self.unit, dtype=np.int64)
+        else:
+            keys, vals = self.interner.split(ids, self.name)
+        batch, flat, waiting = self.trace.insert_complete(keys, vals, u.times, u.diffs, frontier)
+        self.buffers[0] = [] if waiting is None else [u.take(waiting)]
+        if batch is None:
+            if self.trace.upper != frontier:
+                self.trace.advance_upper(frontier)
+        elif flat is not None and self.consumers:
+            self.emit(flat)
+        return True
 
     def reader(self, node: Node, port: int) -> TraceHandle:
         """Subscribe ``node``'s ``port`` to new batches; return its handle on the trace."""

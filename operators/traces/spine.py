@@ -22,10 +22,11 @@ from ..frontier import Antichain
 from ..kernels.lookup import flatten
 from ..kernels.lookup import lookup as lookup_kernel
 from ..lattice import T_MIN
-from .batch import Updates, consolidate
+from .batch import Updates, consolidate, sum_error
 from .cursor import TraceCursor
 from .handle import Holds, TraceHandle
 from ..kernels.merge import cascade as merge_cascade
+from ..kernels.trie import build_complete
 from ..kernels.trie import size as trie_size
 from .merge import Merge, frontier_array, merge_error
 from .merge import work as merge_work
@@ -33,6 +34,7 @@ from .trie import Description, TrieBatch, int64
 
 
 _NONE = np.empty(0, dtype=np.int64)  # the address table of no merges (never written)
+_INT64 = np.dtype(np.int64)
 
 
 class Spine:
@@ -52,6 +54,8 @@ class Spine:
         self._inserted = 0
         self._batch_table: np.ndarray | None = None  # kernel tables of the items, rebuilt after changes
         self._batch_rows: list[tuple[int, int, int, int]] | None = None  # the batch table's rows (kept on appends)
+        self._version = 0  # counts the changes of items other than appends
+        self._quiet = (-1, 0, 0)  # (version, sealed, fuel) of a _maintain that found nothing to merge
         self._merges: tuple[list[Merge], np.ndarray] | None = None
         self._frontier: tuple[Antichain | None, np.ndarray] = (None, np.empty((0, depth), dtype=np.int64))
         self._one = np.empty((1, depth), dtype=np.int64)  # _frontier_array() of a frontier of one time
@@ -89,6 +93,43 @@ class Spine:
     def insert(self, updates: Updates, upper: Antichain) -> TrieBatch:
         """Append the keyed ``updates`` (consolidated here) holding all times in ``[self.upper, upper)``."""
         batch = TrieBatch.consolidating(updates, Description(self.upper, upper, self._since))
+        self._append(batch, upper)
+        return batch
+
+    def insert_complete(self, keys: np.ndarray, vals: np.ndarray, times: np.ndarray, diffs: np.ndarray,
+                        upper: Antichain) -> tuple[TrieBatch | None, Updates | None, np.ndarray | None]:
+        """An arrangement's step in one kernel call (:func:`~ddflow.operators.kernels.trie.build_complete`):
+        of the keyed updates given as columns (at most ``trie.SMALL``, in any order), those whose time
+        is not beyond ``upper`` are consolidated and appended as :meth:`insert` does (then the trace's
+        upper is ``upper``). Returns ``(batch, flat, waiting)``: the batch appended (``None`` when no
+        update was complete: nothing is appended and the upper stays), its updates as flat columns
+        (``(key, val)``, sorted as the batch; ``None`` when it is empty), and the indices of the rows
+        beyond ``upper``, ascending (``None`` when there are none)."""
+        m, d = len(diffs), self.depth
+        if not (keys.dtype == vals.dtype == times.dtype == diffs.dtype == _INT64 and keys.flags.c_contiguous
+                and vals.flags.c_contiguous and times.flags.c_contiguous and diffs.flags.c_contiguous):
+            keys, vals, times, diffs = int64(keys), int64(vals), int64(times), int64(diffs)
+        room = m * (d + 5) + 3  # trie_size(m, m, m, d): room for any result
+        buffer = np.empty(room + m * (d + 4), dtype=np.int64)  # the trie, the flat columns, the rows waiting
+        out, flat, pending = buffer[:room], buffer[room : room + m * (d + 3)], buffer[room + m * (d + 3) :]
+        address, nk, nv, n, end, bad, waiting = build_complete(keys, vals, times, diffs, upper.array(d), out, flat,
+                                                               pending)
+        if bad >= 0:
+            raise sum_error((int(keys[bad]), int(vals[bad])), tuple(times[bad].tolist()))
+        waits = pending[:waiting] if waiting else None
+        if waiting == m:
+            return None, None, waits
+        desc = Description(self.upper, upper, self._since)
+        if not n:
+            self._append(TrieBatch.empty(d, desc), upper)
+            return None, None, waits
+        batch = TrieBatch(out[:end], nk, nv, n, d, desc, address)
+        self._append(batch, upper)
+        columns = Updates((flat[:n], flat[n : 2 * n]), flat[3 * n : 3 * n + n * d].reshape(n, d), flat[2 * n : 3 * n])
+        return batch, columns, waits
+
+    def _append(self, batch: TrieBatch, upper: Antichain) -> None:
+        """Append a new batch holding all times in ``[self.upper, upper)`` and do an insert's merge work."""
         self.upper = upper
         n = batch.n
         self._inserted += n
@@ -105,7 +146,6 @@ class Spine:
                 self._sealed_for = None
             self._batch_table = None  # no merge added: the merge table stays
         self._maintain(max(self.min_fuel, self.fuel_per_update * n))
-        return batch
 
     def advance_upper(self, upper: Antichain) -> None:
         self.upper = upper
@@ -114,6 +154,7 @@ class Spine:
         """Forget the kernel tables of the items (after any change of ``self.items``)."""
         self._batch_table = self._batch_rows = None
         self._merges = None
+        self._version += 1
 
     def _frontier_array(self) -> np.ndarray:
         """The logical frontier as the ``(m, depth)`` array kernels take (kept while it does not move;
@@ -145,12 +186,20 @@ class Spine:
         breaking the invariant starts a merge, which gets ``fuel`` at once (and again if it finished
         and another starts)."""
         merges, table = self._running()
+        if not merges:
+            sealed = self._sealed()
+            version, quiet, most = self._quiet
+            if version == self._version and sealed == quiet and fuel <= most:
+                return  # nothing changed since a check that found nothing to merge with as much fuel
+        version = self._version
         if merges and merge_work(merges, self._frontier_array(), fuel, table):
             self._finish()
         started = self._start_merges(self._cascade(fuel, self._sealed()))
         while started and merge_work(started, self._frontier_array(), fuel):
             self._finish()
             started = self._start_merges(self._sealed())
+        if version == self._version and not self._running()[0]:
+            self._quiet = (version, self._sealed(), fuel)
 
     def _sealed(self) -> int:
         """How many items, from the oldest, hold no time the physical frontier has not passed: batches
@@ -259,6 +308,7 @@ class Spine:
         else:
             del items[first:hi]
         self._batch_table = self._batch_rows = None  # only batches merged: the merge table stays
+        self._version += 1
         if first < self._scan:
             self._scan = first
         return count, n
@@ -371,9 +421,10 @@ class Spine:
 
 
 def _stale(batch: TrieBatch, frontier: Antichain) -> bool:
-    """True when ``batch`` was advanced to another frontier than ``frontier``."""
+    """True when ``batch`` may have been advanced to another frontier than ``frontier`` (its times
+    listed in another order count as another: merging again is never wrong)."""
     since = batch.desc.since
-    return since is not frontier and since != frontier
+    return since is not frontier and since._elements != frontier._elements
 
 
 def _frontier_join(a: Antichain, b: Antichain) -> Antichain:

@@ -142,6 +142,43 @@ def test_build_small_consolidates_and_builds_like_the_references(data):
 
 @kernels
 @given(st.data())
+def test_build_complete_seals_the_complete_rows_like_the_references(data):
+    """An arrangement's step in one call: unsorted keyed updates with repeats, zero diffs and sums
+    outside int64, some beyond a frontier of 0-3 times; the trie and flat columns of the complete
+    ones, and the indices of the others."""
+    d = data.draw(depths)
+    huge = data.draw(st.booleans())
+    diffs = st.one_of(st.integers(-3, 3), huge_diffs) if huge else st.integers(-3, 3)
+    m = data.draw(st.sampled_from([0, 1, 2, 5, 20, trie.SMALL]))
+    drawn = data.draw(st.lists(st.tuples(ints, ints, time(d), diffs), min_size=m, max_size=m))
+    if drawn and data.draw(st.booleans()):  # many repeats of a few rows
+        drawn = [drawn[i % 3] if i % 3 < len(drawn) else drawn[0] for i in range(len(drawn))]
+    keys, vals, dif = (np.asarray([r[j] for r in drawn], dtype=np.int64) for j in (0, 1, 3))
+    times = np.asarray([r[2] for r in drawn], dtype=np.int64).reshape(m, d)
+    frontier = np.asarray(data.draw(st.lists(time(d), max_size=3)), dtype=np.int64).reshape(-1, d)
+    room = trie.size(m, m, m, d)
+    out = np.full(room + 1, -7, dtype=np.int64)
+    flat = np.full(m * (d + 3) + 1, -7, dtype=np.int64)
+    pending = np.full(m + 1, -7, dtype=np.int64)
+    address, nk, nv, n, end, bad, waiting = trie.build_complete(keys, vals, times, dif, frontier, out[:room],
+                                                                flat[:-1], pending[:-1])
+    try:
+        want_trie, want_flat, want_pending = trie.build_complete_reference(keys, vals, times, dif, frontier)
+    except SumOverflow:
+        assert bad >= 0 and n == 0
+        row = (int(keys[bad]), int(vals[bad]), tuple(times[bad].tolist()))
+        total = sum(r[3] for r in drawn if (r[0], r[1], r[2]) == row)
+        assert not -(2**63) <= total < 2**63
+        return
+    assert bad == -1 and address == out.ctypes.data and end == trie.size(nk, nv, n, d)
+    assert out[:end].tolist() == want_trie.tolist()
+    assert flat[: n * (d + 3)].tolist() == want_flat.tolist()
+    assert pending[:waiting].tolist() == want_pending.tolist()
+    assert out[room] == flat[-1] == pending[-1] == -7  # nothing written past the room given
+
+
+@kernels
+@given(st.data())
 def test_lookup_in_tries_of_one_val_per_key_or_one_update_per_val(data):
     """Tries whose shape lets the gather skip reads (one val per key: ``nk == nv``; one update per val:
     ``nv == n``; both), alone and beside general ones in one table, against the reference."""
