@@ -103,8 +103,8 @@ def main() -> None:
         for executor, m in results.items():
             if executor != "nodes":
                 rates = "".join(f", E={e:,} x{rate / base['rates'][e]:.2f}" for e, rate in m["rates"].items())
-                print(f"{executor} / nodes: calls x{m['calls'] / base['calls']:.2f}, "
-                      f"CPU p50 x{m['cpu_p50'] / base['cpu_p50']:.2f}, p99 x{m['cpu_p99'] / base['cpu_p99']:.2f}{rates}")
+                print(f"{executor} / nodes: calls x{m['calls'] / base['calls']:.2f}, CPU p50 "
+                      f"x{m['cpu_p50'] / base['cpu_p50']:.2f}, p99 x{m['cpu_p99'] / base['cpu_p99']:.2f}{rates}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import numpy as np
 
 from .errors import DiffError, IterationLimitError
 from .frontier import Antichain
-from .graph import at_node
+from .graph import Node, at_node
 from .kernels.frontier import least_ready
 from .plan import KIND, Plan
 from .traces.batch import consolidate
@@ -40,6 +40,7 @@ from .traces.batch import consolidate
 _LOOP = KIND["loop"]
 _EXCHANGE = KIND["exchange"]
 _ARRANGE = KIND["arrange"]
+_BUFFERED = Node.pending_times  # the pending times of a node that holds only buffered batches
 _QUIET = frozenset((KIND["arrange"], KIND["join"], KIND["reduce"]))  # idle observers a round may skip
 # linear nodes: a step takes every buffered update, so it leaves the node without work
 _LINEAR = frozenset(KIND[k] for k in ("concat", "negate", "map", "filter", "flat_map", "inspect", "enter"))
@@ -88,12 +89,18 @@ class PlanExecutor:
         try:
             for node, kind, quiet, observes, linear in self._rows[s]:
                 if node in holding:
-                    self._step(node, kind, frontier)
+                    if kind == _LOOP:
+                        self._loop(node, frontier)
+                    else:
+                        node.step(frontier)
                     node.seen = frontier
                     if linear or not node.holds_work():
                         holding.discard(node)
                 elif observes and node.seen is not frontier and (closing or not quiet):
-                    self._step(node, kind, frontier)
+                    if kind == _LOOP:
+                        self._loop(node, frontier)
+                    else:
+                        node.step(frontier)
                     node.seen = frontier
                     if node.holds_work():
                         holding.add(node)
@@ -102,12 +109,6 @@ class PlanExecutor:
             if located is None:
                 raise
             raise located from exc
-
-    def _step(self, node, kind: int, frontier: Antichain) -> None:
-        if kind == _LOOP:
-            self._loop(node, frontier)
-        else:
-            node.step(frontier)
 
     def _loop(self, loop, frontier: Antichain) -> None:
         """The loop's rounds for the enclosing ``frontier``, then its closing pass and egress (what
@@ -165,12 +166,18 @@ def _round_frontier(base: list[tuple[int, ...]], finished: list[tuple[int, ...]]
 
 def _next_round(holding, outer: np.ndarray) -> int | None:
     """The least iteration of the work ``holding`` (a loop's inner nodes) holds at outer times
-    complete for ``outer`` (the enclosing frontier's array), or ``None``."""
+    complete for ``outer`` (the enclosing frontier's array), or ``None``. A node holding only buffered
+    batches is read batch by batch (no concatenation of their times)."""
     r = None
     for node in holding:
-        times = node.pending_times()
-        if len(times):
-            count, least = least_ready(times if times.flags.c_contiguous else np.ascontiguousarray(times), outer)
-            if count and (r is None or least < r):
-                r = least
+        if type(node).pending_times is _BUFFERED:
+            parts = [u.times for buf in node.buffers for u in buf]
+        else:
+            parts = (node.pending_times(),)
+        for times in parts:
+            if len(times):
+                count, least = least_ready(times if times.flags.c_contiguous else np.ascontiguousarray(times),
+                                           outer)
+                if count and (r is None or least < r):
+                    r = least
     return None if r is None else int(r)

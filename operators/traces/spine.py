@@ -145,7 +145,16 @@ class Spine:
             else:  # the new batch may be sealed: look again
                 self._sealed_for = None
             self._batch_table = None  # no merge added: the merge table stays
-        self._maintain(max(self.min_fuel, self.fuel_per_update * n))
+        fuel = self.fuel_per_update * n
+        if fuel < self.min_fuel:
+            fuel = self.min_fuel
+        # _maintain's first test without its calls: no merge running, the physical frontier the same
+        # object as at the last check (so the sealed items are as many) and nothing changed since
+        held, merges, (version, quiet, most) = self._physical_holds._frontier, self._merges, self._quiet
+        if (held is not None and held is self._sealed_for and held._elements and merges is not None and not merges[0]
+                and version == self._version and fuel <= most and len(self.items) - self._unsealed_tail == quiet):
+            return
+        self._maintain(fuel)
 
     def advance_upper(self, upper: Antichain) -> None:
         self.upper = upper
