@@ -179,8 +179,8 @@ def topic_partitions(kafka_options: Mapping[str, Any], topic: str, *, timeout: f
         if why == "does not exist":
             why += (" (ddflow never lets the broker auto-create a topic: it would get the broker's default "
                     "partition count)")
-        raise KafkaClientError(f"reading metadata of topic {topic!r}: it {why}; create it first, or run with "
-                               "--create-topics N")
+        raise KafkaClientError(f"reading metadata of topic {topic!r}: it {why}; create it first (ddflow run "
+                               "--create-topics N or ddflow produce --partitions N create missing topics)")
     return len(info.partitions)
 
 
