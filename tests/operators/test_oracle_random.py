@@ -89,7 +89,9 @@ GRAPHS = {
     "strongly_connected": (EDGES, 1, composites.strongly_connected),
 }
 
-SEEDS = [(0, 0), (1, 1_700_000_000_000_000_000), (2, 0)]
+# the quick run (-m 'not slow') takes seed 1 only; the full suite all three
+SEEDS = [pytest.param(0, 0, marks=pytest.mark.slow), (1, 1_700_000_000_000_000_000),
+         pytest.param(2, 0, marks=pytest.mark.slow)]
 
 
 def _sources(seed: int, base: int, records: list, count: int, epochs: int, per_epoch: int):
