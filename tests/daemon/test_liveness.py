@@ -43,7 +43,7 @@ def test_a_fenced_daemon_exits_at_once_naming_the_transactional_id(
     second.lines, second.port = [], _free_port()
     second.start("--metrics-address", f"127.0.0.1:{second.port}")
     daemons.append(second)
-    assert first.exit_code(timeout=30) == 1, first.log
+    assert first.exit_code(timeout=60) == 1, first.log  # seconds after the other starts (before: never)
     assert re.search(r"ddflow run: fenced: another instance initialised transactions with transactional.id "
                      r"'ddflow-a-\S+' \(a second daemon with this config", first.log), first.log
     assert "Traceback" not in first.log
