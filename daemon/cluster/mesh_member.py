@@ -12,7 +12,10 @@ rebuilds what each exchange point holds from the restored inputs). When to take 
 clock (`clock`): a worker's vote says whether a checkpoint is due (its ``interval`` passed since the
 last, or it stops), and an epoch whose agreement had one due is checkpointed by every worker at its
 upper ``F``, in the background. A frontier is complete when every worker holds a valid checkpoint
-of it; its manifest says which worker of how many wrote it (``extra["mesh"]``).
+of it; its manifest says which worker of how many wrote it (``extra["mesh"]``). A worker is at most
+one checkpoint ahead of another (each finishes its write before it starts the next, and no epoch
+closes without all), so each keeps at least two (``checkpoint.keep = 1`` is raised to 2): killed
+while one is written, every worker still holds the one before.
 
 **Restore**: before its first epoch, every worker takes part in the same agreements (even without
 a checkpoint directory, so that they stay numbered alike): each votes the frontiers of its
@@ -89,6 +92,10 @@ class MeshWorker(ClusterWorker):
         self.addresses, self.peer_timeout = tuple(addresses), peer_timeout
         self._checkpointed: int | None = None  # the frontier of the last checkpoint every worker took or restored
         self.mesh: Any = None  # the mesh, kept once closed: the peers it found lost (`mesh.MeshTransport.lost`)
+        store = None if self.recovery is None else self.recovery.store
+        if store is not None and store.keep < 2:  # the one before a write a kill cut, which every worker holds
+            log.info("mesh worker %d keeps 2 checkpoints, not checkpoint.keep = %d", self.index, store.keep)
+            store.keep = 2
 
     def _new_dataflow(self) -> Any:
         from ...operators.workers import worker_dataflow

@@ -90,3 +90,19 @@ def test_a_stopping_worker_has_every_worker_checkpoint_the_frontier_they_are_at(
     stopping = EpochClock.vote(40, True, 0, 0.0, stopping=True, checkpoint=True)
     assert decide([stopping, EpochClock.vote(43, True, 0, 0.0)], 40, fixed) == Decision(None, (0,), True)
     assert decide([EpochClock.vote(40, True, 0, 0.0, stopping=True)] * 2, 40, fixed) == Decision(None, (0, 1))
+
+
+def test_mesh_workers_keep_at_least_two_checkpoints(tmp_path):
+    """Killed while writing its newest checkpoint, a worker's others still hold the one before it."""
+    from ddflow.daemon.cluster.mesh_member import MeshWorker
+    from ddflow.daemon.input.source import InputSpec
+    from ddflow.daemon.state.recovery import Recovery
+    from ddflow.daemon.testing import ListSink, ReplaySource
+
+    sink = ListSink(["reachable"])
+    source = ReplaySource([InputSpec("edges", "edges", fields=["src", "dst"])], partitions=2,
+                          dead_letters=sink.dead_letters)
+    recovery = Recovery(source.inputs, {}, directory=str(tmp_path), keep=1)
+    MeshWorker(lambda df, inputs: {}, source, sink, recovery=recovery, index=0, count=2, kafka_options={}, prefix="p",
+               run="r", addresses=(f"ipc://{tmp_path}/w0", f"ipc://{tmp_path}/w1"))
+    assert recovery.store.keep == 2
