@@ -13,7 +13,9 @@ are votes on the same connections.
 
 **Membership.** The first exchange or agreement starts the mesh (or `start()`): every worker sends
 a hello to every other and waits until it has one from each, at most ``start_timeout`` seconds
-(`MeshTimeout` names the workers and addresses that never answered). A background thread sends a
+(`MeshTimeout` names the workers and addresses that never answered). A worker answers the first
+hello of a peer's incarnation with its own again: its first one may have reached an earlier
+incarnation of that peer (restarted since, all workers restarting one after another). A background thread sends a
 heartbeat to every peer every ``heartbeat`` seconds (on its own connections, so a worker busy in a
 long epoch still beats); a worker waiting in an exchange or agreement that has heard nothing from
 a peer for ``peer_timeout`` seconds raises `PeerLost` naming it and its address (``lost``: the
@@ -277,6 +279,7 @@ class MeshTransport:
     # -- waiting -----------------------------------------------------------------------------------
 
     def _wait(self, done, missing) -> None:
+        self._poll(0)  # what came while this worker was busy (heartbeats: peers are judged on them)
         now = time.monotonic()
         self.waiting_since = now
         try:
@@ -351,4 +354,6 @@ class MeshTransport:
             if peer in self._hellos and self._hellos[peer] != m.incarnation:
                 self._lose(peer)
                 raise PeerLost(f"mesh: {self.name(peer)} restarted (a new hello): its part of the run is gone")
+            if peer not in self._hellos and self._started:  # this worker's hello may have reached an earlier
+                self._dealers[peer].send(self._head(wire.HELLO, peer))  # incarnation of the peer: say it again
             self._hellos[peer] = m.incarnation

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -223,3 +224,42 @@ def test_addresses_listen_on_every_interface_and_bad_ones_are_refused():
     for bad in ("tcp://host", "http://x:1", "host:1"):
         with pytest.raises(MeshError, match="mesh address"):
             listen_address(bad)
+
+
+def test_a_peer_restarted_after_it_took_a_hello_meets_the_worker_that_sent_it(tmp_path):
+    """Worker 0's hello reached worker 1's earlier incarnation (which then died): the new one meets
+    worker 0 all the same, which says hello again when it hears the new one's."""
+    addresses = ipc(tmp_path, 2)
+    first = MeshTransport(addresses, 0, run="r", start_timeout=20)
+    old = MeshTransport(addresses, 1, run="r")
+    starting = threading.Thread(target=first.start)
+    starting.start()
+    try:
+        deadline = time.monotonic() + 10
+        while 0 not in old._hellos and time.monotonic() < deadline:
+            old._poll(0.05)
+        assert 0 in old._hellos  # it took worker 0's hello, then dies without answering
+        old.close()
+        new = MeshTransport(addresses, 1, run="r", start_timeout=5)
+        try:
+            new.start()  # a MeshTimeout without the second hello
+        finally:
+            new.close()
+        starting.join(10)
+        assert not starting.is_alive()
+    finally:
+        starting.join(10)
+        first.close()
+
+
+def test_a_peer_that_beat_while_this_worker_was_busy_is_not_lost(tmp_path):
+    """Worker 0 reads nothing for longer than peer_timeout (opening, loading a checkpoint): worker 1's
+    heartbeats wait in its socket, and are read before worker 1 is judged."""
+    ends = pair(tmp_path, heartbeat=0.05, peer_timeout=0.5)
+    try:
+        both(lambda i: ends[i].start())
+        time.sleep(1.5)  # neither reads; both beat
+        assert both(lambda i: ends[i].gather(i, 0, i)) == [[0, 1], [0, 1]]
+    finally:
+        for e in ends:
+            e.close()

@@ -2,7 +2,8 @@
 a time and all at once, restarted as a supervisor would: a worker that finds its peer lost (silent,
 or restarted) exits 1 and is restarted too, and every worker starts again together, from the newest
 checkpoint all of them completed (or, without checkpoints, from the inputs' beginning). The result
-topic's view at every frontier equals the engine's: nothing lost, nothing counted twice."""
+topic's view at every frontier equals the engine's: nothing lost, nothing counted twice. Two
+workers replay; three restore checkpoints."""
 
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ def kill_all(workers: Supervised) -> None:
         workers.restart(i)
 
 
-@pytest.mark.parametrize("checkpoints", [False, True], ids=["replay", "checkpoints"])
+@pytest.mark.parametrize("checkpoints,count", [(False, 2), (True, 3)], ids=["replay-2", "checkpoints-3"])
 def test_mesh_workers_killed_at_random_points_end_equal_to_the_engine(kafka_broker, make_topic, tmp_path,
-                                                                      checkpoints):
+                                                                      checkpoints, count):
     rng = random.Random(int(time.time()))
     seed = rng.randrange(1000)
     bootstrap = kafka_broker.bootstrap
@@ -44,11 +45,11 @@ def test_mesh_workers_killed_at_random_points_end_equal_to_the_engine(kafka_brok
     rounds = stream(24, seed)
     want = oracle("reachability", rounds)
     final = T0 + 10 * len(rounds) * MS
-    path = mesh_config(tmp_path, bootstrap, "reachability", 2, source, results, dead)
+    path = mesh_config(tmp_path, bootstrap, "reachability", count, source, results, dead)
     if checkpoints:
         path.write_text(path.read_text() + f'\n[checkpoint]\nlocation = "{tmp_path / "ckpt"}"\ninterval = "300ms"\n')
-    workers = Supervised(path, 2)
-    kills = [rng.choice(["0", "1", "all"]) for _ in range(2)] + ["all"]
+    workers = Supervised(path, count)
+    kills = [rng.choice([*map(str, range(count)), "all"]) for _ in range(2)] + ["all"]
     sent = threading.Event()
 
     def produce(producer: UpdateProducer, first: int, last: int) -> None:
@@ -86,14 +87,14 @@ def test_mesh_workers_killed_at_random_points_end_equal_to_the_engine(kafka_brok
         raise
     finally:
         codes = workers.stop()
-    assert codes == [0, 0], (codes, workers.log())
+    assert codes == [0] * count, (codes, workers.log())
     assert all(code == 1 for _, code in workers.exits), (workers.exits, workers.log())
     text = "".join("".join(lines) for lines in workers.logs)
     if checkpoints:  # the last kill (of all) came after checkpoints every worker completed
-        restored = re.findall(r"worker (\d) of 2: restoring checkpoint checkpoint-\d+ at frontier (\d+)", text)
-        assert {i for i, _ in restored} == {"0", "1"}, workers.log()
+        restored = re.findall(rf"worker (\d) of {count}: restoring checkpoint checkpoint-\d+ at frontier (\d+)", text)
+        assert {int(i) for i, _ in restored} == set(range(count)), workers.log()
         frontiers = [int(f) for _, f in restored]
-        assert frontiers.count(max(frontiers)) == 2, workers.log()  # both restored the same frontier
-        assert all((tmp_path / "ckpt" / f"worker-{i}").is_dir() for i in range(2))
+        assert frontiers.count(max(frontiers)) == count, workers.log()  # all restored the same frontier
+        assert all((tmp_path / "ckpt" / f"worker-{i}").is_dir() for i in range(count))
     else:
         assert "restoring checkpoint" not in text
