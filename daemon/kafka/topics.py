@@ -2,12 +2,11 @@
 
 A worker's state is tied to its topics: the offsets it read and committed on the inputs, what it
 published on the outputs. When a broker loses its data (a restarted in-memory broker, a topic
-deleted and recreated by an operator) the topics come back empty, often auto-created with other
-partition counts, and a consumer simply polls the empty partitions: nothing fails, nothing is
-logged. `TopicWatch` notes each topic's identity (its topic id, where the broker reports one, and
+deleted and recreated by an operator) the topics come back empty, or recreated by other clients
+with other partition counts (ddflow's own clients never let the broker auto-create one, see
+`client`), and a consumer simply polls the empty partitions: nothing fails, nothing is logged. `TopicWatch` notes each topic's identity (its topic id, where the broker reports one, and
 its partition count) when the worker opens, describes the topics again every ``interval`` seconds
-from a thread of its own (describing never auto-creates a topic, unlike a metadata request by
-name), and records the first difference as ``problem``: the worker raises it as `TopicChanged`.
+from a thread of its own (describing never auto-creates a topic), and records the first difference as ``problem``: the worker raises it as `TopicChanged`.
 
 A broker that does not answer is not a change: a round that times out is skipped (the data path's
 own bounded calls fail if the broker stays away).
