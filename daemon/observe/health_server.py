@@ -101,6 +101,7 @@ class ProbeFirstServer:
                 return
             except OSError as exc:  # e.g. out of file descriptors: the backlog waits for the next round
                 log.debug("http: accept failed: %s", exc)
+                self._closed.wait(0.05)  # the listening socket stays readable: do not spin on it
                 return
             sock.setblocking(False)
             if len(self._reading) >= self.max_connections:
