@@ -12,6 +12,9 @@ N updates of an input with a string field (``--fields "word:str,n:int"`` by defa
   msgpack decodes each string field as one array (`decode_input`), the blocks are joined column
   by column and fed as `RecordColumns`.
 
+With ``--json`` the messages are JSON arrays instead: rows (the update-by-update check, which
+JSON batches took before and still take when an update is bad) against columns (`JsonDecoder`).
+
 With ``--snapshot`` the same records are instead written as a snapshot's base (4 shards) and
 loaded: rows (how a snapshot loaded before: each Parquet column to Python values, zipped into
 record tuples and ``(record, diff)`` rows, unzipped and fed as tuples) against columns
@@ -20,12 +23,13 @@ record tuples and ``(record, diff)`` rows, unzipped and fed as tuples) against c
 Each run ends when ``Dataflow.run()`` has interned the records (the input node's step); the
 records' ids are checked to be the same both ways. CPU time (``time.process_time``).
 
-    .venv/bin/python benchmarks/bench_intake.py [--updates 1000000] [--fields word:str] [--snapshot]
+    .venv/bin/python benchmarks/bench_intake.py [--updates 1000000] [--fields word:str] [--json | --snapshot]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -34,13 +38,14 @@ import msgpack
 import numpy as np
 
 from ddflow.daemon.block import Block
+from ddflow.daemon.formats import json as json_format
 from ddflow.daemon.formats.msgpack import decode_input
 from ddflow.daemon.formats.schema import InputFormat
 from ddflow.daemon.state.snapshot import Snapshot, SnapshotWriter, columns_for_fields
 from ddflow.operators import Dataflow
 
 
-def messages(n: int, batch: int, fields: dict[str, str], distinct: int) -> list[bytes]:
+def messages(n: int, batch: int, fields: dict[str, str], distinct: int, *, as_json: bool = False) -> list[bytes]:
     rng = np.random.default_rng(1)
     words = [f"word-{i:06d}" for i in range(distinct)]
     picks = rng.integers(0, distinct, n).tolist()
@@ -50,7 +55,7 @@ def messages(n: int, batch: int, fields: dict[str, str], distinct: int) -> list[
         for i in range(start, min(n, start + batch)):
             data = [words[picks[i]] if kind == "str" else i % 1000 for kind in fields.values()]
             updates.append([data, 1_000 + i, 1])
-        out.append(msgpack.packb(updates))
+        out.append(json.dumps(updates).encode() if as_json else msgpack.packb(updates))
     return out
 
 
@@ -66,6 +71,20 @@ def by_rows(values: list[bytes], fmt: InputFormat) -> Block:
 
 def by_columns(values: list[bytes], fmt: InputFormat) -> Block:
     return Block.concat([decode_input(value, fmt).block for value in values])
+
+
+def json_rows(values: list[bytes], fmt: InputFormat) -> Block:
+    decoder, batch_block = json_format.JsonDecoder(fmt), json_format._batch_block
+    json_format._batch_block = lambda items, fields: None
+    try:
+        return Block.concat([decoder.decode(value).block for value in values])
+    finally:
+        json_format._batch_block = batch_block
+
+
+def json_columns(values: list[bytes], fmt: InputFormat) -> Block:
+    decoder = json_format.JsonDecoder(fmt)
+    return Block.concat([decoder.decode(value).block for value in values])
 
 
 def snapshot_of(values: list[bytes], fmt: InputFormat, fields: dict[str, str], where: Path) -> Snapshot:
@@ -118,12 +137,16 @@ def main() -> None:
     parser.add_argument("--fields", default="word:str,n:int")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--snapshot", action="store_true", help="load the records from a snapshot instead")
+    parser.add_argument("--json", action="store_true", help="JSON messages instead of msgpack")
     args = parser.parse_args()
     fields = dict(f.split(":") for f in args.fields.split(","))
     fmt = InputFormat(fields=fields)
     values = messages(args.updates, args.batch, fields, args.distinct)
     run(by_columns, values[:2], fmt)  # kernels loaded
     ways = (("rows", by_rows), ("columns", by_columns))
+    if args.json:
+        values = messages(args.updates, args.batch, fields, args.distinct, as_json=True)
+        ways = (("rows", json_rows), ("columns", json_columns))
     if args.snapshot:
         scratch = tempfile.TemporaryDirectory()
         values = snapshot_of(values, fmt, fields, Path(scratch.name))
@@ -137,9 +160,10 @@ def main() -> None:
             best[name] = min(best.get(name, (decode, total)), (decode, total), key=lambda x: x[1])
     if ids["rows"].tolist() != ids["columns"].tolist():
         raise SystemExit("the records' ids differ between rows and columns")
-    n = args.updates
-    source = "a snapshot's base (4 shards)" if args.snapshot else f"{args.batch:,} per message"
-    print(f"{n:,} updates, fields {fields}, {args.distinct:,} distinct words, {source}")
+    n = len(ids["columns"])
+    source = f"a snapshot's base of {n:,} records (4 shards)" if args.snapshot else \
+        f"{args.batch:,} per {'JSON' if args.json else 'msgpack'} message"
+    print(f"{args.updates:,} updates, fields {fields}, {args.distinct:,} distinct words, {source}")
     for name in ("rows", "columns"):
         decode, total = best[name]
         step = "read" if args.snapshot else "decode"
