@@ -392,6 +392,14 @@ class Interner:
             return self.pair(*(self._column_ids(c) for c in columns))
         if len(columns[0]) == 0:
             return np.empty(0, dtype=np.int64)
+        if len(columns) == 1 and not isinstance(columns[0], np.ndarray):  # the first of equal values kept
+            try:
+                index = dict(zip(dict.fromkeys(columns[0]), count_from(0)))
+            except TypeError as exc:
+                raise ShapeError(f"a record is not hashable: {exc}") from exc
+            codes = np.fromiter(map(index.__getitem__, columns[0]), dtype=np.int64, count=len(columns[0]))
+            singles = list(zip(index))
+            return self._checked(singles, lambda: self._object_ids_of(singles))[codes]
         try:
             codes, firsts = _distinct_rows(columns)
         except TypeError as exc:
