@@ -251,9 +251,11 @@ class Interner:
                     out[i] = self._special(values[i])
             return np.array(out, dtype=np.int64)
         fresh = list(dict.fromkeys(new))
-        ids = self._space.new(OBJ, np.zeros(len(fresh), dtype=np.int64)).tolist()
-        self._objects.update(zip(ids, fresh))
-        self._object_ids.update(zip(fresh, ids))
+        ids = self._space.new(OBJ, np.zeros(len(fresh), dtype=np.int64))
+        self._objects.update(zip(ids.tolist(), fresh))
+        self._object_ids.update(zip(fresh, ids.tolist()))
+        if len(fresh) == len(values):  # every value new and distinct: their ids in order
+            return ids
         return np.fromiter(map(get, values), dtype=np.int64, count=len(values))
 
     def _special(self, v: object) -> int:
@@ -383,20 +385,20 @@ class Interner:
         values, all of one length; at least one column). Each column is interned as a whole: a
         record of two fields is the pair of its two columns' ids (no tuple built); a record of one
         field or of three or more is a tuple, interned as an object (a tuple whose length is not 2
-        never equals an int nor a pair), and only the first of equal records is built (equal
-        records found column by column, at C speed). The ids are those `ids` gives the tuples
-        themselves."""
+        never equals an int nor a pair), built once per distinct record when records repeat (found
+        column by column at C speed). The ids are those `ids` gives the tuples themselves."""
         if not columns:
             raise ShapeError("record_ids: records need at least one field")
         if len(columns) == 2:
-            return self.pair(*(self._column_ids(c) for c in columns))
+            return self.pair(*(self.int_ids(c) if isinstance(c, np.ndarray) else self.ids(c) for c in columns))
         if len(columns[0]) == 0:
             return np.empty(0, dtype=np.int64)
         if len(columns) == 1 and not isinstance(columns[0], np.ndarray):  # the first of equal values kept
-            try:
-                index = dict(zip(dict.fromkeys(columns[0]), count_from(0)))
-            except TypeError as exc:
-                raise ShapeError(f"a record is not hashable: {exc}") from exc
+            distinct = self._checked(columns[0], lambda: _distinct(columns[0]))
+            if 2 * len(distinct) > len(columns[0]):  # mostly distinct: a tuple each, in order
+                singles = list(zip(columns[0]))
+                return self._checked(singles, lambda: self._object_ids_of(singles))
+            index = dict(zip(distinct, count_from(0)))
             codes = np.fromiter(map(index.__getitem__, columns[0]), dtype=np.int64, count=len(columns[0]))
             singles = list(zip(index))
             return self._checked(singles, lambda: self._object_ids_of(singles))[codes]
@@ -408,11 +410,6 @@ class Interner:
         tuples = list(zip(*(c[firsts].tolist() if isinstance(c, np.ndarray) else [c[i] for i in picked]
                             for c in columns)))
         return self._checked(tuples, lambda: self._object_ids_of(tuples))[codes]
-
-    def _column_ids(self, column: np.ndarray | list) -> np.ndarray:
-        if isinstance(column, np.ndarray):
-            return self.int_ids(column)
-        return self.ids(column)
 
     def ids_of_columns(self, columns: np.ndarray) -> np.ndarray:
         """Ids of the records in int columns: ints (one column) or pairs of ints (two columns)."""
@@ -520,6 +517,14 @@ def _all_equal(values: list) -> bool:
         return bool(values[-1] == values[0]) and values.count(values[0]) == len(values)
     except Exception:  # values whose equality is not a bool (arrays): not a shortcut to take
         return False
+
+
+def _distinct(values: list) -> dict:
+    """The distinct values, first of equal ones kept, in order of first appearance."""
+    try:
+        return dict.fromkeys(values)
+    except TypeError as exc:
+        raise Unhashable(str(exc)) from exc
 
 
 def _distinct_rows(columns: Sequence[np.ndarray | list]) -> tuple[np.ndarray, np.ndarray]:
