@@ -87,6 +87,9 @@ class Intern(Node):
     def _apply(self, u: Updates) -> Updates:
         interner = self.interner
         records, times, diffs = u.data[0], u.times[:, 0], u.diffs
+        # at most one new id per record for its hash and one for its output pair: the id columns
+        # grow once here rather than once per interning call (each grow copies them)
+        interner.reserve(2 * len(records))
         # an int is its own element hash as far as pair_hashes goes (it hashes its lanes itself)
         elements = interner.int_values(records)
         if elements is None:

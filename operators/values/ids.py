@@ -42,7 +42,10 @@ _OBJECT_KINDS = np.array([False, False, True, True, True, False, False, False]) 
 
 def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One int64 pair code per pair of ids."""
-    return (a.astype(np.int64) << SHIFT) | b.astype(np.int64)
+    codes = a.astype(np.int64)  # a new array: shifted in place
+    codes <<= SHIFT
+    codes |= b
+    return codes
 
 
 def unpack(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,6 +134,14 @@ class IdSpace:
             table.slots, self.payload, self.payload[ids], table.count, ids[::-1].copy(), len(ids), self.next,
             self.limit)
 
+    def reserve(self, n: int) -> None:
+        """Room in the columns for ``n`` more new ids than the free list holds (as far as the limit
+        allows), in one grow: a caller about to intern several columns of mostly new values saves
+        the copies of growing the columns once per column."""
+        size = min(self.next + max(0, n - self._nfree), self.limit)
+        if size > len(self.kinds):
+            self._resize(size)
+
     def _grow(self, need: int, want: int) -> None:
         """Room in the columns for ``need`` more ids beyond ``next`` (:class:`IdLimitError` past the
         limit) and, the limit allowing, for ``want`` (a batch of new keys grows them once) or a quarter
@@ -142,7 +153,10 @@ class IdSpace:
                 f"needed, but ids stop at {self.limit:,}")
         if self.next + need <= len(self.kinds):
             return
-        size = min(max(self.next + want, len(self.kinds) + len(self.kinds) // 4 + 16), self.limit)
+        self._resize(min(max(self.next + want, len(self.kinds) + len(self.kinds) // 4 + 16), self.limit))
+
+    def _resize(self, size: int) -> None:
+        """Columns of ``size`` ids (at least ``next``), keeping the ids below ``next``."""
         kinds = np.full(size, FREE, dtype=np.int8)
         kinds[: self.next] = self.kinds[: self.next]
         payload = np.zeros(size, dtype=np.int64)

@@ -437,6 +437,10 @@ class Interner:
         firsts, seconds = unpack(space.payload.take(ids[is_pair]))
         return is_pair, firsts, seconds
 
+    def reserve(self, n: int) -> None:
+        """Make room for ``n`` new ids at once (see :meth:`IdSpace.reserve`); ids are unchanged."""
+        self._space.reserve(n)
+
     def pair(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Ids of the records ``(key, val)`` for id columns ``keys`` and ``vals``."""
         if len(keys) == 0:

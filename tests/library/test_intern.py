@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -148,3 +149,42 @@ def test_compiled_intern_with_negative_multiplicities(updates, cuts, modulus, ex
                 snapshot[record] = snapshot.get(record, 0) + diff
         want = interned({r: c for r, c in snapshot.items() if c}, hasher)
         assert compiled.at(t) == want == loop.at(t), t
+
+
+def test_intern_grows_the_id_columns_once_for_hashes_and_pairs(monkeypatch):
+    """A batch of new ints: the input's ids grow the id columns once, and the node reserves room for
+    the hashes and the output pairs in one more grow (each grow copies the columns)."""
+    from ddflow.operators.values.ids import IdSpace
+
+    resizes = []
+    resize = IdSpace._resize
+    monkeypatch.setattr(IdSpace, "_resize", lambda self, size: (resizes.append(size), resize(self, size)))
+    n = 5000
+    df = Dataflow()
+    records = df.new_input("records")
+    probe = intern(records.collection).capture(history=False)
+    records.update_many(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64))
+    records.close()
+    df.run()
+    out = probe.drain()
+    assert sorted(r for (r, _i), _t, _d in out) == list(range(n))
+    assert {i for (r, i), _t, _d in out} == {stable_hash((0, r)) for r in range(n)}
+    assert len([s for s in resizes if s >= n]) == 2, resizes
+
+
+def test_reserve_keeps_ids_and_spares_later_grows():
+    from ddflow.operators.values.ids import INT, IdSpace
+
+    keys = np.arange(1000, dtype=np.int64) * 7919
+    plain, reserved = IdSpace(), IdSpace()
+    reserved.reserve(3000)
+    columns = reserved.kinds
+    got = []
+    for space in (plain, reserved):
+        ids = [space.intern(space.ints, INT, keys), space.intern(space.ints, INT, keys + 1)]
+        assert np.array_equal(space.intern(space.ints, INT, keys), ids[0])
+        got.append(ids)
+    assert all(np.array_equal(a, b) for a, b in zip(*got))
+    assert reserved.kinds is columns and len(columns) == 3000
+    reserved.reserve(10)  # room enough: nothing grows
+    assert reserved.kinds is columns
