@@ -240,11 +240,12 @@ class ClusterWorker(Worker):
                                 f"{len(worker.exchanges)} exchange points")
         states = []
         for channel, node in enumerate(worker.exchanges):
-            base, _ = held.get(f"{INTERNAL}{channel}", ([], []))
-            ids = self.dataflow.interner.ids([row[0] for row, _ in base])
-            times = np.asarray([(frontier - 1, *row[1]) for row, _ in base], dtype=np.int64)
+            entry = held.get(f"{INTERNAL}{channel}")
+            base = [] if entry is None else entry[0].rows()  # ((record, rounds), time, count)
+            ids = self.dataflow.interner.ids([row[0] for row, _, _ in base])
+            times = np.asarray([(frontier - 1, *row[1]) for row, _, _ in base], dtype=np.int64)
             states.append((ids, times.reshape(len(base), node.scope.depth),
-                           np.asarray([d for _, d in base], dtype=np.int64)))
+                           np.asarray([d for _, _, d in base], dtype=np.int64)))
         worker.restore(states)
         try:
             report = super()._finish_loading()
