@@ -24,6 +24,10 @@ class EngineConfig:
     * ``memo_limit``: codes a memo holds before it starts afresh (memos are caches; this bounds them
       on ever-new records).
     * ``reduce_chunk_keys``: keys a reduction evaluates together (bounds its transient memory).
+    * ``reduce_history_rows``: rows a reduction keeps of its recent keys' histories between rounds
+      (beyond it, it forgets them all and looks keys up again).
+    * ``reduce_history_keys``: keys of a round from which a reduction starts keeping histories (a
+      lookup of fewer costs about what keeping them would).
     * ``user_chunk``: records or groups handed to user Python functions per bulk call (bounds the
       Python objects alive at once).
     * ``sweep_growth``, ``sweep_min_ids``: at the end of ``run()``, ids no state holds any more are
@@ -38,6 +42,8 @@ class EngineConfig:
     merge_min_fuel: int = 1024
     memo_limit: int = 1 << 20
     reduce_chunk_keys: int = 1 << 18
+    reduce_history_rows: int = 1 << 20
+    reduce_history_keys: int = 256
     user_chunk: int = 1 << 18
     sweep_growth: int = 2
     sweep_min_ids: int = 1 << 16

@@ -31,7 +31,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'consolidate.consolidate_kernel': ('int64[2C], int64[2C], int64[1C], uint64[1C], int64[1C]',),
     'lookup.lookup': ('int64[1C], int64[2C], int64',),
     'points.reduce_points': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[2C], int64[1C], int64, int64',),
-    'sorting.sort_kernel': ('uint64[1C], int64[1C], uint64[1C], int64[1C], int64, int64', 'uint64[1C], none, uint64[1C], none, int64, int64',),
+    'sorting.sort_kernel': ('uint64[1C], int64[1C], uint64[1C], int64[1C], int64, int64', 'uint64[1C], none, uint64[1C], none, int64, int64'),
     'join.join_sorted': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64',),
     'trie.build_small': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
     'trie.build_complete': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[2Cr], int64[1C], int64[1C], int64[1C]',),
@@ -55,6 +55,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'frontier.beyond': ('int64[2C], int64[2Cr]',),
     'frontier.least_ready': ('int64[2C], int64[2Cr]',),
     'trie.count': ('int64[1C], int64[1C]',),
+    'history.history_gather': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1Cr], int64[1Cr], int64[2Cr], int64[1Cr]',),
+    'history.history_store': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[1C], int64[1C], int64, int64[1C], int64[2C], int64[1C], int64',),
 }
 
 _ARRAY = re.compile(r"(\w+)\[(\d)([CAF])(r?)\]$")

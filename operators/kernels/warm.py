@@ -33,7 +33,8 @@ def workload() -> None:
     from ..dataflow import Dataflow
     from ..library import StableHashModulo, connected_components, intern, reachability
 
-    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1))  # ids reclaimed after every run
+    # ids reclaimed after every run; reductions keep histories from rounds of one key on (their kernels)
+    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1, reduce_history_keys=1))
     edges, roots, pairs = df.new_input("edges"), df.new_input("roots"), df.new_input("pairs")
     probes = [
         reachability(roots.collection, edges.collection).capture(),

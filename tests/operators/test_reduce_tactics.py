@@ -2,7 +2,8 @@
 every reduction at depth 1, inside a loop (depth 2) and inside a doubly nested loop (depth 3), fed
 epoch by epoch to two dataflows that differ only in the tactic their reductions may use; their
 outputs must be the same updates after every run. The compiled tactic must have evaluated rounds at
-each depth (where it applies: rounds whose candidates share their inner coordinates)."""
+each depth (where it applies: rounds whose candidates share their inner coordinates), keeping its
+keys' histories between rounds from rounds of one key on, and read kept histories at each depth."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from oracle_harness import sources
 
 from ddflow.operators import Dataflow
 from ddflow.operators.nodes.reduce.node import Reduce
+from ddflow.operators.tuning import EngineConfig
 
 pairs = st.tuples(st.integers(0, 3), st.integers(-3, 4))
 
@@ -55,7 +57,7 @@ def depth3(c):
 
 
 def build(pipeline, compiled: bool):
-    df = Dataflow()
+    df = Dataflow(config=EngineConfig(reduce_history_keys=1) if compiled else None)
     session = df.new_input("xs")
     probes = [out.capture() for out in pipeline(session.collection)]
     reduces = [n for n in df._all_nodes() if isinstance(n, Reduce)]
@@ -84,9 +86,11 @@ def test_compiled_tactic_equals_general(depth, pipeline):
         assert sum(n.rounds_compiled for n in reference[3]) == 0
         for n in fast[3]:
             compiled_rounds[(depth, n.scope.depth)] += n.rounds_compiled
+            compiled_rounds[("kept", n.scope.depth)] += n.rows_kept
 
     check()
     assert compiled_rounds[(depth, depth)] > 0, f"the compiled tactic never ran at depth {depth}"
+    assert compiled_rounds[("kept", depth)] > 0, f"no compiled round read kept histories at depth {depth}"
 
 
 def test_sums_beyond_int64_fall_back_to_exact_python_sums():

@@ -1,5 +1,6 @@
-"""Reduction kernels: a round's points and desired outputs (:mod:`.points`), and the output diffs
-that make the output accumulate to them (:mod:`.diffs`).
+"""Reduction kernels: a round's points and desired outputs (:mod:`.points`), the output diffs
+that make the output accumulate to them (:mod:`.diffs`), and the per-key histories a reduction keeps
+between rounds (:mod:`.history`).
 
 The modes, statuses and kernels of :mod:`.points` are importable from here.
 """

@@ -25,6 +25,7 @@ from ...kernels.sorting import unique_rows as distinct_rows
 from ...lattice import lex_order
 from ...traces.batch import Updates, concat, consolidate, sum_error
 from ...traces.spine import Spine
+from .history import KeyHistory
 from .kernel import reduce_round
 from .logic import Logic, PointOverflow
 
@@ -93,9 +94,15 @@ class Reduce(Node):
     whose candidate times share every coordinate but the outer one; the general one (``_general``,
     any times at any depth: the join closure of each key's new and old times, in Python) takes the
     other rounds, and all of them when ``compiled`` is false (the reference the compiled tactic is
-    tested against)."""
+    tested against).
+
+    A compiled round reads each key's histories from the traces the first time, then from the rows it
+    kept of them (:mod:`.history`: condensed, so a loop's earlier rounds collapse into one row per val
+    and outer time) plus the round's new input rows: a round reads the change, not the history.
+    ``rows_read``, ``rows_kept`` and ``rows_new`` count the rows compiled rounds read each way."""
 
     compiled = True
+    keeps_history = True  # compiled rounds keep their keys' histories (false: every round looks keys up)
     rounds_compiled = 0  # rounds each tactic evaluated (in instance attributes once counted)
     rounds_general = 0
 
@@ -112,6 +119,10 @@ class Reduce(Node):
         self.pending_keys = _NO_KEYS
         self.pending_at = self._no_times
         self._pending_distinct = 0  # pending entries when last deduplicated
+        self.history = KeyHistory(d)  # the keys of recent compiled rounds, kept between rounds
+        self.rows_read = 0  # history rows compiled rounds read: looked up in the traces,
+        self.rows_kept = 0  # read back from ``history``,
+        self.rows_new = 0  # and new input rows added to kept keys
 
     def holds_work(self) -> bool:
         return len(self.pending_at) > 0 or super().holds_work()
@@ -126,6 +137,7 @@ class Reduce(Node):
         """Buffers and the output trace (``Node.held_ids``), and the keys of the times to revisit."""
         yield from super().held_ids()
         yield self.pending_keys
+        yield from self.history.held_ids()
 
     def step(self, frontier: Antichain) -> None:
         new = self.take_all(0, 2)  # from the arrangement: complete batches only
@@ -148,7 +160,7 @@ class Reduce(Node):
         else:
             cand_keys, cand_times = new.data[0], new.times
         if len(cand_keys):
-            self._process(cand_keys, cand_times, frontier)
+            self._process(cand_keys, cand_times, frontier, new)
         if self.scope.context.in_round:  # the loop's closing pass moves the compaction
             return
         for h in (self.handle, self.output_handle):
@@ -156,19 +168,63 @@ class Reduce(Node):
             if frontier.is_empty() and not self.holds_work():  # inputs closed for good: no more reads
                 h.drop()
 
-    def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain) -> None:
+    def _histories(self, keys: np.ndarray, inner: np.ndarray, new: Updates) -> tuple[Updates, Updates, bool]:
+        """The input and output histories of ``keys`` for a compiled round, and whether to keep them
+        after it: the kept rows of the keys the history holds plus their ``new`` input rows, and trace
+        lookups for the others. A round of fewer than ``reduce_history_keys`` keys starts no history
+        (a lookup of a few keys costs about what keeping them would)."""
+        history = self.history
+        if history.count and not history.valid_at(inner):
+            history.clear()
+        if not self.keeps_history or (not history.count and len(keys) < self.tuning.reduce_history_keys):
+            inp, out = self.handle.lookup(keys), self.output.lookup(keys)
+            self.rows_read += len(inp) + len(out)
+            return inp, out, False
+        entries = history.entries(keys)
+        kept = entries >= 0
+        n_kept = int(np.count_nonzero(kept))
+        if n_kept == 0:
+            inp, out = self.handle.lookup(keys), self.output.lookup(keys)
+            self.rows_read += len(inp) + len(out)
+            return inp, out, True
+        hin, hout, n_new = history.gather(keys, entries, new)
+        self.rows_kept += len(hin) + len(hout) - n_new
+        self.rows_new += n_new
+        if n_kept == len(keys):
+            return hin, hout, True
+        others = keys[~kept]
+        inp, out = self.handle.lookup(others), self.output.lookup(others)
+        self.rows_read += len(inp) + len(out)
+        depth = self.scope.depth
+        return concat([inp, hin], 2, depth), concat([out, hout], 2, depth), True
+
+    def _keep(self, keys: np.ndarray, inp: Updates, out: Updates, inner: np.ndarray, frontier: Antichain) -> None:
+        """Keep the round's histories of ``keys`` (``out`` with the round's output diffs), condensed to
+        the least time a later round can evaluate: the frontier's least outer time and ``inner``."""
+        history = self.history
+        lowest = min(e[0] for e in frontier.elements) if not frontier.is_empty() else None
+        if lowest is None or not history.store(keys, inp, out, np.array([lowest, *inner.tolist()], np.int64)):
+            history.clear()
+        elif history.rows > self.tuning.reduce_history_rows:
+            history.clear()
+
+    def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain, new: Updates) -> None:
         keys = distinct(cand_keys)
         inner = cand_times[0, 1:]
         if self.compiled and (len(inner) == 0 or (cand_times[:, 1:] == inner).all()):
             size = self.tuning.reduce_chunk_keys
             if len(keys) <= size:  # one chunk (the common case): no copies of the candidates
-                inp, out = self.handle.lookup(keys), self.output.lookup(keys)
+                inp, out, keep = self._histories(keys, inner, new)
                 e, k, t = reduce_round(keys, cand_keys, cand_times[:, 0], inner, inp, out, self.logic)
                 if len(t) and frontier.split(t)[1] != len(t):  # a time to revisit that is already complete
+                    self.history.clear()
                     return self._general(cand_keys, cand_times, frontier, inp, out)
+                if keep:
+                    self._keep(keys, inp, concat([out, e], 2, cand_times.shape[1]), inner, frontier)
                 self._add_pending(k, t)
                 self.rounds_compiled += 1
                 return self._publish(e, frontier)
+            self.history.clear()
             emitted, pend_k, pend_t = [], [], []
             for chunk_keys, ck, co in _key_chunks(keys, cand_keys, cand_times[:, 0], size):
                 inp, out = self.handle.lookup(chunk_keys), self.output.lookup(chunk_keys)
@@ -187,6 +243,7 @@ class Reduce(Node):
     def _general(self, cand_keys, cand_times, frontier, inp, out) -> None:
         """Any depth: per key, the join closure of new and history times, evaluated in order."""
         self.rounds_general += 1
+        self.history.clear()  # its output diffs are not kept: the next compiled round looks keys up
         keys = distinct(cand_keys)
         inp, out = self._by_key(inp), self._by_key(out)
         order = argsort(cand_keys, runs=True)
