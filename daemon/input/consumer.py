@@ -15,6 +15,7 @@ input's state, with its ``stats``) and ``_consumer`` (None until `_assign`'s res
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..exceptions import KafkaClientError
 from ..kafka.client import client_config, topic_partitions
+
+log = logging.getLogger("ddflow.daemon.input.consumer")
 
 __all__ = ["ConsumerTransport"]
 
@@ -108,6 +111,15 @@ class ConsumerTransport:
         except KafkaException as exc:
             raise KafkaClientError(f"reading the committed offsets of input partitions: {exc}") from exc
         return {(tp.topic, tp.partition): tp.offset for tp in found if tp.error is None and tp.offset >= 0}
+
+    def _committed_or_none(self, assignment: list[TopicPartition]) -> dict[tuple[str, int], int]:
+        """`_committed`, or none when the broker cannot say (logged): a replay then writes the
+        dead letters of the messages it reads again a second time."""
+        try:
+            return self._committed(assignment)
+        except KafkaClientError as exc:
+            log.warning("%s; dead letters of messages read again are written again", exc)
+            return {}
 
     @property
     def consumer(self) -> Any:

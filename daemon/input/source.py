@@ -175,17 +175,8 @@ class KafkaSource(ConsumerTransport, Pacing):
                     state.progress.raise_to(p, at)
         self._consumer = self._assign(assignment)
         if self.dead_letters is not None and assignment:
-            self.dead_letters.written_below(self._committed_offsets(assignment))
+            self.dead_letters.written_below(self._committed_or_none(assignment))
         log.info("inputs assigned: %s", ", ".join(f"{t}{sorted(s.progress.partitions)}" for t, s in self._inputs.items()))
-
-    def _committed_offsets(self, assignment: list[TopicPartition]) -> dict[tuple[str, int], int]:
-        """The group's committed offsets (the dead letters below them are written already), or none
-        when the broker cannot say: a replay then writes its dead letters again."""
-        try:
-            return self._committed(assignment)
-        except KafkaClientError as exc:
-            log.warning("%s; dead letters of messages read again are written again", exc)
-            return {}
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None

@@ -20,13 +20,17 @@ __all__ = ["ArrangementCollector", "OperatorCollector"]
 log = logging.getLogger("ddflow.daemon.observe.metrics")
 
 
-class ArrangementCollector(Collector):
-    """Arrangement sizes and compaction work, computed from the engine when Prometheus scrapes.
+class _ScrapedStats(Collector):
+    """A collector whose families are computed from a stats callable at each scrape.
 
-    ``stats`` returns ``{arrangement: {"records", "batches", "bytes", "merge_work"}}``
-    (``Dataflow.arrangement_stats``) or ``None`` before a dataflow exists. The engine is mutated by
-    the worker thread while a scrape runs; a read that trips over that is retried, then skipped.
+    ``stats`` returns ``{label: {field: int}}`` or ``None`` before a dataflow exists. The engine is
+    mutated by the worker thread while a scrape runs; a read that trips over that (a ``RuntimeError``
+    such as "dictionary changed size during iteration") is retried ``attempts`` times, then the
+    scrape shows no series of these families rather than failing. Subclasses give ``_families``
+    and ``what`` (the warning's words).
     """
+
+    what = "engine stats"
 
     def __init__(self, stats: Callable[[], Mapping[str, Mapping[str, int]] | None], *, attempts: int = 3) -> None:
         self.stats = stats
@@ -39,10 +43,25 @@ class ArrangementCollector(Collector):
         for attempt in range(self.attempts):
             try:
                 return self._families(self.stats() or {})
-            except RuntimeError:  # e.g. "dictionary changed size during iteration"
+            except RuntimeError:
                 if attempt + 1 == self.attempts:
-                    log.warning("arrangement stats unavailable during this scrape", exc_info=True)
+                    log.warning("%s unavailable during this scrape", self.what, exc_info=True)
         return self._families({})
+
+    @staticmethod
+    def _families(stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+        raise NotImplementedError
+
+
+class ArrangementCollector(_ScrapedStats):
+    """Arrangement sizes and compaction work, computed from the engine when Prometheus scrapes.
+
+    ``stats`` returns ``{arrangement: {"records", "batches", "bytes", "merge_work"}}``
+    (``Dataflow.arrangement_stats``) or ``None`` before a dataflow exists. The engine is mutated by
+    the worker thread while a scrape runs; a read that trips over that is retried, then skipped.
+    """
+
+    what = "arrangement stats"
 
     @staticmethod
     def _families(stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
@@ -62,27 +81,13 @@ class ArrangementCollector(Collector):
         return [records, batches, size, merged]
 
 
-class OperatorCollector(Collector):
+class OperatorCollector(_ScrapedStats):
     """Per operator that remembers its user function's results: the distinct records it holds
     results of, and their bytes, from ``Dataflow.operator_stats`` at scrape time. The ``operator``
     label is the name the dataflow gave (``Collection.name``) or the operator's kind and function
     (``map(parse_view)``): a series leads back to the line of code that made it."""
 
-    def __init__(self, stats: Callable[[], Mapping[str, Mapping[str, int]] | None], *, attempts: int = 3) -> None:
-        self.stats = stats
-        self.attempts = attempts
-
-    def describe(self) -> Iterable[Metric]:
-        return self._families({})
-
-    def collect(self) -> Iterable[Metric]:
-        for attempt in range(self.attempts):
-            try:
-                return self._families(self.stats() or {})
-            except RuntimeError:  # the worker thread changed a memo mid-read
-                if attempt + 1 == self.attempts:
-                    log.warning("operator stats unavailable during this scrape", exc_info=True)
-        return self._families({})
+    what = "operator stats"
 
     @staticmethod
     def _families(stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
