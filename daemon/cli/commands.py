@@ -21,7 +21,7 @@ from typing import Any
 from ...config import Config, ConfigError, load_config, parse_address
 from .logoutput import is_json, progress
 from .signals import on_signals
-from .usage import ENV, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError
+from .usage import ENV, EXIT_FAILURE, EXIT_FENCED, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["COMMANDS", "UsageError", "run_daemon", "check_client_options", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE"]
 
@@ -195,7 +195,7 @@ def run_daemon(config: Config, *, timeout: float | None = None, snapshot_from: s
             if not is_json():  # a JSON line said it already
                 print(f"ddflow run: {exc}", file=sys.stderr, flush=True)
             logging.shutdown()
-            os._exit(EXIT_FAILURE)
+            os._exit(EXIT_FENCED if isinstance(exc, Fenced) else EXIT_FAILURE)
     log.info("stopped: %d epochs, output frontier %s", service.stats.epochs, service.stats.output_frontier)
     return EXIT_OK
 

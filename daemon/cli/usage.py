@@ -3,9 +3,12 @@ variables flags fall back to."""
 
 from __future__ import annotations
 
-__all__ = ["ENV", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "UsageError"]
+__all__ = ["ENV", "EXIT_FAILURE", "EXIT_FENCED", "EXIT_OK", "EXIT_USAGE", "UsageError"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# another instance took over this daemon's transactional.id: restarting this one would fence that one in
+# turn, so supervisors are told not to (systemd: RestartPreventExitStatus=3)
+EXIT_FENCED = 3
 
 # flag -> environment variable it falls back to (named in some commands' messages)
 ENV = {

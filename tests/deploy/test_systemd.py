@@ -98,6 +98,10 @@ def test_unit_runs_ddflow_run_as_an_unprivileged_service(name: str) -> None:
     # restarted for as long as an outage lasts: no start rate limit that stops the unit for good
     assert last(u, "Unit", "StartLimitIntervalSec") == "0" and ("Unit", "StartLimitBurst") not in u
     assert re.fullmatch(r"\d+s", last(u, "Service", "RestartSec"))
+    # but not a fenced daemon (another instance took over): restarting it would fence that one in turn
+    from ddflow.daemon.cli.usage import EXIT_FENCED
+
+    assert last(u, "Service", "RestartPreventExitStatus") == str(EXIT_FENCED)
     assert last(u, "Service", "KillSignal") == "SIGTERM"
     assert re.fullmatch(r"\d+s", last(u, "Service", "TimeoutStopSec"))
     assert last(u, "Install", "WantedBy") == "multi-user.target"
