@@ -103,6 +103,7 @@ def _sources(seed: int, base: int, records: list, count: int, epochs: int, per_e
     ]
 
 
+@pytest.mark.slow  # the quick run keeps the composites below
 @pytest.mark.parametrize(("seed", "base"), SEEDS)
 @pytest.mark.parametrize("name", sorted(PIPELINES))
 def test_operator_on_long_random_stream(name, seed, base):

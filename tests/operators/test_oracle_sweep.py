@@ -19,6 +19,7 @@ pytestmark = pytest.mark.usefixtures("workers")  # each test with 1, 2 and 3 wor
 EVERY_RUN = EngineConfig(sweep_growth=1, sweep_min_ids=1)
 
 
+@pytest.mark.slow  # the quick run keeps the composites' sweeps and the reuse check below
 @pytest.mark.parametrize("name", sorted(PIPELINES))
 def test_operator_with_ids_reclaimed_after_every_run(name):
     records, count, pipeline = PIPELINES[name]

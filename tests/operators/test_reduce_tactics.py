@@ -69,7 +69,11 @@ def build(pipeline, compiled: bool):
 compiled_rounds: Counter = Counter()
 
 
-@pytest.mark.parametrize("depth, pipeline", [(1, depth1), (2, depth2), (3, depth3)])
+SLOW = pytest.mark.slow  # depths 2 and 3 take the full suite: 25 examples each, 20 of the quick run's CPU s
+
+
+@pytest.mark.parametrize("depth, pipeline", [(1, depth1), pytest.param(2, depth2, marks=SLOW),
+                                             pytest.param(3, depth3, marks=SLOW)])
 def test_compiled_tactic_equals_general(depth, pipeline):
     @settings(max_examples=25)
     @given(sources(pairs, max_epochs=6, max_per_epoch=8))

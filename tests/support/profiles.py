@@ -1,8 +1,8 @@
 """The hypothesis settings profiles, registered and loaded once for the whole session.
 
-``HYPOTHESIS_PROFILE`` picks one (default ``dev``): ``quick`` (10 examples, the quick run),
+``HYPOTHESIS_PROFILE`` picks one (default ``dev``): ``quick`` (5 examples, the quick run),
 ``ci`` (30), ``dev`` (40), ``thorough`` (500). A test that needs another count says so with its
-own ``@settings``; under ``quick`` that count is capped at the profile's 10 too (see
+own ``@settings``; under ``quick`` that count is capped at the profile's 5 too (see
 ``pytest_collection_modifyitems``), so the quick run is quick for the kernel properties that ask
 for hundreds of examples, while every other profile runs each test's own count. Loaded from the
 root conftest as a plugin, so no suite's helper module can override another's choice by being
@@ -15,7 +15,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-EXAMPLES = {"quick": 10, "ci": 30, "dev": 40, "thorough": 500}
+EXAMPLES = {"quick": 5, "ci": 30, "dev": 40, "thorough": 500}
 
 for _name, _count in EXAMPLES.items():
     settings.register_profile(
