@@ -6,7 +6,8 @@ options with secrets resolved) through `factory.worker_from_config`; connects th
 ``DaemonMetrics`` (counters read at scrape time, histograms fed per epoch); and answers the probes:
 alive while the worker loop runs and makes progress, ready once the inputs are assigned and the
 first epoch is published. ``stop()`` may be called from any thread (a signal handler): the worker
-finishes the epoch in progress, so everything below the last published frontier is final.
+finishes the epoch in progress, so everything below the last published frontier is final; stopped
+while it opens (waiting for the other workers at start-up), it stops at once: nothing is published yet.
 
 The worker loop runs in a thread of its own and the calling thread supervises it, so that a loop
 blocked where no Python code runs (inside a librdkafka call, a long engine step) can neither
@@ -37,6 +38,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector
 
 from ..config import Config
+from ..operators.errors import TransportAborted
 from .cluster.identity import worker_identity
 from .exceptions import BrokerSilent, Fenced, StuckWorker
 from .formats.types import REASONS
@@ -210,6 +212,9 @@ class Service:
         try:
             self.worker.run(timeout=timeout)
         except BaseException as exc:  # handed to run() in the supervising thread
+            if isinstance(exc, TransportAborted) and self._stop.is_set() and not self.worker.assigned:
+                log.info("stopped while opening (%s): nothing was published", exc)  # a wait for the others ended
+                return
             errors.append(exc)
 
     def _supervise(self, thread: threading.Thread) -> None:

@@ -95,8 +95,9 @@ class ClusterWorker(Worker):
 
     def _give_up(self) -> bool:
         """Whether a wait in an agreement ends: stopped ``stop_grace`` seconds ago (the others had
-        that long to agree on a last epoch with this one)."""
-        return self._stop_at is not None and time.monotonic() - self._stop_at > self.stop_grace
+        that long to agree on a last epoch with this one), or at once while opening (nothing is
+        published yet: there is no last epoch to agree on)."""
+        return self._stop_at is not None and (not self._open or time.monotonic() - self._stop_at > self.stop_grace)
 
     @property
     def waiting(self) -> tuple[tuple[int, ...], float] | None:

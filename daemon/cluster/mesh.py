@@ -27,8 +27,8 @@ compiled call) looks silent, so keep ``peer_timeout`` well above that (ZeroMQ's 
 a socket monitor's disconnect events would not depend on it). There is no replay: a mesh run whose
 worker fails is over, and recovery restarts every worker from a checkpoint they all completed.
 
-``stop()``: when it returns True, a wait made while ``interruptible`` is set raises `Interrupted`
-(a daemon worker told to stop). ``waited[j]``: seconds this worker spent blocked while worker ``j`` had not yet delivered its part;
+``stop()``: when it returns True, a wait made while ``interruptible`` is set (the start-up wait
+included) raises `Interrupted` (a daemon worker told to stop). ``waited[j]``: seconds this worker spent blocked while worker ``j`` had not yet delivered its part;
 ``waiting_on``: the workers it is blocked on now; ``sent_bytes``/``received_bytes``: frame bytes
 of updates (records, times, diffs, new values) sent/received; ``steps``: exchange steps received.
 """
@@ -158,6 +158,9 @@ class MeshTransport:
         deadline = time.monotonic() + self.start_timeout
         while len(self._hellos) < len(self._peers):
             missing = [p for p in self._peers if p not in self._hellos]
+            if self.interruptible and self.stop():
+                raise Interrupted(f"mesh: worker {self.index} stopped while waiting at start-up for "
+                                  + ", ".join(self.name(p) for p in missing))
             if time.monotonic() > deadline:
                 raise MeshTimeout(f"mesh: worker {self.index} waited {self.start_timeout:g} s at start-up for "
                                   + ", ".join(self.name(p) for p in missing))

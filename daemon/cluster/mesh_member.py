@@ -105,6 +105,9 @@ class MeshWorker(ClusterWorker):
                                   peer_timeout=self.peer_timeout, stop=self._give_up)
         self._doing(f"meeting the other workers over the mesh (worker {self.index} of {self.count} at "
                     f"{self.addresses[self.index]})")
+        log.info("worker %d of %d: waiting for the other workers over the mesh at %s, up to %g s "
+                 "(workers.wait_timeout)", self.index, self.count, self.addresses[self.index], self.wait_timeout)
+        transport.interruptible = True  # a stop while opening ends the start-up wait and the restore votes at once
         try:
             df = worker_dataflow(self.index, self.count, transport)
             self.transport = self.mesh = transport  # type: ignore[assignment]  (the same waits, stop and votes)
@@ -113,6 +116,8 @@ class MeshWorker(ClusterWorker):
             self.transport = None
             transport.close()
             raise
+        finally:
+            transport.interruptible = False
         worker = df.worker
         self.clock = EpochClock(self.epoch_policy, agree=worker.agree, seq=lambda: worker.agreements,
                                 voted=transport.voted, retry=self.retry)

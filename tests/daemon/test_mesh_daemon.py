@@ -94,3 +94,29 @@ def test_a_killed_mesh_worker_is_reported_lost_and_all_restarted_replay_exactly(
         finally:
             codes = restarted.stop()
         assert codes == [0, 0], restarted.log()
+
+
+def test_sigterm_while_waiting_for_a_peer_at_start_exits_0_at_once(kafka_broker, make_topic, tmp_path):
+    """One worker of two started alone waits for its peer at the mesh's start-up barrier; SIGTERM
+    there ends the wait and the daemon exits 0 (nothing was published), without waiting out
+    worker.stop_timeout (before: the barrier ignored the stop until stop_timeout killed it)."""
+    source, results, dead = make_topic("in", 2), make_topic("out", 2), make_topic("dead")
+    path = mesh_config(tmp_path, kafka_broker.bootstrap, "reachability", 2, source, results, dead)
+    text = path.read_text().replace('wait_timeout = "60s"', 'wait_timeout = "5m"')
+    path.write_text(text + '\n[worker]\nstop_timeout = "60s"\n')
+    daemons = Daemons(path, 1)  # worker 0 only: worker 1 never comes
+    try:
+        deadline = time.monotonic() + 180
+        while "metrics on http" not in "".join(daemons.logs[0]):  # the endpoints answer: the worker opens
+            assert time.monotonic() < deadline and daemons.processes[0].poll() is None, daemons.log()
+            time.sleep(0.1)
+        deadline = time.monotonic() + 10  # then it says it waits (SIGTERM is due in any state of opening)
+        while "waiting for the other workers over the mesh" not in "".join(daemons.logs[0]):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        daemons.processes[0].send_signal(signal.SIGTERM)
+        assert daemons.processes[0].wait(timeout=20) == 0, daemons.log()
+    finally:
+        daemons.stop()
+    assert "stopped while opening (mesh: worker 0 stopped while waiting at start-up for worker 1" in daemons.log()
