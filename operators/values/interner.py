@@ -35,20 +35,16 @@ from ..tuning import DEFAULT
 from ..errors import ShapeError
 from ..kernels import columns
 from ..partition import combine, element_hash, int_elements
+from .equality import (
+    I64_MAX, I64_MIN, NEVER_INT, Unhashable, all_equal, all_plain, distinct, distinct_rows, int_equal, plain,
+)
 from .ids import COMPOSITE, ID_LIMIT, INT, OBJ, OBJ_INT, OBJ_PAIR, PAIR, IdSpace, pack, unpack
 
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-_HASH_MOD = (1 << 61) - 1  # CPython's hash of an int is the int modulo this prime (sign kept)
-_NEVER_INT = frozenset((str, bytes, type(None), frozenset, range, type))  # types never equal to an int
 _DEEP = 64  # nesting below which tuples are interned level by level in bulk
 _PENDING = 1 << 24  # values decomposed into columns before they are interned together
 _SMALL_INT = 1 << 62  # int_values: ints whose negation and differences stay in int64
 
 _first, _second = itemgetter(0), itemgetter(1)
-
-
-class Unhashable(TypeError):
-    """A value (or a component of a tuple) cannot be hashed."""
 
 
 class Interner:
@@ -137,13 +133,13 @@ class Interner:
 
     def int_ids(self, values: np.ndarray) -> np.ndarray:
         """Ids of the ints of an integer array (interned as Python ints)."""
-        if values.dtype.kind == "u" and len(values) and int(values.max()) > _I64_MAX:
+        if values.dtype.kind == "u" and len(values) and int(values.max()) > I64_MAX:
             return self.ids(values.tolist())
         return self._int_ids(values.astype(np.int64, copy=False))
 
     # A plan is a batch of values decomposed into columns, to be interned later:
     #   ("ids", ids)  values known to have these ids     ("ints", int64 array)  exact ints
-    #   ("const", value, n)  n values equal to one        ("objects", list)  values of _NEVER_INT types
+    #   ("const", value, n)  n values equal to one        ("objects", list)  values of NEVER_INT types
     #   ("pairs", n, plan of the firsts, plan of the seconds)  plain 2-tuples
     #   ("values", list, known, depth)  anything else, interned kind by kind (in order when that matters)
     def _plan(self, values: list, known: Sequence, depth: int) -> tuple:
@@ -153,7 +149,7 @@ class Interner:
         for objs, ids in known:
             if len(objs) == n and values[0] is objs[0] and all(map(is_, values, objs)):
                 return ("ids", ids)
-        if n > 1 and _all_equal(values):
+        if n > 1 and all_equal(values):
             return ("const", values[0], n)
         types = set(map(type, values))
         if len(types) == 1:
@@ -166,7 +162,7 @@ class Interner:
             elif kind is tuple and depth < _DEEP and set(map(len, values)) == {2}:
                 return ("pairs", n, self._plan(list(map(_first, values)), known, depth + 1),
                         self._plan(list(map(_second, values)), known, depth + 1))
-            elif kind in _NEVER_INT:
+            elif kind in NEVER_INT:
                 return ("objects", values)
         return ("values", values, known, depth)
 
@@ -189,14 +185,14 @@ class Interner:
         ints, pairs, objects = [], [], []
         for i, v in enumerate(values):
             kind = type(v)
-            if kind is int and _I64_MIN <= v <= _I64_MAX:
+            if kind is int and I64_MIN <= v <= I64_MAX:
                 ints.append(i)
             elif kind is tuple and len(v) == 2:
                 pairs.append(i)
             else:
                 objects.append(i)
         out = np.empty(len(values), dtype=np.int64)
-        if objects and (ints or pairs) and not all(_plain(values[i]) for i in objects):
+        if objects and (ints or pairs) and not all(plain(values[i]) for i in objects):
             # an object may equal an int or a pair of the batch: in order, the first holds the id
             for i, v in enumerate(values):
                 out[i] = self._one(v)
@@ -245,7 +241,7 @@ class Interner:
         if None not in out:
             return np.array(out, dtype=np.int64)
         new = list(compress(values, map(is_, out, repeat(None))))
-        if not _all_plain(new):
+        if not all_plain(new):
             for i, got in enumerate(out):  # in order: the first of equal values holds the id
                 if got is None:
                     out[i] = self._special(values[i])
@@ -264,7 +260,7 @@ class Interner:
         if i is not None:
             return i
         space = self._space
-        if _plain(v) or (isinstance(v, tuple) and len(v) != 2):
+        if plain(v) or (isinstance(v, tuple) and len(v) != 2):
             i = self._new_object(v, OBJ, 0)
         elif isinstance(v, tuple):  # a tuple subclass of two items
             code = (self._one(v[0]) << 32) | self._one(v[1])
@@ -273,7 +269,7 @@ class Interner:
                 i = self._new_object(v, OBJ_PAIR, code)
                 space.add(space.pairs, np.array([i], dtype=np.int64))
         else:
-            n = _int_equal(v)
+            n = int_equal(v)
             i = -1 if n is None else int(space.find(space.ints, np.array([n], dtype=np.int64))[0])
             if i < 0:
                 i = self._new_object(v, OBJ if n is None else OBJ_INT, 0 if n is None else n)
@@ -394,16 +390,16 @@ class Interner:
         if len(columns[0]) == 0:
             return np.empty(0, dtype=np.int64)
         if len(columns) == 1 and not isinstance(columns[0], np.ndarray):  # the first of equal values kept
-            distinct = self._checked(columns[0], lambda: _distinct(columns[0]))
-            if 2 * len(distinct) > len(columns[0]):  # mostly distinct: a tuple each, in order
+            seen = self._checked(columns[0], lambda: distinct(columns[0]))
+            if 2 * len(seen) > len(columns[0]):  # mostly distinct: a tuple each, in order
                 singles = list(zip(columns[0]))
                 return self._checked(singles, lambda: self._object_ids_of(singles))
-            index = dict(zip(distinct, count_from(0)))
+            index = dict(zip(seen, count_from(0)))
             codes = np.fromiter(map(index.__getitem__, columns[0]), dtype=np.int64, count=len(columns[0]))
             singles = list(zip(index))
             return self._checked(singles, lambda: self._object_ids_of(singles))[codes]
         try:
-            codes, firsts = _distinct_rows(columns)
+            codes, firsts = distinct_rows(columns)
         except TypeError as exc:
             raise ShapeError(f"a record is not hashable: {exc}") from exc
         picked = firsts.tolist()
@@ -491,7 +487,7 @@ def _shape(plan: tuple) -> tuple | None:
     if tag == "pairs":
         first, second = _shape(plan[2]), _shape(plan[3])
         return None if first is None or second is None else (tag, first, second)
-    if tag == "const" and (type(plan[1]) is int or type(plan[1]) in _NEVER_INT):
+    if tag == "const" and (type(plan[1]) is int or type(plan[1]) in NEVER_INT):
         return (tag, type(plan[1]), plan[1])
     return None
 
@@ -513,92 +509,3 @@ def _concat(plans: list[tuple]) -> tuple:
     if tag == "const":
         return (tag, plans[0][1], sum(p[2] for p in plans))
     return (tag, sum(p[1] for p in plans), _concat([p[2] for p in plans]), _concat([p[3] for p in plans]))
-
-
-def _all_equal(values: list) -> bool:
-    """Whether every value equals the first (then they all have its id)."""
-    try:
-        return bool(values[-1] == values[0]) and values.count(values[0]) == len(values)
-    except Exception:  # values whose equality is not a bool (arrays): not a shortcut to take
-        return False
-
-
-def _distinct(values: list) -> dict:
-    """The distinct values, first of equal ones kept, in order of first appearance."""
-    try:
-        return dict.fromkeys(values)
-    except TypeError as exc:
-        raise Unhashable(str(exc)) from exc
-
-
-def _distinct_rows(columns: Sequence[np.ndarray | list]) -> tuple[np.ndarray, np.ndarray]:
-    """``(codes, firsts)`` for records given field by field: ``codes[i]`` numbers record ``i``
-    among the distinct records (equal field by field, as tuples compare) in order of first
-    appearance, ``firsts`` the position of each distinct record's first appearance."""
-    key, count = None, 1
-    for column in columns:
-        if isinstance(column, np.ndarray):
-            _, codes = np.unique(column, return_inverse=True)
-            size = int(codes.max()) + 1
-        else:
-            index = dict(zip(dict.fromkeys(column), count_from(0)))  # equal values: one code
-            codes = np.fromiter(map(index.__getitem__, column), dtype=np.int64, count=len(column))
-            size = len(index)
-        key = codes.astype(np.int64) if key is None else key * size + codes
-        count *= size
-        if count >= 1 << 31:  # keep key * size within int64: number the distinct keys densely
-            _, key = np.unique(key, return_inverse=True)
-            count = int(key.max()) + 1
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    return rank[inverse.reshape(-1)], first[order]
-
-
-def _all_plain(values: list) -> bool:
-    """`_plain` of every value (by their types at C speed where that decides)."""
-    types = set(map(type, values))
-    if types <= _NEVER_INT:
-        return True
-    if types == {tuple}:
-        return 2 not in set(map(len, values))
-    return all(map(_plain, values))
-
-
-def _plain(v: object) -> bool:
-    """Whether ``v`` can equal neither an int nor a 2-tuple (so it needs no alias check)."""
-    kind = type(v)
-    if kind in _NEVER_INT:
-        return True
-    if kind is float:
-        return not v.is_integer()
-    if kind is tuple:
-        return len(v) != 2
-    return False
-
-
-def _int_equal(v: object) -> int | None:
-    """The int in int64 range that ``v`` equals, if any (found through ``hash``: equal values hash
-    alike, and an int's hash is the int modulo ``2**61 - 1``)."""
-    if isinstance(v, tuple):
-        return None
-    if type(v) is float:
-        return int(v) if v.is_integer() and _I64_MIN <= v < 2.0**63 else None
-    h = hash(v)
-    cands = []
-    if h >= 0:
-        cands += [h + k * _HASH_MOD for k in range(5)]
-        if h == 0:
-            cands += [-k * _HASH_MOD for k in range(1, 5)]
-    else:
-        base = [1, 2] if h == -2 else [-h]
-        cands += [-(b + k * _HASH_MOD) for b in base for k in range(5)]
-    for c in cands:
-        if _I64_MIN <= c <= _I64_MAX:
-            try:
-                if v == c:
-                    return c
-            except Exception:  # an object whose equality with ints fails: it equals none
-                return None
-    return None
