@@ -11,7 +11,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernel
+from . import helper, kernel
+
+
+@helper
+def row_beyond(times, i, frontier):
+    """Whether row ``i`` of ``times`` (``(n, d)`` int64) is ``>=`` some row of ``frontier``
+    (``(m, d)`` int64): the time is not complete yet. An empty frontier has no row beyond it."""
+    for f in range(frontier.shape[0]):
+        inside = True
+        for c in range(times.shape[1]):
+            if times[i, c] < frontier[f, c]:
+                inside = False
+                break
+        if inside:
+            return True
+    return False
 
 
 @kernel
@@ -19,21 +34,11 @@ def beyond(times, frontier):
     """``(mask, count)``: ``mask[i]`` is true when row ``i`` of ``times`` (``(n, d)`` int64,
     C-contiguous) is ``>=`` some row of ``frontier`` (``(m, d)`` int64, C-contiguous, ``m >= 0``);
     ``count`` is the number of true rows. An empty frontier has no row beyond it."""
-    n, d = times.shape
-    m = frontier.shape[0]
+    n = times.shape[0]
     mask = np.empty(n, np.bool_)
     count = 0
     for i in range(n):
-        hit = False
-        for f in range(m):
-            inside = True
-            for c in range(d):
-                if times[i, c] < frontier[f, c]:
-                    inside = False
-                    break
-            if inside:
-                hit = True
-                break
+        hit = row_beyond(times, i, frontier)
         mask[i] = hit
         count += hit
     return mask, count

@@ -39,6 +39,7 @@ import numpy as np
 
 from . import helper, kernel
 from .consolidate import add
+from .frontier import row_beyond
 
 # numba's on-disk cache keys a compiled kernel by the text of its own module only, not by the text of
 # the helpers it inlines from here (regions, tables, write_radix, ...): a kernel module that inlines
@@ -265,17 +266,7 @@ def build_complete(keys, vals, times, diffs, frontier, out, flat, pending):
     ready = 0
     waiting = 0
     for i in range(m):
-        beyond = False
-        for f in range(frontier.shape[0]):
-            inside = True
-            for c in range(d):
-                if times[i, c] < frontier[f, c]:
-                    inside = False
-                    break
-            if inside:
-                beyond = True
-                break
-        if beyond:
+        if row_beyond(times, i, frontier):
             pending[waiting] = i
             waiting += 1
         else:
