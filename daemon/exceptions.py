@@ -8,6 +8,7 @@
     │   ├── BrokerSilent     the broker answered nothing for longer than the daemon may wait
     │   ├── Fenced           another instance took over this daemon's transactional.id
     │   └── TopicChanged     a topic vanished, was recreated or changed partitions while running
+    ├── Stopped              a stop request ended a long read while opening (nothing published)
     ├── OptionsError         a bad option passed to a source, sink, producer or worker
     ├── WireError            an encoding that cannot be written (e.g. an unencodable record)
     ├── ProtocolError        a result topic that breaks the output protocol
@@ -42,6 +43,7 @@ __all__ = [
     "SnapshotError",
     "RecoveryError",
     "BackfillError",
+    "Stopped",
 ]
 
 
@@ -74,6 +76,11 @@ class Fenced(KafkaClientError):
 class TopicChanged(KafkaClientError):
     """A topic the daemon uses vanished, was deleted and recreated, or changed its partition count
     while the daemon ran: its offsets and published results no longer match the broker's."""
+
+
+class Stopped(DaemonError):
+    """A stop request (SIGTERM) ended a long read while the daemon opened, e.g. reading its result
+    topics back: nothing was published yet, and the next start does the read again."""
 
 
 class OptionsError(DaemonError):

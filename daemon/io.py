@@ -21,7 +21,7 @@ reports epochs final, only when a commit landed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -130,9 +130,10 @@ class Sink(Protocol):
     incarnation: str
     stats: Stats
 
-    def open(self, resume: Mapping[str, Any] | None = None) -> None:
+    def open(self, resume: Mapping[str, Any] | None = None, *, stop: Callable[[], bool] | None = None) -> None:
         """Get ready to publish; ``resume``: what `positions` returned when a checkpoint was taken
-        (None: learn what is already published from scratch)."""
+        (None: learn what is already published from scratch); ``stop``: a stop request, which ends
+        a long read at open with `exceptions.Stopped`."""
         ...
 
     def close(self) -> None: ...

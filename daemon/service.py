@@ -40,7 +40,7 @@ from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector
 from ..config import Config
 from ..operators.errors import TransportAborted
 from .cluster.identity import worker_identity
-from .exceptions import BrokerSilent, Fenced, StuckWorker
+from .exceptions import BrokerSilent, Fenced, Stopped, StuckWorker
 from .formats.types import REASONS
 from .kafka.liveness import BrokerWatch
 from .observe.health import EndpointServer
@@ -212,8 +212,8 @@ class Service:
         try:
             self.worker.run(timeout=timeout)
         except BaseException as exc:  # handed to run() in the supervising thread
-            if isinstance(exc, TransportAborted) and self._stop.is_set() and not self.worker.assigned:
-                log.info("stopped while opening (%s): nothing was published", exc)  # a wait for the others ended
+            if isinstance(exc, (TransportAborted, Stopped)) and self._stop.is_set() and not self.worker.assigned:
+                log.info("stopped while opening (%s): nothing was published", exc)  # a wait or a read ended
                 return
             errors.append(exc)
 

@@ -286,7 +286,7 @@ class ListSink(WindowCommits):
         self._staged_since: float | None = None
         self.dead_letters = DeadLetterWriter(dead_letter_topic, self._stage, stats=self.stats) if dead_letter_topic else None
 
-    def open(self, resume: Mapping[str, Any] | None = None) -> None:
+    def open(self, resume: Mapping[str, Any] | None = None, *, stop: Callable[[], bool] | None = None) -> None:
         self.opened += 1
 
     def positions(self) -> dict[str, Any]:

@@ -178,7 +178,7 @@ class Worker(EpochCloser):
             bindings, floors = self.recovery.bindings, self.recovery.floors
         with contextlib.ExitStack() as stack:
             shared = self.recovery is not None and self.recovery.shared(snapshot)  # one worker's share of it
-            self.sink.open(None if shared else Recovery.output_positions(snapshot))
+            self.sink.open(None if shared else Recovery.output_positions(snapshot), stop=self._stop.is_set)
             stack.callback(self.sink.close)
             self.source.open(start_offsets, bindings, floors=floors, progress=Recovery.progress(snapshot),
                              floor=None if snapshot is None else snapshot.frontier)

@@ -10,7 +10,7 @@ published since the checkpoint, not the topics' whole history.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -46,6 +46,7 @@ def read_result_positions(
     starts: Mapping[tuple[str, int], int] | None = None,
     stats: ProtocolStats | None = None,
     writer: int | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[dict[str, list[int]], dict[tuple[str, int], int]]:
     """Per topic, the final frontier of each partition (T_MIN if none, `CLOSED` if closed), and
     per (topic, partition) read - the result topics and the progress topics of json/debezium
@@ -58,7 +59,9 @@ def read_result_positions(
     longer holds a recorded message (recreated), raises `RecoveryError`; one whose start was
     deleted by retention is read from its first offset. ``stats`` counts what was read.
     ``writer``: the frontiers (and ``finals``) are that writer's, not every writer's (a sink of one
-    of several workers resumes from what it published itself)."""
+    of several workers resumes from what it published itself). ``stop``: a stop request, asked
+    between reads; once it returns True the read ends with `Stopped` (nothing is returned: the
+    next start reads again)."""
     stats = stats if stats is not None else ProtocolStats()
     followers = {}
     for t in topics:
@@ -124,7 +127,7 @@ def read_result_positions(
                 routes.expect[(topic, p)] = at
         assign(consumer, routes, offsets)
         try:
-            catch_up(consumer, routes, timeout, out_of_range=out_of_range)
+            catch_up(consumer, routes, timeout, out_of_range=out_of_range, stop=stop)
         except KafkaClientError as exc:
             if routes.expect:
                 (topic, p), _ = next(iter(routes.expect.items()))

@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
-from ..exceptions import KafkaClientError, OptionsError, RecoveryError
+from ..exceptions import KafkaClientError, OptionsError, RecoveryError, Stopped
 from .client import client_config, topic_partitions
 from .following import Change, ProtocolStats, _CompanionFollower, _Follower, _UpsertFollower, _View
 
@@ -126,17 +126,27 @@ def catch_up(
     *,
     out_of_range: OutOfRange | None = None,
     clock: Callable[[], float] = time.monotonic,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """Read until every partition is at its end; KafkaClientError when ``timeout`` seconds pass without
-    a message while some partition is not (a long topic takes as long as it takes)."""
+    a message while some partition is not (a long topic takes as long as it takes). ``stop``: asked
+    before every read (at most 10,000 messages, or 50 ms without one); once it returns True the
+    read ends with `Stopped` (what was read is dropped: a caller reads again from the start)."""
     deadline = clock() + timeout
+    read = 0
     # at_end is set by the consumer's end-of-partition event and cleared by every message; the
     # event comes once per arrival at the end, so it is not reset here
     while not all(routes.at_end.values()):
+        if stop is not None and stop():
+            behind = [f"{t}[{p}]" for (t, p), done in routes.at_end.items() if not done]
+            shown = ", ".join(behind[:5]) + (f" and {len(behind) - 5} more" if len(behind) > 5 else "")
+            raise Stopped(f"stopped while reading result topics {sorted(routes.counts)} back: {read} messages read, "
+                          f"{shown} not at their end yet; the next start reads them again")
         if clock() > deadline:
             behind = [f"{t}[{p}]" for (t, p), done in routes.at_end.items() if not done]
             raise KafkaClientError(f"catching up on result topics: {behind} not at their end, nothing read for {timeout} s")
         _, count = read_once(consumer, routes, 0.05, 10_000, out_of_range)
+        read += count
         if count:
             deadline = clock() + timeout
 

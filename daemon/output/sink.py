@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -148,10 +148,11 @@ class KafkaSink(WindowCommits, TransactionalPublisher):
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def open(self, resume: Mapping[str, Any] | None = None) -> None:
+    def open(self, resume: Mapping[str, Any] | None = None, *, stop: Callable[[], bool] | None = None) -> None:
         """Open the producer and learn which times the output topics already hold as final:
         read from the beginning, or from the ``resume`` positions a checkpoint recorded (see
-        `positions`; `RecoveryError` if a topic no longer holds them)."""
+        `positions`; `RecoveryError` if a topic no longer holds them). ``stop``: a stop request
+        that ends that read with `Stopped` (nothing is published yet)."""
         for o in self.outputs:
             self._partitions[o.topic] = topic_partitions(self._kafka_options, o.topic)
             if o.progress_topic is not None:
@@ -181,7 +182,7 @@ class KafkaSink(WindowCommits, TransactionalPublisher):
             self.final, self._last = read_result_positions(
                 [o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout, formats=formats,
                 finals=(resume or {}).get("finals"), starts=(resume or {}).get("starts"), stats=self.resume_stats,
-                writer=self.writer[0],
+                writer=self.writer[0], stop=stop,
             )
         else:
             self.final = {o.topic: [T_MIN] * self._partitions[o.topic] for o in self.outputs}

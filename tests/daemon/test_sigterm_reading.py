@@ -1,0 +1,180 @@
+"""SIGTERM while a starting daemon reads its result topic back: the read notices the stop, nothing
+is published, the daemon exits 0, and the next start reads the topic again from where it read
+before (nothing lost).
+
+The result topic is filled with many epochs first (a sink of the test's own). The daemon runs as a
+subprocess against the real broker, with a dataflow module that makes the read back take one
+message per read and hold after its first one while a gate file exists, and that notes when the
+SIGTERM reaches the worker: the test sends SIGTERM in the middle of the read, releases it, and reads
+the log for what happened. (The subprocess helper is local to this file.)"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ddflow.daemon.output.sink import KafkaSink, OutputSpec
+from ddflow.operators.lattice import T_MIN
+
+pytestmark = pytest.mark.kafka
+
+DDFLOW = str(Path(sys.executable).parent / "ddflow")
+MS = 1_000_000
+EPOCHS = 200  # a marker and a batch each: 400 messages to read back
+
+FLOW = '''
+import os, time
+
+from ddflow.daemon import worker
+from ddflow.daemon.kafka import reading
+
+GATE = os.environ["READ_GATE"]
+_read_once = reading.read_once
+
+
+def one_at_a_time(consumer, routes, timeout, max_messages, out_of_range=None):
+    """The read back takes one message per read; after its first, it waits while GATE/hold exists."""
+    changes, count = _read_once(consumer, routes, timeout, 1, out_of_range)
+    if count:
+        open(os.path.join(GATE, "reading"), "a").write("+")
+        while os.path.exists(os.path.join(GATE, "hold")):
+            time.sleep(0.02)
+    return changes, count
+
+
+reading.read_once = one_at_a_time
+_stop = worker.Worker.stop
+
+
+def stop(self, *args, **kwargs):
+    """The daemon's SIGTERM reached the worker: say so in GATE/stopping."""
+    open(os.path.join(GATE, "stopping"), "w").close()
+    return _stop(self, *args, **kwargs)
+
+
+worker.Worker.stop = stop
+
+
+def flow(df, inputs):
+    return {"out": inputs["a"].map(lambda r: (r[0], r[1] + 1))}
+'''
+
+
+class Daemon:
+    def __init__(self, config: Path, gate: Path, module_dir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
+        env.update({"READ_GATE": str(gate), "PYTHONPATH": str(module_dir)})
+        self.process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        threading.Thread(target=lambda: self.lines.extend(self.process.stdout or ()), daemon=True).start()
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for_file(self, path: Path, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            assert time.monotonic() < deadline and self.process.poll() is None, f"no {path.name}:\n{self.log}"
+            time.sleep(0.05)
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while (match := re.search(pattern, self.log)) is None:
+            assert time.monotonic() < deadline and self.process.poll() is None, f"no {pattern!r}:\n{self.log}"
+            time.sleep(0.05)
+        return match
+
+    def exit_code(self, timeout: float = 120) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"the daemon did not exit within {timeout} s:\n{self.log}") from None
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def test_sigterm_while_reading_the_result_topic_back_stops_the_read_and_exits_0(
+        kafka_broker, kafka_options, make_topic, tmp_path: Path) -> None:
+    source, out, dead = make_topic("a"), make_topic("out"), make_topic("dead")
+    filler = KafkaSink([OutputSpec("out", out)], kafka_options, transactional_id=f"fill-{out}", resume=False)
+    filler.open()
+    for i in range(EPOCHS):
+        filler.publish(T_MIN if i == 0 else i * MS, (i + 1) * MS, {"out": [((i, i), i * MS, 1)]})
+    filler.commit()
+    filler.close()
+    (tmp_path / "readflow.py").write_text(FLOW)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    config = tmp_path / "daemon.toml"
+    config.write_text(f"""
+[dataflow]
+function = "readflow:flow"
+
+[kafka]
+bootstrap = "{kafka_broker.bootstrap}"
+group_id = "{source}"
+
+[kafka.options]
+"fetch.wait.max.ms" = 10
+
+[[inputs]]
+name = "a"
+topic = "{source}"
+fields = ["k", "v"]
+
+[[outputs]]
+name = "out"
+topic = "{out}"
+
+[dead_letter]
+topic = "{dead}"
+
+[worker]
+stop_timeout = "120s"
+
+[metrics]
+address = "127.0.0.1:0"
+""")
+    (gate / "hold").touch()
+    daemon = Daemon(config, gate, tmp_path)
+    try:
+        daemon.wait_for_file(gate / "reading")  # the read back took its first message and holds
+        daemon.process.send_signal(signal.SIGTERM)
+        daemon.wait_for_file(gate / "stopping")  # the SIGTERM reached the worker, the read still held
+        (gate / "hold").unlink()  # the read goes on: it must notice the stop at its next read
+        assert daemon.exit_code() == 0, daemon.log
+    finally:
+        daemon.kill()
+    log = daemon.log
+    assert "Traceback" not in log, log
+    stopped = re.search(r"stopped while opening \(stopped while reading result topics \['[^']+'\] back: "
+                        r"(\d+) messages read, (\S+) not at their end yet", log)
+    assert stopped is not None, log
+    assert stopped.group(2) == f"{out}[0]"
+    read = int(stopped.group(1))
+    assert 1 <= read < 2 * EPOCHS  # it stopped in the middle, not at the end
+    assert "worker open" not in log and "outputs open" not in log, log  # it never opened
+
+    again = Daemon(config, gate, tmp_path)  # no hold: the next start reads the whole topic back
+    try:
+        final = again.wait_for(r"out->\S+ final from (\d+)")
+        assert int(final.group(1)) == EPOCHS * MS, again.log  # nothing of what was published is lost
+        again.wait_for("worker open")
+        again.process.send_signal(signal.SIGTERM)
+        assert again.exit_code() == 0, again.log
+    finally:
+        again.kill()
