@@ -37,7 +37,12 @@ bad ones' positions in ``ddflow.indexes``. A record a user function raised on un
 ``on_error = "dead_letter"`` has no single input message (it may come out of a join): its value is
 the record as JSON (an array per tuple; ``ddflow.value.format`` ``json``), or its Python ``repr``
 in UTF-8 when JSON cannot hold it (bytes, non-finite floats: ``repr``); its key names the function
-and the record, the same at every replay.
+and the record, the same at every replay. A user function's dead letter is written in the
+transaction of the epoch that holds the record's time (`failure_time`; one fed ahead of the epoch
+that ran the function waits for its own), so a replay does not write it again either: the sink
+tells the writer the outputs' final frontier when it opens (`DeadLetterWriter.functions_final`),
+and failures at times below it were dead-lettered by the run that committed those epochs. A
+failure whose time the operator does not know is written again by a replay (same key).
 
 Size: the value is cut to ``max_raw_bytes`` only when larger (``ddflow.value.size`` then says the
 full size); headers are bounded whatever the message (at most `MAX_LISTED` positions listed,
@@ -50,7 +55,7 @@ checkpoint or the beginning) does not write them again: the source tells the wri
 group's committed offsets when it opens (`DeadLetterWriter.written_below`), and messages below
 them were dead-lettered by the run that committed them. Without transactions (a broker that
 refuses them) or when the offsets cannot be read, a replay may write one again: a reader dedupes
-by topic, partition and offset. `decode_dead_letter` reads one back.
+by topic, partition and offset (a user function's: by key). `decode_dead_letter` reads one back.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ from .observe.rejections import RejectionLog
 from .observe.stats import Stats
 
 __all__ = ["DeadLetter", "DeadLetterWriter", "decode_dead_letter", "connect_headers", "MAX_LISTED", "MAX_DETAIL",
-           "OVERHEAD_BYTES", "MAX_MESSAGE_BYTES", "STAGES"]
+           "OVERHEAD_BYTES", "MAX_MESSAGE_BYTES", "STAGES", "failure_time"]
 
 Produce = Callable[[str, bytes | None, bytes, list[tuple[str, bytes]]], None]
 Headers = Iterable[tuple[str, bytes | str | None]] | None
@@ -150,12 +155,19 @@ class DeadLetterWriter:
         self.written = 0
         self.replayed = 0  # dead letters not written again: their messages were below `written_below`
         self._below: dict[tuple[str, int], int] = {}
+        self._final: int | None = None  # user functions' failures below it are written already
         self.said = RejectionLog(topic)  # the log's account of what is written here
 
     def written_below(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """The messages of each (topic, partition) below ``offsets`` have their dead letters written
         already (those offsets were committed with them): `write` leaves them out from now on."""
         self._below.update(offsets)
+
+    def functions_final(self, frontier: int) -> None:
+        """Every epoch below ``frontier`` is committed on the outputs (the sink read them back),
+        with the dead letters of the user functions' failures at its times: `write_failure` leaves
+        failures at times below it out from now on."""
+        self._final = frontier
 
     def tick(self) -> None:
         """Log the dead-letter counts due (at most a line per reason a minute; see `RejectionLog`)."""
@@ -221,8 +233,12 @@ class DeadLetterWriter:
         """One dead letter for a record a user function raised on (a `UserFunctionError` taken by the
         dataflow's ``dead_letter`` policy): the value is the record as JSON (or its ``repr``), the
         headers the operator, function, file and line, time and exception with its traceback; no
-        topic position. The key is the function and the record, the same at every replay, so a
-        reader deduplicates by it."""
+        topic position. The key is the function and the record, the same at every replay. Left out
+        (counted in ``replayed``) when its time is below `functions_final`'s frontier."""
+        at = failure_time(error)
+        if at is not None and self._final is not None and at < self._final:
+            self.replayed += 1
+            return
         try:
             raw, shape = json.dumps(error.record, allow_nan=False, ensure_ascii=False).encode(), "json"
         except (TypeError, ValueError):
@@ -265,6 +281,15 @@ class DeadLetterWriter:
     def max_bytes(self) -> int:
         """The largest dead letter this writer produces (value, key and headers)."""
         return self.max_raw_bytes + OVERHEAD_BYTES
+
+
+def failure_time(error: Any) -> int | None:
+    """The time of the epoch a user function's failure belongs to: its record's time (the outer
+    time inside a loop), None when the operator did not name it."""
+    t = getattr(error, "time", None)
+    if isinstance(t, tuple):
+        t = t[0] if t else None
+    return t if isinstance(t, int) else None
 
 
 def connect_headers(topic: str, partition: int, offset: int, reason: str, detail: str) -> list[tuple[str, bytes]]:

@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from .block import Block
+from .deadletter import failure_time
 from .exceptions import WorkerError
 from .observe.stats import EpochReport
 
@@ -51,6 +52,7 @@ class EpochCloser:
     recovery: Any
     stats: Any
     dataflow: Any
+    _failures_ahead: list[Any]  # user functions' failures at times beyond the epochs closed so far
 
     def _doing(self, activity: str) -> None:
         raise NotImplementedError  # the worker's
@@ -107,7 +109,7 @@ class EpochCloser:
             step = "running the dataflow"
             self._before_run()
             self.dataflow.run()
-            self._dead_letter_failures()
+            self._dead_letter_failures(upper)
             outputs: dict[str, Block] = {}
             for name, capture in self._captures.items():
                 step = f"draining output {name!r}"
@@ -162,16 +164,23 @@ class EpochCloser:
             self._checkpoint(upper, force=False)
         return report
 
-    def _dead_letter_failures(self) -> None:
+    def _dead_letter_failures(self, upper: int) -> None:
         """The records user functions raised on and the dataflow's ``dead_letter`` policy took (treated
-        as absent), each to the dead-letter topic, in the epoch's transaction."""
+        as absent), each to the dead-letter topic in the transaction of the epoch holding its time:
+        those of this epoch (below ``upper``) now, those of records fed ahead of it when their epoch
+        closes (a stop drops them: their records are replayed, so they come again)."""
         quarantine = getattr(self.dataflow.context, "quarantine", None)
-        failed = [] if quarantine is None else quarantine.drain()
+        failed = self._failures_ahead + ([] if quarantine is None else quarantine.drain())
         writer = getattr(self.sink, "dead_letters", None)
+        if failed and writer is None:
+            raise WorkerError(f"{failed[0]}: the on_error policy is dead_letter but there is no dead-letter topic")
+        self._failures_ahead = []
         for error in failed:
-            if writer is None:
-                raise WorkerError(f"{error}: the on_error policy is dead_letter but there is no dead-letter topic")
-            writer.write_failure(error)
+            at = failure_time(error)
+            if at is not None and at >= upper:
+                self._failures_ahead.append(error)
+            else:
+                writer.write_failure(error)
 
     def _before_run(self) -> None:
         """Called before the dataflow runs an epoch (`cluster.ClusterWorker` persists its inputs' replay

@@ -133,6 +133,7 @@ class Worker(EpochCloser):
         self._epoch_in: dict[str, int] = {}
         self._waiting: deque[tuple[str, float, int, int]] = deque()  # latency bookkeeping per batch
         self._unsettled: deque[EpochReport] = deque()  # closed epochs whose commit has not landed yet
+        self._failures_ahead: list[Any] = []  # user functions' failures whose epoch has not closed yet
         self._closed_epochs = 0
         self._just_closed = False  # an epoch closed in the last step (the next poll does not wait)
         self._open_times: list[Any] = []  # times (numpy) of the updates fed at or beyond the frontier

@@ -186,6 +186,8 @@ class KafkaSink(WindowCommits, TransactionalPublisher):
             )
         else:
             self.final = {o.topic: [T_MIN] * self._partitions[o.topic] for o in self.outputs}
+        if self.dead_letters is not None:  # the failures of committed epochs have their dead letters
+            self.dead_letters.functions_final(min(min(finals, default=T_MIN) for finals in self.final.values()))
         log.info(
             "outputs open (incarnation %s, %s): %s", self.incarnation,
             "transactional" if self.transactional else "idempotent",

@@ -1,7 +1,8 @@
 """A record that makes a user function raise, under the dataflow's dead_letter policy: it goes to
 the dead-letter topic with the exception and the operator, the operator treats it as absent at
 every time (its retraction and re-insertion included), the rest of the output stays exact, and a
-restart that replays it writes a dead letter with the same key (a reader deduplicates by key)."""
+restart that replays it does not write its dead letter again: the dead letter is committed with the
+epoch that holds the record's time, which the restart finds final on the result topic."""
 
 from __future__ import annotations
 
@@ -71,10 +72,44 @@ def test_a_poisoned_record_is_dead_lettered_and_absent_across_a_restart(kafka_op
         p.insert(("k", "3"), 60)
         p.remove(("k", "x"), 61)
         p.advance_to(80)
-    worker().run(until=80, timeout=60)
+    again = worker()
+    again.run(until=80, timeout=60)
     assert view_at(out, kafka_options, 80) == {("k", 1): 1, ("k", 2): 1, ("k", 3): 1}
-    keys = {m.key() for m in read_topic(kafka_options["bootstrap.servers"], dlq, 1)}
-    assert keys == {letters[0].key()}  # the replay's dead letter has the same key
+    again_letters = read_topic(kafka_options["bootstrap.servers"], dlq, 1)
+    assert [m.key() for m in again_letters] == [letters[0].key()]  # the replay wrote it no second time
+    assert again.sink.dead_letters.replayed == 1
+
+
+def test_a_poisoned_record_fed_ahead_of_an_epoch_is_dead_lettered_with_its_own_epoch(kafka_options, make_topic):
+    """The record at time 35 comes before the marker at 20, so the epoch [.., 20) runs the function on
+    it; its dead letter waits for the epoch holding 35. A worker stopped at 20 has written none (the
+    record is replayed), and its restart writes it once, in the epoch that publishes time 35."""
+    inp, out, dlq = make_topic("a"), make_topic("parsed"), make_topic("dlq")
+
+    def worker():
+        return kafka_worker(flow, [InputSpec("a", inp, fields=["k", "v"])], [OutputSpec("parsed", out)],
+                            kafka_options, group_id=f"g-{inp}", dead_letter_topic=dlq,
+                            epochs=EpochPolicy(resolution_ns=10))
+
+    with UpdateProducer(inp, kafka_options) as p:
+        p.insert(("k", "1"), 5)
+        p.insert(("k", "x"), 35)  # poisoned, ahead of the frontier
+        p.advance_to(20)
+    first = worker()
+    first.run(until=20, timeout=60)
+    assert view_at(out, kafka_options, 20) == {("k", 1): 1}
+    assert read_topic(kafka_options["bootstrap.servers"], dlq, 1) == []  # its epoch is not published yet
+    assert first.frontier == 20 and len(first._failures_ahead) == 1  # the function did run on it
+
+    with UpdateProducer(inp, kafka_options) as p:
+        p.insert(("k", "2"), 40)
+        p.advance_to(50)
+    again = worker()
+    again.run(until=50, timeout=60)
+    assert view_at(out, kafka_options, 50) == {("k", 1): 1, ("k", 2): 1}
+    letters = read_topic(kafka_options["bootstrap.servers"], dlq, 1)
+    assert len(letters) == 1
+    assert dict((n, v.decode()) for n, v in letters[0].headers())["ddflow.time"] == "35"
 
 
 def test_the_policy_is_configured_per_dataflow_and_function(tmp_path):
