@@ -29,6 +29,8 @@ and where it came from and why are UTF-8 string headers:
 ``ddflow.value.format``                    user functions only: ``json`` or ``repr`` (see below)
 ``ddflow.operator``, ``ddflow.function``,  user functions only: the operator's kind, the function's
 ``ddflow.where``, ``ddflow.time``          qualified name, its file and line, the record's time
+``ddflow.name``, ``ddflow.reading``        user functions only, when given: the operator's name
+                                           (``Collection.name``), the named arrangements it reads
 =========================================  =====================================================
 
 One dead letter per bad input message however many of its updates are bad: a batch whose updates
@@ -261,11 +263,15 @@ class DeadLetterWriter:
                     ("ddflow.where", str(error.where).encode())]
         if error.time is not None:
             headers.append(("ddflow.time", str(error.time).encode()))
+        if getattr(error, "name", None):
+            headers.append(("ddflow.name", str(error.name).encode()))
+        headers += [("ddflow.reading", str(label).encode()) for label in getattr(error, "reading", ())]
         key = f"{error.function} {error.where}: {repr(error.record)[:512]}".encode()
         self._produce(self.topic, key, raw[: self.max_raw_bytes], headers)
         self.written += 1
+        given = "" if getattr(error, "name", None) is None else f" {error.name!r}"
         self.said.record(input=error.operator, topic="", partition=-1, offset=-1, counts={"user_function": 1},
-                         details={"user_function": detail}, where=f"{name} ({error.where})")
+                         details={"user_function": detail}, where=f"{name}{given} ({error.where})")
 
     def _context(self, stage: str, executing: str) -> list[tuple[str, bytes]]:
         """Connect's headers naming who failed: connector (the daemon), task (the worker), stage, class."""

@@ -59,7 +59,7 @@ class Collection:
             raise GraphError(f"a collection's name must be a non-empty str, got {label!r}")
         if self.context.started:
             raise GraphError("name collections before df.run(): metrics keep the names they first saw")
-        self.node.label = self.context.label(label)
+        self.node.label = self.node.given_name = self.context.label(label)
         return self
 
     # -- scopes ----------------------------------------------------------------------------------
@@ -171,6 +171,7 @@ class Collection:
         left = self._arranged_as(_arranged, False)
         right = self._other(other, by_self)
         node = Join(self.scope, left.node, right.node, output, name=name)
+        node.reads = (left.node, right.node)
         if f is not None:
             node.label = self.context.label(function_label(name, f))
         return Collection(node)
@@ -199,6 +200,7 @@ class Collection:
         arranged = self._arranged_as(_arranged, by_self)
         context = self.context
         node = Reduce(self.scope, arranged.node, logic(context.interner, *args, chunk=context.tuning.user_chunk), name=name)
+        node.reads = (arranged.node,)
         if f is not None:
             node.label = self.context.label(function_label(name, f))
         return Collection(node)
@@ -300,7 +302,7 @@ class Arranged:
             raise GraphError(f"an arrangement's name must be a non-empty str, got {label!r}")
         if self.scope.context.started:
             raise GraphError("name arrangements before df.run(): metrics keep the names they first saw")
-        self.node.label = self.scope.context.label(label)
+        self.node.label = self.node.given_name = self.scope.context.label(label)
         return self
 
     # -- keyed: joins and reductions read this index -----------------------------------------------

@@ -88,13 +88,19 @@ class UserFunctionError(DataflowError):
     """A user function (of ``map``, ``filter``, ``flat_map``, ``inspect``, ``join_map``, ``reduce``,
     ``threshold``) raised. ``operator`` is the operator's kind, ``function`` the function's qualified
     name with its file and line (``where``), ``record`` the argument(s) it raised on (``None`` when
-    not known), ``time`` the record's time when the operator knows it; the function's own exception
-    is the ``__cause__``, with its traceback. The dataflow is not usable afterwards."""
+    not known), ``time`` the record's time when the operator knows it; ``name`` the name the user
+    gave the operator (``Collection.name``), ``reading`` those of the arrangements it reads
+    (``Arranged.name``, or a named collection's ``name.by_key``), once the engine located it; the
+    function's own exception is the ``__cause__``, with its traceback. The dataflow is not usable
+    afterwards."""
 
     def __init__(self, *, operator: str, function: str, where: str, record: object = None,
                  time: object = None, record_id: int | None = None) -> None:
         self.operator, self.function, self.where = operator, function, where
         self.record, self.time, self.record_id = record, time, record_id
+        self.name: str | None = None
+        self.reading: tuple[str, ...] = ()
+        self.located = False  # the node that raised it set name and reading (`graph.locate_failure`)
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -102,7 +108,10 @@ class UserFunctionError(DataflowError):
         what = f"{type(cause).__name__}: {cause}" if cause is not None else "an exception"
         on = "" if self.record is None else f" on the record {self.record!r:.200}"
         at = "" if self.time is None else f" at time {self.time}"
-        return f"{self.operator} function {self.function} ({self.where}) raised {what}{on}{at}"
+        named = "" if self.name is None else f" in {self.name!r}"
+        if self.reading:
+            named += " reading " + ", ".join(map(repr, self.reading))
+        return f"{self.operator} function {self.function} ({self.where}){named} raised {what}{on}{at}"
 
     def __str__(self) -> str:  # the cause is chained after __init__: said once it is known
         return self._message()

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DiffError, IterationLimitError
+from .errors import DiffError, IterationLimitError, UserFunctionError
 from .frontier import Antichain
-from .graph import Node, at_node
+from .graph import Node, at_node, locate_failure
 from .kernels.frontier import least_ready
 from .plan import KIND, Plan
 from .traces.batch import consolidate
@@ -109,6 +109,9 @@ class PlanExecutor:
             if located is None:
                 raise
             raise located from exc
+        except UserFunctionError as exc:  # the node inside a loop first: its own pass names it
+            locate_failure(exc, node)
+            raise
 
     def _loop(self, loop, frontier: Antichain) -> None:
         """The loop's rounds for the enclosing ``frontier``, then its closing pass and egress (what

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from .context import Context
-from .errors import DiffError, GraphError
+from .errors import DiffError, GraphError, UserFunctionError
 from .frontier import Antichain
 from .traces.batch import Updates, beyond_split, concat
 
@@ -80,6 +80,9 @@ class Scope:
             if located is None:
                 raise
             raise located from exc
+        except UserFunctionError as exc:
+            locate_failure(exc, node)
+            raise
 
     def complete_work(self, frontier: Antichain) -> bool:
         """True when some node holds work at a time not beyond ``frontier``."""
@@ -117,6 +120,8 @@ class Node:
     observes_frontier = False
     seen: Antichain | None = None  # the frontier of the node's last step
     _label: str | None = None  # given by `Collection.name`, or the kind and the user function
+    given_name: str | None = None  # the name a user gave it (`Collection.name`, `Arranged.name`)
+    reads: tuple[Node, ...] = ()  # the arrangements a join or reduction reads (named in its errors)
 
     def __init__(self, scope: Scope, ports: int = 1, *, name: str = "", first: bool = False) -> None:
         self.scope = scope
@@ -219,6 +224,17 @@ def at_node(exc: DiffError, node: Node | None) -> DiffError | None:
         return None
     return DiffError(f"{node.label}: {exc} (the record {describe_ids(node, exc.record_ids)})",
                      record_ids=exc.record_ids, time=exc.time, operator=node.label)
+
+
+def locate_failure(exc: UserFunctionError, node: Node | None) -> None:
+    """Name in ``exc`` the name a user gave ``node``, the operator whose function raised it, and
+    those of the arrangements it reads, unless a node inside it (in a loop) was named already."""
+    if exc.located or node is None:
+        return
+    exc.located = True
+    exc.name = node.given_name
+    exc.reading = tuple(dict.fromkeys(  # a self-join reads one arrangement twice
+        r.label for r in node.reads if r.given_name is not None or getattr(getattr(r, "source", None), "given_name", None)))
 
 
 def describe_ids(node: Node, ids: tuple[int, ...]) -> str:

@@ -17,6 +17,7 @@ from ..lattice import to_scalar
 from ..traces.batch import Updates, concat, consolidate
 from ..errors import DataflowError, UserFunctionError
 from ..values.memo import Memo
+from ..graph import locate_failure
 from .calls import call_all, failure
 from .records import MapBuilder
 
@@ -80,6 +81,7 @@ class Memoized(Linear):
         if quarantine is not None:
             for exc in quarantine.failed[taken:]:
                 _time_of(exc, u)
+                locate_failure(exc, self)
         return results
 
 
@@ -178,6 +180,7 @@ class FlatMap(Linear):
                 raise
             except Exception as exc:
                 error = failure("flat_map", f, exc, record=v, record_id=int(u.data[0][i]), time=to_scalar(u.times[i]))
+                locate_failure(error, self)
                 quarantine = self.scope.context.quarantine
                 if quarantine is None or not quarantine.takes(error):
                     raise error from exc

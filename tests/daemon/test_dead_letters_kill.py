@@ -131,3 +131,5 @@ address = "127.0.0.1:0"
     assert len(letters) == 1, [m.key() for m in letters]  # written once, though the record was replayed
     letter = decode_dead_letter(letters[0].value(), letters[0].headers(), letters[0].key())
     assert letter.reason == "user_function" and letter.raw == b'["k", "x"]'
+    assert "poisonflow.py:2) in 'parsed' raised ValueError" in letter.detail  # the operator's given name
+    assert dict(letters[0].headers())["ddflow.name"] == b"parsed"

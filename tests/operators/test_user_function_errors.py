@@ -143,3 +143,44 @@ def test_stop_is_the_default_and_per_function_overrides_apply():
     assert [e.record for e in failed] == ["x"]
     with pytest.raises(UserFunctionError):  # reductions always stop: a group without one value is no answer
         _quarantined(lambda c: c.map(lambda v: (v, 1)).reduce(lambda k, vs: [(int(k), 1)]), records)
+
+
+@pytest.mark.parametrize("executor", ["nodes", "plan"])
+def test_the_names_a_user_gave_operators_and_arrangements_are_in_the_message(executor):
+    """`Collection.name` names the operator whose function raised; `Arranged.name` (or a named
+    collection's ``name.by_key``) the arrangements a join or reduction reads; a node inside a loop
+    is named, not the loop; an unnamed operator adds nothing."""
+    from ddflow.operators.tuning import EngineConfig
+
+    def run(build):
+        df = Dataflow(config=EngineConfig(executor=executor))
+        inp = df.new_input("x")
+        build(inp.collection).capture()
+        inp.insert((1, 2), 3)
+        inp.advance_to(100)
+        with pytest.raises(UserFunctionError) as info:
+            df.run()
+        return info.value
+
+    def bad(*args):
+        raise ValueError("no")
+
+    err = run(lambda c: c.map(bad).name("parsed"))
+    assert err.name == "parsed" and err.reading == ()
+    assert str(err).startswith(f"map function {bad.__qualname__} ({_where(bad)}) in 'parsed' raised ValueError: no")
+    err = run(lambda c: c.map(bad))
+    assert err.name is None and " in '" not in str(err)
+    err = run(lambda c: c.arrange_by_key().name("pairs").reduce(bad).name("totals"))
+    assert (err.name, err.reading) == ("totals", ("pairs",))
+    assert f"({_where(bad)}) in 'totals' reading 'pairs' raised ValueError" in str(err)
+    err = run(lambda c: c.name("edges").join_map(c, bad))
+    assert err.name is None and err.reading == ("edges.by_key",) and "reading 'edges.by_key' raised" in str(err)
+    err = run(lambda c: c.iterate(lambda inner: inner.map(bad).name("step")).name("loop"))
+    assert err.name == "step" and "in 'step' raised" in str(err)
+
+
+def test_a_dead_lettered_failure_names_its_operator():
+    _, failed = _quarantined(lambda c: c.map(strict_int).name("doubled"), [(1, "x", 1)])
+    assert [e.name for e in failed] == ["doubled"] and "in 'doubled' raised ValueError" in str(failed[0])
+    _, failed = _quarantined(lambda c: c.flat_map(lambda v: [int(v)]).name("ints"), [(1, "x", 1)])
+    assert [e.name for e in failed] == ["ints"]
