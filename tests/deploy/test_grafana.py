@@ -14,8 +14,10 @@ from deploy_support import (DASHBOARD, PROMETHEUS_SYNTHETIC, grafana_to_promql, 
                             range_functions)
 
 GRID_COLUMNS = 24
-# throughput, frontier lag, epoch latency, arrangement sizes, dead letters, consumer lag (issue 8)
+# throughput, frontier lag, epoch latency, arrangement sizes, dead letters, consumer lag (issue 8);
+# the operators' memos and the per-partition frontiers (issue 25)
 REQUIRED = {
+    "ddflow_operator_memo_records", "ddflow_operator_memo_bytes", "ddflow_input_partition_frontier_timestamp_seconds",
     "ddflow_input_updates_total", "ddflow_output_updates_total",
     "ddflow_input_frontier_timestamp_seconds", "ddflow_output_frontier_timestamp_seconds",
     "ddflow_epoch_processing_seconds_bucket", "ddflow_end_to_end_latency_seconds_bucket",
