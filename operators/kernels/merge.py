@@ -326,7 +326,8 @@ def cascade(table, lo, hi, frontier, fuel, out, ratio):
     if count < 2:
         return count, np.int64(0), 0, 0, 0, 0, 0
     end = regions(nk, nv, n, d)[4]
-    out[:end] = kept[HEADER : HEADER + end]
+    for x in range(end):  # a loop: a slice assignment would compile numba's shape-error formatting
+        out[x] = kept[HEADER + x]
     return count, np.int64(out.ctypes.data), nk, nv, n, end, read
 
 

@@ -97,8 +97,25 @@ Jobs = dict[str, tuple[str, ...]]  # "package.module.function" -> its signatures
 
 def jobs(package: str = ENGINE, signatures: dict[str, tuple[str, ...]] | None = None) -> Jobs:
     """The compile jobs of a package's kernels, listed as ``{"module.function": signatures}``
-    (default: the engine's, :data:`SIGNATURES`)."""
-    return {f"{package}.{name}": sigs for name, sigs in (SIGNATURES if signatures is None else signatures).items()}
+    (default: the engine's, :data:`SIGNATURES`); ``module`` is a module's last name, found in the
+    package or in its subpackages (``points.reduce_points`` is ``<package>.reduce.points``)."""
+    modules = _modules(package)
+    out = {}
+    for name, sigs in (SIGNATURES if signatures is None else signatures).items():
+        module, function = name.rsplit(".", 1)
+        out[f"{modules.get(module, f'{package}.{module}')}.{function}"] = sigs
+    return out
+
+
+def _modules(package: str) -> dict[str, str]:
+    """Every module of ``package`` and of its subpackages, by last name (imports the subpackages,
+    which compiles nothing)."""
+    import importlib
+    import pkgutil
+
+    path = importlib.import_module(package).__path__
+    return {info.name.rsplit(".", 1)[-1]: info.name
+            for info in pkgutil.walk_packages(path, f"{package}.") if not info.ispkg}
 
 
 def _dispatcher(qualname: str):

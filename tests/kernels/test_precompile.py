@@ -22,6 +22,17 @@ def test_signatures_are_those_the_warm_up_workload_calls():
     assert printed == precompile.SIGNATURES, "regenerate precompile.SIGNATURES: python -m ddflow.operators.kernels.warm --signatures"
 
 
+def test_every_listed_kernel_is_found_where_the_processes_import_it():
+    """Kernels of subpackages included (``points.reduce_points`` lives in ``kernels.reduce.points``):
+    one not found would be left out of the parallel compile silently, and compiled by the first epoch."""
+    from ddflow.daemon.formats.kernels.warm import SIGNATURES as CODEC
+
+    todo = {**precompile.jobs(), **precompile.jobs("ddflow.daemon.formats.kernels", CODEC)}
+    assert len(todo) == len(precompile.SIGNATURES) + len(CODEC)
+    for qualname in todo:
+        assert hasattr(precompile._dispatcher(qualname), "signatures"), qualname
+
+
 def test_a_kernel_listed_but_gone_is_left_to_compile_when_called():
     todo = {"ddflow.operators.kernels.nowhere.kernel": ("int64",), "ddflow.operators.kernels.merge.nothing": ("int64",)}
     assert precompile.missing(todo) == [] and precompile.ensure_compiled(todo) == 0
