@@ -6,12 +6,12 @@ measures what the exchange costs (routing by key hash, values instead of ids acr
 agreement per loop round), not a speed-up; a speed-up needs workers in separate processes. Printed
 per configuration: changes/s, the exchange steps per epoch, the mean wall time a worker waits in one
 exchange step for the others (the per-round exchange latency), and the updates that crossed workers.
-Every configuration's final output is checked against the plain Dataflow's. With ``--kafka`` the
-workers exchange through Kafka topics (``ddflow.daemon.cluster.transport.KafkaTransport``) on an embedded
-broker instead, which prints the per-step latency of an exchange through the broker.
+Every configuration's final output is checked against the plain Dataflow's. Workers in separate
+processes over the mesh: ``bench_workers_mesh.py``.
 
 With ``--daemon`` it runs the dataflows through the daemon instead: ``ddflow run`` processes with
-``[workers] count = 1`` and then 2 (one process per worker) over an embedded broker, on two
+``[workers] count = 1`` and then 2 (one process per worker, exchanging over the mesh at its default
+``ipc://`` addresses) over an embedded broker, on two
 workloads written to a 4-partition input topic before the daemons start (a backlog): count-per-page
 (``--updates`` views ``(user, page)``, default 1,000,000, 1 us apart, a marker every 1 ms, 1 ms
 epochs) and the same sliding-window reachability (``--changes`` changes, default 20,000, at
@@ -24,16 +24,14 @@ steps, the mean wait per step (the per-round exchange latency) and the updates t
 workers, from the workers' logs. Results are checked: the counts per page against a count of the
 input, reachability against the 1-worker run.
 
-    .venv/bin/python benchmarks/bench_workers.py [--nodes 1000 --edges 2000 --changes 1000 --epoch 100] [--kafka]
+    .venv/bin/python benchmarks/bench_workers.py [--nodes 1000 --edges 2000 --changes 1000 --epoch 100]
     .venv/bin/python benchmarks/bench_workers.py --daemon [--updates 1000000 --changes 20000 --epoch 10000]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
-import uuid
 
 import numpy as np
 from bench_reachability import workload
@@ -52,7 +50,6 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--changes", type=int, default=None, help="changes (default 1,000; --daemon: 20,000)")
     p.add_argument("--epoch", type=int, default=None, help="changes per epoch, E (default 100; --daemon: 10,000)")
     p.add_argument("--workers", default="1,2,3", help="worker counts to run besides the plain Dataflow")
-    p.add_argument("--kafka", action="store_true", help="exchange through Kafka topics on an embedded broker")
     p.add_argument("--daemon", action="store_true", help="through ddflow run: 1 process, then 2 (see above)")
     p.add_argument("--updates", type=int, default=1_000_000, help="--daemon: count-per-page views")
     p.add_argument("--skip", default="", help="--daemon: skip 'count' or 'reach'")
@@ -64,20 +61,14 @@ def build(df: Dataflow):
     return reachability(roots.collection, edges.collection).capture(history=False)
 
 
-def run(count: int | None, graph: np.ndarray, args, kafka: dict | None = None) -> tuple[float, dict, list, int]:
+def run(count: int | None, graph: np.ndarray, args) -> tuple[float, dict, list, int]:
     """(seconds of the changes, the final output, the exchange nodes, epochs)."""
     if count is None:
         df = Dataflow()
         probe = build(df)
         roots, edges, runner, captures, dataflows = df.inputs["roots"], df.inputs["edges"], df, [probe], [df]
     else:
-        transport = None
-        if kafka is not None:
-            from ddflow.daemon.cluster.transport import KafkaTransport
-
-            run_id = uuid.uuid4().hex[:8]
-            transport = [KafkaTransport(count, i, kafka, prefix=f"bench-{run_id}", run=run_id) for i in range(count)]
-        runner = Workers(count, build, transport=transport)
+        runner = Workers(count, build)
         roots, edges = runner.input("roots"), runner.input("edges")
         captures, dataflows = runner.outputs, runner.dataflows
     m, c = args.edges, args.changes
@@ -124,20 +115,12 @@ def main(argv: list[str] | None = None) -> None:
           f"E={args.epoch}")
     base_seconds, base, _, _ = run(None, graph, args)
     print(f"  one Dataflow:  {args.changes / base_seconds:9.0f} changes/s")
-    with contextlib.ExitStack() as stack:
-        kafka = None
-        if args.kafka:
-            from ddflow.daemon.kafka.broker import EmbeddedBroker
-
-            broker = stack.enter_context(EmbeddedBroker())
-            kafka = {"bootstrap.servers": broker.bootstrap, "fetch.wait.max.ms": 1}
-            print(f"  exchanging through Kafka topics on {broker.bootstrap}")
-        compare(args, graph, base, base_seconds, kafka)
+    compare(args, graph, base, base_seconds)
 
 
-def compare(args, graph: np.ndarray, base: dict, base_seconds: float, kafka: dict | None) -> None:
+def compare(args, graph: np.ndarray, base: dict, base_seconds: float) -> None:
     for count in [int(w) for w in args.workers.split(",") if w]:
-        seconds, final, exchanges, epochs = run(count, graph, args, kafka)
+        seconds, final, exchanges, epochs = run(count, graph, args)
         if {r: d for r, d in final.items() if d} != {r: d for r, d in base.items() if d}:
             raise SystemExit(f"{count} workers: the output differs from the plain Dataflow's")
         steps = sum(n.seq - n.seq_start for n in exchanges) / count

@@ -1,7 +1,6 @@
 """Benchmark: the sliding-window reachability of ``bench_reachability`` run by 1, 2 and 4 worker
 *processes* exchanging over the mesh (``ddflow.daemon.cluster.mesh``, ``ipc://`` sockets on this
-host) and, in the same run, by 2 processes exchanging through Kafka topics on an embedded broker
-(``--kafka``; ``KafkaTransport``), the transport the mesh replaces.
+host).
 
 Each process feeds its share of the changes (change ``k`` goes to worker ``k % W``) and closes the
 same epochs of ``E`` changes. Printed per configuration: changes/s from the first change to the
@@ -12,8 +11,8 @@ steps per epoch, and the bytes of update frames (records, times, diffs, new valu
 update that crossed workers. Every run's final output is checked against the 1-worker run's.
 
     .venv/bin/python benchmarks/bench_workers_mesh.py [--nodes 1000 --edges 2000 --changes 1000
-        --epoch 100 --workers 1,2,4] [--kafka]
-    .venv/bin/python benchmarks/bench_workers_mesh.py --rounds 2000   # the bare round trip, mesh and Kafka
+        --epoch 100 --workers 1,2,4]
+    .venv/bin/python benchmarks/bench_workers_mesh.py --rounds 2000   # the bare round trip
 
 Ratios of changes/s say little on a machine with fewer cores than workers plus load; the wait per
 step is the figure the mesh is about.
@@ -22,7 +21,6 @@ step is the figure the mesh is about.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -43,9 +41,8 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--changes", type=int, default=1000)
     p.add_argument("--epoch", type=int, default=100)
     p.add_argument("--workers", default="1,2,4", help="worker process counts over the mesh")
-    p.add_argument("--kafka", action="store_true", help="also 2 processes over Kafka exchange topics")
     p.add_argument("--rounds", type=int, default=0,
-                   help="only N empty exchange steps between 2 processes (the bare round trip), mesh and Kafka")
+                   help="only N empty exchange steps between 2 processes (the bare round trip)")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: run one worker process
     return p
 
@@ -113,15 +110,9 @@ def worker(spec: dict) -> None:
 
 
 def transport_of(spec: dict):
-    index, count = spec["index"], spec["count"]
-    if spec.get("kafka"):
-        from ddflow.daemon.cluster.transport import KafkaTransport
-
-        return KafkaTransport(count, index, {"bootstrap.servers": spec["kafka"], "fetch.wait.max.ms": 1},
-                              prefix=f"bench-{spec['run']}", run=spec["run"], timeout=300)
     from ddflow.daemon.cluster.mesh import MeshTransport
 
-    return MeshTransport(spec["addresses"], index, run=spec["run"], start_timeout=300)
+    return MeshTransport(spec["addresses"], spec["index"], run=spec["run"], start_timeout=300)
 
 
 def empty_steps(spec: dict) -> None:
@@ -142,10 +133,10 @@ def empty_steps(spec: dict) -> None:
     transport.close()
 
 
-def launch(count: int, args, folder: str, kafka: str | None = None) -> list[dict]:
+def launch(count: int, args, folder: str) -> list[dict]:
     run = uuid.uuid4().hex[:12]
     addresses = [f"ipc://{folder}/{run}-{i}" for i in range(count)]
-    base = {"count": count, "run": run, "rounds": args.rounds, "addresses": addresses, "kafka": kafka, "nodes": args.nodes,
+    base = {"count": count, "run": run, "rounds": args.rounds, "addresses": addresses, "nodes": args.nodes,
             "edges": args.edges, "roots": args.roots, "changes": args.changes, "epoch": args.epoch}
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", json.dumps({**base, "index": i})],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(count)]
@@ -187,14 +178,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     print(f"reachability {args.nodes} nodes / {args.edges} edges / {args.roots} roots, {args.changes} changes, "
           f"E={args.epoch}; worker processes on {os.cpu_count()} cores", flush=True)
-    with tempfile.TemporaryDirectory(prefix="ddflow-mesh-") as folder, contextlib.ExitStack() as stack:
+    with tempfile.TemporaryDirectory(prefix="ddflow-mesh-") as folder:
         if args.rounds:
-            from ddflow.daemon.kafka.broker import EmbeddedBroker
-
             print(f"{args.rounds} empty exchange steps between 2 processes (per step: a marker each way)")
             report("2 workers, mesh:", launch(2, args, folder), None, args.rounds, "steps")
-            broker = stack.enter_context(EmbeddedBroker())
-            report("2 workers, Kafka:", launch(2, args, folder, broker.bootstrap), None, args.rounds, "steps")
             return
         base = None
         for count in [int(w) for w in args.workers.split(",") if w]:
@@ -202,11 +189,6 @@ def main(argv: list[str] | None = None) -> None:
             got = report(f"{count} worker(s), mesh:", results, base, args.changes)
             if base is None and count == 1:
                 base = got
-        if args.kafka:
-            from ddflow.daemon.kafka.broker import EmbeddedBroker
-
-            broker = stack.enter_context(EmbeddedBroker())
-            report("2 workers, Kafka:", launch(2, args, folder, broker.bootstrap), base, args.changes)
 
 
 if __name__ == "__main__":

@@ -236,10 +236,11 @@ class WorkersConfig:
     daemon resolves it at start (``ddflow run --worker-index``, env ``DDFLOW_WORKER_INDEX``, or the
     host name's trailing ``-N``, e.g. a StatefulSet pod ``ddflow-3``; see ``ddflow.daemon.cluster.identity``).
     When given, ``0 <= index < count``. ``wait_timeout_ns``: how long a worker waits for the others
-    at an exchange step or an epoch agreement before it exits 1 (a worker restarting takes a while).
-    ``addresses``: one per worker (``tcp://HOST:PORT`` or ``ipc://PATH``), the workers exchange over
-    direct connections (``ddflow.daemon.cluster.mesh``) instead of Kafka topics; empty: the topics.
-    ``peer_timeout_ns``: how long a mesh worker hears nothing from a peer before it reports it lost."""
+    at the mesh's start-up barrier before it exits 1 (a worker restarting takes a while).
+    ``addresses``: one per worker (``tcp://HOST:PORT`` or ``ipc://PATH``), where each listens on the
+    mesh, the direct connections the workers exchange over (``ddflow.daemon.cluster.mesh``); empty:
+    sockets of this host (``ddflow.daemon.cluster.identity.mesh_addresses``). ``peer_timeout_ns``:
+    how long a worker hears nothing from a peer before it reports it lost."""
 
     count: int = 1
     index: int | None = None

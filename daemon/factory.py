@@ -60,9 +60,8 @@ def kafka_worker(
     ``checkpoint_dir``; with one, an input offset the broker no longer holds is an error, not a
     skip); ``worker``: ``(i, W)``, worker i of W reads the input partitions ``p % W == i``, publishes
     as writer i of W with transactional id ``ddflow-{group_id}-{i}``, and exchanges and agrees with
-    the others over the topics ``ddflow-{group_id}-exchange-*`` and ``-agree`` (`cluster.ClusterWorker`;
-    ``wait_timeout``: seconds it waits for them), or with ``mesh = (addresses, peer_timeout)`` over
-    direct connections (`cluster.mesh`); ``commit_interval``: seconds of epochs committed in one transaction while input keeps coming (0: one per
+    the others over the mesh, ``mesh = (addresses, peer_timeout)``: one address per worker
+    (`cluster.MeshWorker`; ``wait_timeout``: seconds it waits for them at start); ``commit_interval``: seconds of epochs committed in one transaction while input keeps coming (0: one per
     epoch; an idle worker commits at once, `commits.CommitWindow`); ``watch_interval`` None turns the topic watch off."""
     stats = stats or Stats()
     sink = KafkaSink(
@@ -110,15 +109,12 @@ def kafka_worker(
                   poll_timeout=poll_timeout, dead_letter_commit_s=dead_letter_commit_s)
     if worker[1] == 1:
         return Worker(dataflow, source, sink, **common)
-    cluster = dict(index=worker[0], count=worker[1], kafka_options=kafka_options, prefix=f"ddflow-{group_id}",
-                   run=group_id, wait_timeout=wait_timeout, **common)
-    if mesh[0]:
-        from .cluster.mesh_member import MeshWorker
+    if len(mesh[0]) != worker[1]:
+        raise ValueError(f"{worker[1]} workers need as many mesh addresses, not {len(mesh[0])}")
+    from .cluster.mesh_member import MeshWorker
 
-        return MeshWorker(dataflow, source, sink, addresses=mesh[0], peer_timeout=mesh[1], **cluster)
-    from .cluster.member import ClusterWorker
-
-    return ClusterWorker(dataflow, source, sink, **cluster)
+    return MeshWorker(dataflow, source, sink, index=worker[0], count=worker[1], run=group_id,
+                      wait_timeout=wait_timeout, addresses=mesh[0], peer_timeout=mesh[1], **common)
 
 
 def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from: str | None = None) -> Worker:
@@ -126,7 +122,7 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
     backfill) to load when there is no checkpoint yet (one worker of several loads the keys it owns)."""
     from ..config import build_dataflow, resolve_dataflow
 
-    from .cluster.identity import worker_identity
+    from .cluster.identity import mesh_addresses, worker_identity
 
     index, count = worker_identity(config)  # (the index ddflow run resolved, or the env's / host name's)
     resolve_dataflow(config)  # import errors become ConfigErrors on dataflow.function
@@ -173,5 +169,5 @@ def worker_from_config(config: Any, stats: Stats | None = None, *, snapshot_from
         commit_interval=config.kafka.commit_interval_ns / 1e9,
         worker=(index, count),
         wait_timeout=config.workers.wait_timeout_ns / 1e9,
-        mesh=(config.workers.addresses, config.workers.peer_timeout_ns / 1e9),
+        mesh=(mesh_addresses(config), config.workers.peer_timeout_ns / 1e9),
     )

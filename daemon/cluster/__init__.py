@@ -1,11 +1,10 @@
-"""Several workers as one dataflow: the worker of several, its exchange transport and its clock.
+"""Several workers as one dataflow: the worker of several, the mesh it exchanges over, and its clock.
 
 `member.ClusterWorker` is worker ``i`` of ``W``: a `Worker` whose dataflow exchanges updates with
-the other workers over Kafka topics (`transport.KafkaTransport`, the engine's transport;
-`transport_wire`: its messages; `generations`: which exchange history the workers share), whose
-epochs close at the same boundaries on every worker (`clock`), and whose index comes from the
-host name or the config (`identity`). `mesh.MeshTransport` is the same transport over direct
-ZeroMQ connections between the workers (`mesh_wire`: its messages and their validating decoder);
+the other workers and whose epochs close at the same boundaries on every worker (`clock`), and
+whose index comes from the host name or the config (`identity`, which also gives the workers'
+mesh addresses). `mesh.MeshTransport` is the engine's transport over direct ZeroMQ connections
+between the workers (`mesh_wire`: its messages and their validating decoder);
 `mesh_member.MeshWorker` is the worker of several over it, checkpointing at epochs all workers
 agree on and restoring together the newest checkpoint all of them completed.
 

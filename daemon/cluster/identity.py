@@ -16,6 +16,13 @@ An index that is not an integer in ``[0, count)``, or no index at all when ``cou
 `ConfigError` naming ``workers.index`` (its source is the flag, the variable or the host name that
 gave the bad value, else the config file). A caller may assume the returned pair satisfies
 ``0 <= index < count``.
+
+Where each worker listens on the mesh: ``mesh_addresses(config)`` is ``workers.addresses`` when the
+config gives them, else, for several workers on one host, ``ipc://<tmp>/ddflow-<group>-mesh-<i>``
+(``<tmp>``: ``TMPDIR`` or the system's temporary directory, ``<group>``: ``kafka.group_id`` with
+characters other than letters, digits, ``.``, ``_`` and ``-`` written ``_``). The default reaches
+only workers on the same host that share that directory: workers on several hosts, in separate
+containers or under systemd's ``PrivateTmp`` need ``workers.addresses``.
 """
 
 from __future__ import annotations
@@ -23,16 +30,18 @@ from __future__ import annotations
 import os
 import re
 import socket
+import tempfile
 from collections.abc import Mapping
 
 from ...config import Config, ConfigError
 
-__all__ = ["INDEX_ENV", "worker_identity", "with_identity"]
+__all__ = ["INDEX_ENV", "mesh_addresses", "worker_identity", "with_identity"]
 
 INDEX_ENV = "DDFLOW_WORKER_INDEX"
 
 _ORDINAL = re.compile(r"-(\d+)$")
 _KEY = "workers.index"
+_IPC_PATH_MAX = 103  # a Unix socket path's bytes (sun_path holds 104 on macOS, 108 on Linux, with its NUL)
 
 
 def worker_identity(config: Config, flag: int | str | None = None, environ: Mapping[str, str] = os.environ,
@@ -55,6 +64,22 @@ def worker_identity(config: Config, flag: int | str | None = None, environ: Mapp
     raise ConfigError.one(config.source, _KEY, f"workers.count is {count} but this worker's index is not given: set "
                           f"workers.index, ddflow run --worker-index I, the environment variable {INDEX_ENV}, or run "
                           f"on a host named NAME-I (a StatefulSet pod); the host name {host!r} ends in no -I")
+
+
+def mesh_addresses(config: Config, directory: str | None = None) -> tuple[str, ...]:
+    """Every worker's mesh address, by index (see the module): ``workers.addresses``, else the
+    one-host default under ``directory`` (the temporary directory when None). A default path too
+    long for a Unix socket is a `ConfigError` naming ``workers.addresses``."""
+    count = config.workers.count
+    if config.workers.addresses or count == 1:
+        return tuple(config.workers.addresses)
+    group = re.sub(r"[^A-Za-z0-9._-]", "_", config.kafka.group_id)
+    base = os.path.join(tempfile.gettempdir() if directory is None else directory, f"ddflow-{group}-mesh-")
+    if len(base.encode()) + len(str(count - 1)) > _IPC_PATH_MAX:
+        raise ConfigError.one(config.source, "workers.addresses", f"workers.count is {count} and no addresses are "
+                              f"given; the default ipc://{base}<index> is longer than a Unix socket path may be "
+                              f"({_IPC_PATH_MAX} bytes): set workers.addresses (or a shorter kafka.group_id or TMPDIR)")
+    return tuple(f"ipc://{base}{i}" for i in range(count))
 
 
 def with_identity(config: Config, index: int, count: int) -> Config:

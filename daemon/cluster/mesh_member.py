@@ -1,8 +1,8 @@
 """One worker of several over the mesh: checkpoints at frontiers every worker agrees on, restored together.
 
 `MeshWorker` is a `member.ClusterWorker` whose exchanges and agreements travel over the mesh
-(`mesh.MeshTransport`, ``[workers] addresses``) instead of the exchange topics. The mesh keeps no
-history: when a worker fails the others find it lost and stop, and every worker restarts (as its
+(`mesh.MeshTransport`, ``[workers] addresses``, by default sockets of this host:
+`identity.mesh_addresses`). The mesh keeps no history: when a worker fails the others find it lost and stop, and every worker restarts (as its
 supervisor restarts it) from the same point.
 
 **Checkpoints** (``checkpoint.location``): each worker keeps its own under

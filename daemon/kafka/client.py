@@ -13,9 +13,8 @@ and creation go through the AdminClient.
 
 No client ddflow builds lets the broker auto-create a topic (``allow.auto.create.topics`` is
 false whatever the options say): a producer's or a metadata request's auto-created topic gets the
-broker's default partition count, which is never what the daemon needs (the exchange topics need
-one partition per worker, the agree topic one, and a topic that vanished with a restarted broker
-must be noticed, not silently recreated empty). Topics are created by `ensure_topics` with the
+broker's default partition count, which is not what the daemon needs, and a topic that vanished
+with a restarted broker must be noticed, not silently recreated empty. Topics are created by `ensure_topics` with the
 counts asked for, or by their owners; a missing one is an error naming it.
 """
 

@@ -79,7 +79,6 @@ METRIC_NAMES = (
     "ddflow_broker_last_answer_timestamp_seconds",
     "ddflow_exchange_wait_seconds_total",
     "ddflow_exchange_waiting",
-    "ddflow_exchange_refused_messages_total",
     "ddflow_mesh_peer_lost",
 )
 
@@ -195,10 +194,6 @@ class _SnapshotCollector(Collector):
         for peer in peers:
             waited.add_metric([str(peer)], s.exchange_waited.get(peer, 0.0))
             waiting.add_metric([str(peer)], int(peer in s.exchange_waiting_on))
-        refused = CounterMetricFamily("ddflow_exchange_refused_messages",
-                                      "Messages on the exchange or agree topics refused and skipped: not written "
-                                      "by a worker of this run as they stand (the log names the first).",
-                                      value=s.exchange_refused)
         lost = GaugeMetricFamily("ddflow_mesh_peer_lost",
                                  "1 once this worker found the peer worker lost over the mesh (silent for "
                                  "workers.peer_timeout, or restarted): every worker then exits and restarts.",
@@ -206,7 +201,7 @@ class _SnapshotCollector(Collector):
         for peer, address in sorted(s.mesh_peers.items()):
             lost.add_metric([str(peer), address], int(peer in s.mesh_lost))
         return [build, updates_in, updates_out, epochs, frontier_in, frontier_part, frontier_out, last_epoch, loop, lag, late, dead,
-                tombstones, ready, waited, waiting, refused, lost]
+                tombstones, ready, waited, waiting, lost]
 
 
 def _known(configured: Iterable[str], *observed: Mapping[str, Any]) -> list[str]:

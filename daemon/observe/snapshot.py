@@ -34,7 +34,6 @@ class MetricsSnapshot:
     ready: bool = False
     exchange_waited: Mapping[int, float] = field(default_factory=dict)  # seconds blocked on each other worker
     exchange_waiting_on: Sequence[int] = ()  # the workers it is blocked on now
-    exchange_refused: int = 0  # messages on the exchange topics refused (not this run's workers')
     mesh_peers: Mapping[int, str] = field(default_factory=dict)  # over the mesh: each other worker's address
     mesh_lost: Sequence[int] = ()  # ... and those this worker found lost
 
@@ -84,7 +83,6 @@ def snapshot_from_stats(stats: Any, *, topics: Mapping[str, str], ready: bool,
         ready=ready,
         exchange_waited=dict(getattr(exchange, "waited", None) or {}),
         exchange_waiting_on=tuple(getattr(exchange, "waiting_on", None) or ()),
-        exchange_refused=int(getattr(getattr(exchange, "refused", None), "count", 0)),
         mesh_peers=dict(getattr(exchange, "peer_addresses", None) or {}),
         mesh_lost=tuple(sorted(getattr(exchange, "peers_lost", None) or ())),
     )

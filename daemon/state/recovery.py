@@ -53,11 +53,7 @@ from .loader import SnapshotLoader  # re-exported, as is check_offsets: imported
 from .offsets import check_offsets
 from .snapshot import Snapshot, columns_for_fields, prepare_writes
 
-__all__ = ["INTERNAL", "Recovery", "SnapshotLoader", "check_offsets"]
-
-# a snapshot's entries that are not inputs: one worker of several keeps what each of its exchange
-# points holds as "exchange:<c>" (see `cluster`); restores skip them where they expect inputs
-INTERNAL = "exchange:"
+__all__ = ["Recovery", "SnapshotLoader", "check_offsets"]
 
 log = logging.getLogger("ddflow.daemon.state.recovery")
 
@@ -90,9 +86,6 @@ class Recovery:
         if self.store is not None:
             prepare_writes()  # not in the first background write, which a crash soon after start would lose
         self.states: dict[str, Any] = {}  # input name -> the engine's InputState (`attach`)
-        # entries a checkpoint writes besides the inputs: more(frontier) -> [(name, topic, columns,
-        # InputState, offsets)], read in the worker's thread (a worker of several: its exchange points)
-        self.more: Callable[[int], list[tuple[str, str, Any, InputState, dict[int, int]]]] | None = None
         self._bounds: dict[str, int] = {}  # input name -> the sum of |diff| fed, a bound of any count
         self.bindings: dict[str, ReclockBindings] = {}
         self.floors: dict[str, FloorLog] = {}
@@ -132,15 +125,15 @@ class Recovery:
     def named(self) -> Snapshot | None:
         """The ``snapshot_from`` snapshot, opened, verified and checked (None without one), as the
         snapshot to restore. It must hold every worker's inputs: one worker's checkpoint of several
-        (entries ``exchange:<c>``, only its share of the inputs) is refused."""
+        (its manifest names the worker, ``extra["mesh"]``: only its share of the inputs) is refused."""
         snapshot = None
         if self.snapshot_from is not None:
             snapshot = Snapshot.open(self.snapshot_from)  # a named snapshot must be valid: no fallback
             snapshot.verify()
-            if any(name.startswith(INTERNAL) for name in snapshot.inputs):
+            if snapshot.manifest.extra.get("mesh") is not None:
                 raise SnapshotError(f"{snapshot}: it is the checkpoint of one worker of several (it holds only "
-                                    "that worker's share of the inputs and its exchange state); start from a snapshot "
-                                    "of the whole inputs: a backfill, or a single worker's checkpoint")
+                                    "that worker's share of the inputs); start from a snapshot of the whole inputs: "
+                                    "a backfill, or a single worker's checkpoint")
             log.info("loading snapshot %s (origin %s) at frontier %d%s", snapshot.path, snapshot.manifest.origin,
                      snapshot.frontier, "" if self.worker[1] == 1 else
                      f": worker {self.worker[0]} of {self.worker[1]} loads the keys it owns")
@@ -158,8 +151,6 @@ class Recovery:
         """SnapshotError unless the snapshot's inputs are the worker's (names, topics, columns)."""
         specs = {spec.name: spec for spec in self.inputs}
         for name, entry in snapshot.inputs.items():
-            if name.startswith(INTERNAL):
-                continue
             spec = specs.get(name)
             if spec is None:
                 raise SnapshotError(f"{snapshot}: it holds input {name!r}, which this dataflow does not have "
@@ -182,8 +173,6 @@ class Recovery:
         offsets: dict[tuple[str, int], int] = {}
         if snapshot is not None:
             for entry in snapshot.inputs.values():
-                if entry.name.startswith(INTERNAL):
-                    continue
                 if entry.offsets is None:
                     log.warning("%s records no offsets for input %r: topic %r is read from the beginning",
                                 snapshot, entry.name, entry.topic)
@@ -324,8 +313,6 @@ class Recovery:
             offsets = {p: o for (topic, p), o in next_offsets.items() if topic == spec.topic}
             state = InputState(records, counts, pending)
             inputs.append((spec.name, spec.topic, columns_for_fields(spec.fields), state, offsets))
-        if self.more is not None:
-            inputs.extend(self.more(frontier))
         store = self.store
         extra = dict(extra or {})
         if wait:

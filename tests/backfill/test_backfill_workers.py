@@ -1,12 +1,13 @@
 """Two ``ddflow run`` workers started from one PySpark backfill, on local Spark and the broker.
 
 Each worker loads only the keys it owns (key hash modulo 2) of the snapshot, resumes its input
-partitions at the snapshot's offsets, and the two close the epoch up to the frontier F together:
-the result topics hold the output at F, then the live diffs, equal at every frontier to the engine
-on the whole history and to one worker started from the same snapshot. A worker SIGKILLed under
-the tail and restarted without a checkpoint loads its share again and replays the generation; both
-stopped, they write their checkpoints, and started again (still with ``--snapshot-from``) they
-restore those instead of the backfill.
+partitions at the snapshot's offsets, and the two close the epoch up to the frontier F together
+(over the mesh, at its default addresses): the result topics hold the output at F, then the live
+diffs, equal at every frontier to the engine on the whole history and to one worker started from
+the same snapshot. A worker SIGKILLed under the tail is found lost by the other, which exits 1;
+restarted without a checkpoint both load their share again and replay their inputs; both stopped,
+they write their checkpoints, and started again (still with ``--snapshot-from``) they restore those
+instead of the backfill.
 """
 
 from __future__ import annotations
@@ -147,16 +148,20 @@ def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark
         follow(kafka_options, topics, captures, end, views, workers.stacks)
         assert {min(v) for v in views.values()} == {F}  # the output at F comes first
         assert views["counts"][F] and views["matched"][F]
-        # worker 1 killed: restarted without the snapshot it refuses to replay the generation (which
-        # began from it); with it, having no checkpoint, it loads its share again and replays
+        # worker 1 killed: worker 0 finds it lost and exits 1. Restarted with worker 1 not given the
+        # snapshot, both refuse to start (no checkpoint every worker completed, and they would start
+        # from different inputs); both given it, having no checkpoint, they load their shares again
         workers.processes[1].kill()
         workers.processes[1].wait()
+        assert workers.processes[0].wait(timeout=120) == 1, workers.log()
+        workers.processes[0] = workers.start(0)
         wrong = subprocess.run([DDFLOW, "run", "--config", str(cfg), "--worker-index", "1"], capture_output=True,
-                               text=True, env=environment(), timeout=120)
+                               text=True, env=environment(), timeout=180)
         assert wrong.returncode == 1 and "start every worker with the same --snapshot-from" in wrong.stderr, \
             wrong.stderr[-3000:]
-        assert f"began from snapshot {snapshot.identity}" in wrong.stderr
-        workers.processes[1] = workers.start(1)
+        assert f"snapshot {snapshot.identity}" in wrong.stderr
+        assert workers.processes[0].wait(timeout=120) == 1, workers.log()
+        workers.processes = [workers.start(i) for i in range(2)]
         end = max(produce(kafka_options, topics[n], second[n], STEP) for n in INPUTS)
         follow(kafka_options, topics, captures, end, views, workers.stacks)
         codes = workers.stop()
@@ -166,7 +171,7 @@ def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark
     text = workers.log()
     for i in range(2):
         log = "".join(workers.logs[i])
-        assert log.count(f"worker {i} of 2 loads the keys it owns") == (2 if i == 1 else 1), text
+        assert log.count(f"worker {i} of 2 loads the keys it owns") == 2, text
         assert CheckpointStore(tmp_path / "ckpt" / f"worker-{i}").latest().frontier >= end
 
     # one worker from the same snapshot, reading the same input topics: the same views
@@ -190,11 +195,12 @@ def test_two_workers_from_a_spark_backfill_equal_one_worker_and_the_engine(spark
         assert "restoring checkpoint" in log and "loads the keys it owns" not in log, again.log()
 
 
-def test_a_void_generation_starts_again_from_the_snapshot(kafka_options, make_topic, tmp_path):
-    """Worker 0 lost its state (its checkpoint directory is gone): it starts a new generation from
-    the snapshot; worker 1's checkpoint belongs to the old one, so it loads its share of the
-    snapshot too instead of starting empty. Every writer drops what it had made final already, and
-    the views equal the engine's. (The snapshot is written here, as a backfill would, without Spark.)"""
+def test_a_worker_that_lost_its_checkpoints_has_every_worker_start_again_from_the_snapshot(kafka_options,
+                                                                                           make_topic, tmp_path):
+    """Worker 0 lost its state (its checkpoint directory is gone): no checkpoint is one every worker
+    completed, so worker 1 drops its own and both load their shares of the snapshot again instead
+    of starting empty. Every writer drops what it had made final already, and the views equal the
+    engine's. (The snapshot is written here, as a backfill would, without Spark.)"""
     import shutil
 
     from test_backfill import consolidate
@@ -216,8 +222,8 @@ def test_a_void_generation_starts_again_from_the_snapshot(kafka_options, make_to
     end = max(produce(kafka_options, topics[n], live[n], STEP) for n in INPUTS)
     captures = oracle({n: past[n] + live[n] + more[n] for n in INPUTS})
     run_to_end(cfg, snapshot, kafka_options, topics, {}, captures, end)
-    shutil.rmtree(tmp_path / "ckpt" / "worker-0")  # its checkpoints and the generation it was in
+    shutil.rmtree(tmp_path / "ckpt" / "worker-0")  # its checkpoints
     again = run_to_end(cfg, snapshot, kafka_options, topics, more, captures)
-    one = "".join(again.logs[1])
-    assert "belongs to generation" in one and f"replays it from {Snapshot.open(snapshot)}" in one, again.log()
+    assert "no checkpoint every worker completed" in "".join(again.logs[1]), again.log()
     assert all("loads the keys it owns" in "".join(again.logs[i]) for i in range(2)), again.log()
+    assert not any("restoring checkpoint" in "".join(again.logs[i]) for i in range(2)), again.log()

@@ -103,6 +103,6 @@ def test_mesh_workers_keep_at_least_two_checkpoints(tmp_path):
     source = ReplaySource([InputSpec("edges", "edges", fields=["src", "dst"])], partitions=2,
                           dead_letters=sink.dead_letters)
     recovery = Recovery(source.inputs, {}, directory=str(tmp_path), keep=1)
-    MeshWorker(lambda df, inputs: {}, source, sink, recovery=recovery, index=0, count=2, kafka_options={}, prefix="p",
-               run="r", addresses=(f"ipc://{tmp_path}/w0", f"ipc://{tmp_path}/w1"))
+    MeshWorker(lambda df, inputs: {}, source, sink, recovery=recovery, index=0, count=2, run="r",
+               addresses=(f"ipc://{tmp_path}/w0", f"ipc://{tmp_path}/w1"))
     assert recovery.store.keep == 2

@@ -1,12 +1,16 @@
 """``ddflow run`` workers over the mesh (``[workers] addresses``) on the real broker: the result
-topic's view at every frontier equals the engine's; a worker killed is reported lost by name by the
-others, which stop; all restarted, they replay their inputs and the results stay exact."""
+topic's view at every frontier equals the engine's; a worker killed is waited for, then reported
+lost by name by the others (their /readyz and metrics say so), which stop; all restarted, they
+replay their inputs and the results stay exact."""
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,16 @@ def mesh_config(tmp_path: Path, *args) -> Path:
     path = config(tmp_path, *args)
     path.write_text(path.read_text() + f'addresses = "ipc://{tmp_path}/mesh-{{index}}"\npeer_timeout = "10s"\n')
     return path
+
+
+def http(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
 
 
 def check(client, want, final: int, daemons: Daemons) -> None:
@@ -75,7 +89,21 @@ def test_a_killed_mesh_worker_is_reported_lost_and_all_restarted_replay_exactly(
                 producer.advance_to(T0 + 10 * (r + 1) * MS)
                 producer.flush()
             check(client, want, T0 + 20 * MS, daemons)
+            url = re.findall(r"metrics on (http://[\d.]+:\d+)/metrics", "".join(daemons.logs[0]))[-1]
             daemons.processes[1].send_signal(signal.SIGKILL)
+            # worker 0 waits for worker 1 in its next agreement: not ready, and its metrics name the peer
+            # (then, peer_timeout later, lost: /readyz says so until the process exits)
+            deadline = time.monotonic() + 30
+            status, body = http(url + "/readyz")
+            while not (status == 503 and re.search(r"for workers \[1\]|peers lost: worker 1", body)):
+                assert time.monotonic() < deadline, (status, body, daemons.log())
+                time.sleep(0.05)
+                status, body = http(url + "/readyz")
+            if "for workers [1]" in body:
+                metrics = http(url + "/metrics")[1]
+                assert (re.search(r'ddflow_exchange_waiting\{peer="1",worker="0"\} 1\.0', metrics)
+                        or re.search(r'ddflow_mesh_peer_lost\{[^}]*peer="1"[^}]*\} 1\.0', metrics)
+                        or not metrics), metrics
             deadline = time.monotonic() + 60
             while daemons.processes[0].poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)

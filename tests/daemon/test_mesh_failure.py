@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -18,13 +20,104 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_mesh_daemon import mesh_config  # noqa: E402
-from test_workers_daemon import MS, T0, oracle  # noqa: E402
-from test_workers_failure import Supervised, stream  # noqa: E402
+from test_workers_daemon import DDFLOW, MS, T0, oracle  # noqa: E402
 
 from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
 from ddflow.daemon.kafka.results import ResultClient  # noqa: E402
 
 pytestmark = pytest.mark.kafka
+
+
+class Supervised:
+    """Worker processes restarted whenever they exit (as systemd or a StatefulSet would)."""
+
+    def __init__(self, path, workers: int) -> None:
+        self.path, self.workers = path, workers
+        self.processes: list[subprocess.Popen | None] = [None] * workers
+        self.logs: list[list[str]] = [[] for _ in range(workers)]
+        self.starts = [0] * workers
+        self.exits: list[tuple[int, int]] = []  # (worker, code) of processes that ended on their own
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.held: set[int] = set()  # killed workers not to restart yet
+        for i in range(workers):
+            self.start(i)
+        self.watcher = threading.Thread(target=self.watch, daemon=True)
+        self.watcher.start()
+
+    def start(self, i: int) -> None:
+        p = subprocess.Popen([DDFLOW, "run", "--config", str(self.path), "--worker-index", str(i)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = self.logs[i]
+        lines.append(f"=== start {self.starts[i]}\n")
+        threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True).start()
+        self.processes[i] = p
+        self.starts[i] += 1
+
+    def watch(self) -> None:
+        while not self.done.is_set():
+            with self.lock:
+                for i, p in enumerate(self.processes):
+                    if p is not None and p.poll() is not None and i not in self.held:
+                        if p.returncode != -signal.SIGKILL:
+                            self.exits.append((i, p.returncode))
+                        if len(self.exits) > 10:  # a worker that keeps failing: leave it down (the test fails)
+                            self.held.add(i)
+                            continue
+                        self.start(i)
+            time.sleep(0.1)
+
+    def kill(self, i: int, *, restart: bool = True) -> None:
+        """SIGKILL worker ``i``; restart it at once, or (``restart=False``) when `restart` is called."""
+        with self.lock:
+            p = self.processes[i]
+            p.kill()
+            p.wait()
+            if restart:
+                self.start(i)
+            else:
+                self.held.add(i)
+
+    def restart(self, i: int) -> None:
+        with self.lock:
+            self.held.discard(i)
+            self.start(i)
+
+    def log(self, last: int | None = 60) -> str:
+        return "\n".join(f"--- worker {i}\n" + "".join(lines[-last if last else 0:]) for i, lines in enumerate(self.logs))
+
+    def stop(self) -> list[int | None]:
+        self.done.set()
+        self.watcher.join()
+        codes = []
+        for p in self.processes:
+            p.send_signal(signal.SIGTERM)
+        for p in self.processes:
+            try:
+                codes.append(p.wait(timeout=90))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                codes.append(None)
+        return codes
+
+
+def stream(rounds: int, seed: int) -> list[list[tuple[object, int, int]]]:
+    rng = random.Random(seed)
+    out, alive = [], []
+    for r in range(rounds):  # a record is removed only after the round that inserted it (a loop over
+        ups, added = [], []  # negative counts need not end)
+        for k in range(25):
+            t = T0 + (10 * r + k % 10) * MS
+            if alive and rng.random() < 0.3:
+                ups.append((alive.pop(rng.randrange(len(alive))), t, -1))
+            else:
+                record = (rng.randrange(25), rng.randrange(25))
+                added.append(record)
+                ups.append((record, t, 1))
+        alive.extend(added)
+        out.append(ups)
+    return out
+
 
 
 def kill_all(workers: Supervised) -> None:

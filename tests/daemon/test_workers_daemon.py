@@ -1,7 +1,9 @@
 """Several ``ddflow run`` processes share one dataflow over the real broker: worker i of W reads the
-input partitions p % W == i, exchanges by key through the exchange topics, agrees on every epoch's
-end and publishes as writer i of W; the result topic's view at every frontier equals the engine's
-on the same input, for 1, 2 and 4 workers, for count-per-page and for reachability (iterative)."""
+input partitions p % W == i, exchanges by key with the others over the mesh (at the default
+addresses: no ``workers.addresses`` in the config, the workers share a host), agrees on every
+epoch's end and publishes as writer i of W; the result topic's view at every frontier equals the
+engine's on the same input, for 1, 2 and 4 workers, for count-per-page and for reachability
+(iterative)."""
 
 from __future__ import annotations
 
@@ -166,4 +168,4 @@ def test_workers_through_ddflow_run_equal_the_engine(kafka_broker, make_topic, t
     assert codes == [0] * workers, daemons.log()
     if workers > 1:
         text = daemons.log()
-        assert all(f"worker {i} of {workers}" in "".join(daemons.logs[i]) for i in range(workers)), text
+        assert all(f"worker {i} of {workers}: mesh at ipc://" in "".join(daemons.logs[i]) for i in range(workers)), text

@@ -185,6 +185,13 @@ def test_mounted_config_is_valid_and_matches_the_pod(rendered: dict[str, dict], 
     for pod_ip, host in (("10.244.1.7", "10.244.1.7"), ("fd00:10:244::7", "fd00:10:244::7")):
         args = build_parser(environ={"DDFLOW_METRICS_ADDRESS": f"{pod_ip}:{metrics_port}"}).parse_args(c["args"])
         assert parse_address(args.metrics_address) == (host, metrics_port)
+    if config.workers.count > 1:  # the mesh: each pod by its stable name, on the port the pod and Service open
+        mesh_port = next(p["containerPort"] for p in c["ports"] if p["name"] == "mesh")
+        service = rendered["Service"]
+        assert next(p for p in service["spec"]["ports"] if p["name"] == "mesh")["targetPort"] == "mesh"
+        names = (rendered["StatefulSet"]["metadata"]["name"], service["metadata"]["name"])
+        assert config.workers.addresses == tuple(f"tcp://{names[0]}-{i}.{names[1]}:{mesh_port}"
+                                                 for i in range(config.workers.count))
     mounts = {m["name"]: PurePosixPath(m["mountPath"]) for m in c["volumeMounts"]}
     location = PurePosixPath(raw["checkpoint"]["location"])
     assert location.is_absolute() and mounts["checkpoints"] in location.parents, (

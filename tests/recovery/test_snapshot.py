@@ -233,8 +233,7 @@ def test_one_workers_checkpoint_of_several_is_refused_as_a_snapshot_to_start_fro
 
     writer = SnapshotWriter(tmp_path / "s", 100, shards=2, origin="checkpoint")
     writer.add_input("in", "t", columns_for_fields({"k": "int"}), {(1,): 1}, offsets={0: 1})
-    writer.add_input("exchange:0", "x-exchange-0", columns_for_fields(["record", "rounds"]), {(1, ()): 1})
-    path = writer.commit()
+    path = writer.commit(extra={"mesh": {"index": 1, "workers": 2}})  # as a mesh worker's checkpoint says
     for worker in ((0, 1), (1, 2)):
         recovery = Recovery([InputSpec("in", "t", {"k": "int"})], {}, snapshot_from=str(path), worker=worker)
         with pytest.raises(SnapshotError, match="the checkpoint of one worker of several"):
