@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["support.profiles", "support.broker", "support.kcat"]
+pytest_plugins = ["support.profiles", "support.broker", "support.kcat", "support.daemons"]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 from support.docs import example
-from support.broker import create_topic
+from support.broker import FETCH_WAIT_MS, create_topic
+from support.daemons import Daemon
 from support.kcat import ensure_kcat, kcat, kcat_read
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
-from test_cli_run import Daemon, scrape, value  # type: ignore[import-not-found]
+from test_cli_run import scrape, value  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.results import ResultClient
 
@@ -103,12 +104,12 @@ def test_kcat_drives_json_and_debezium_through_ddflow_run(kcat_broker: str, tmp_
     config = tmp_path / "page-titles.toml"
     config.write_text(swap(EXAMPLE.read_text(), names, bootstrap).replace(
         'group_id = "ddflow-page-titles"', f'group_id = "page-titles-{tag}"\n\n[kafka.options]\n'
-        '"fetch.wait.max.ms" = 10') + '\n[metrics]\naddress = "127.0.0.1:0"\n')
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+        f'"fetch.wait.max.ms" = {FETCH_WAIT_MS}') + '\n[metrics]\naddress = "127.0.0.1:0"\n')
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     daemon = Daemon(config)
     try:
-        url = daemon.wait_for_log(r"metrics on (http://[\d.]+:\d+)/metrics").group(1)
-        daemon.wait_for_log(r"inputs assigned")
+        url = daemon.wait_for(r"metrics on (http://[\d.]+:\d+)/metrics").group(1)
+        daemon.wait_for(r"inputs assigned")
 
         # round 1: the guide's commands, as written
         script = "\n".join(line for line in readme_block("bash").splitlines() if not line.startswith("ddflow run"))

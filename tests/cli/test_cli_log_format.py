@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from support.broker import FETCH_WAIT_MS
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
@@ -59,7 +60,7 @@ bootstrap = "{bootstrap}"
 group_id = "{inp}"
 
 [kafka.options]
-"fetch.wait.max.ms" = 10
+"fetch.wait.max.ms" = {FETCH_WAIT_MS}
 
 [[inputs]]
 name = "a"

@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,7 +22,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
-from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
+from support.broker import FETCH_WAIT_MS
+from support.daemons import DDFLOW, MS, Daemon
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 from ddflow.daemon.cli.demo import reachable_pairs
@@ -34,43 +34,6 @@ from ddflow.daemon.kafka.results import ResultClient
 pytestmark = pytest.mark.kafka
 
 T0 = 1_700_000_000_000_000_000  # data times: ns since the epoch
-MS = 1_000_000
-
-
-class Daemon:
-    """``ddflow run`` in a subprocess, its stderr collected by a thread."""
-
-    def __init__(self, config: Path) -> None:
-        self.lines: list[str] = []
-        self.process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    @property
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for_log(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = re.search(pattern, self.log)
-            if match:
-                return match
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no {pattern!r} in the daemon's log:\n{self.log}")
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 def http(url: str) -> tuple[int, str]:
@@ -110,7 +73,7 @@ bootstrap = "{bootstrap}"
 group_id = "{edges}"
 
 [kafka.options]
-"fetch.wait.max.ms" = 10
+"fetch.wait.max.ms" = {FETCH_WAIT_MS}
 
 [[inputs]]
 name = "edges"
@@ -140,11 +103,11 @@ def test_run_serves_every_family_and_exits_0_on_sigterm_with_output_final(
     bootstrap = kafka_broker.bootstrap
     edges, results, dead = make_topic("edges", 2), make_topic("reachable"), make_topic("dead")
     config = write_config(tmp_path, bootstrap, edges, results, dead)
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     daemon = Daemon(config)
     try:
-        url = daemon.wait_for_log(r"metrics on (http://[\d.]+:\d+)/metrics").group(1)
-        effective = daemon.wait_for_log(r"effective configuration: (.*)").group(1)
+        url = daemon.wait_for(r"metrics on (http://[\d.]+:\d+)/metrics").group(1)
+        effective = daemon.wait_for(r"effective configuration: (.*)").group(1)
         assert edges in effective and '"late": "reject"' in effective
         assert http(url + "/healthz")[0] == 200
 
@@ -160,7 +123,7 @@ def test_run_serves_every_family_and_exits_0_on_sigterm_with_output_final(
 
         # the worker reads its inputs before anything is sent: the update sent late below must reach
         # it after the epochs it is late for (read in one poll with them, it would not be late)
-        daemon.wait_for_log(r"worker open")
+        daemon.wait_for(r"worker open")
         window = [(0, 1), (1, 2), (2, 3), (5, 6), (6, 0), (1, 2)]  # (1, 2) twice: a multiset
         with UpdateProducer(edges, options) as producer:
             for k, edge in enumerate(window):

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.broker import FETCH_WAIT_MS
+from support.daemons import MS
 from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
-from test_cli_run import MS, T0, http, write_config  # type: ignore[import-not-found]
+from test_cli_run import T0, http, write_config  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 from ddflow.daemon.kafka.producer import UpdateProducer
@@ -45,7 +47,7 @@ def test_half_sent_requests_never_starve_the_worker(
     config = write_config(tmp_path, bootstrap, edges, results, dead)
     config.write_text(config.read_text() + 'max_connections = 8\nrequest_timeout = "2s"\n\n'
                       f'[checkpoint]\nlocation = "{tmp_path / "checkpoints"}"\ninterval = "200ms"\n')
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     lines: list[str] = []
     process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, preexec_fn=_limit_fds)

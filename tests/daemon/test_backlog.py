@@ -17,6 +17,7 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import Producer
+from support.daemons import view_at
 
 from ddflow.daemon import EpochPolicy as Epochs
 from ddflow.daemon import InputSpec as Input
@@ -24,7 +25,6 @@ from ddflow.daemon import Worker
 from ddflow.daemon.exceptions import OptionsError
 from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.input.progress import EpochPolicy
-from ddflow.daemon.kafka.results import ResultClient
 from ddflow.daemon.output.sink import OutputSpec
 from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.formats.msgpack import encode_progress, encode_updates
@@ -62,12 +62,6 @@ def expected_counts(sent):
     return {(key, count): 1 for key, count in Counter(k for (k, _), _, _ in sent).items()}
 
 
-def view_at(kafka_options, topic, frontier):
-    with ResultClient(topic, kafka_options) as client:
-        assert client.wait_for(frontier, timeout=60)
-        return client.view
-
-
 @pytest.mark.kafka
 def test_a_backlog_is_caught_up_in_epochs_of_bounded_size(kafka_options, make_topic):
     topics = {"a": make_topic("a"), "counts": make_topic("counts")}
@@ -79,7 +73,7 @@ def test_a_backlog_is_caught_up_in_epochs_of_bounded_size(kafka_options, make_to
     assert worker.frontier == 6000 and sum(fed) == len(sent)
     assert max(fed) <= 5_000 + PER_MESSAGE and len(fed) >= 12, fed  # before: one poll, one 60,000-update epoch
     assert worker.peak_open_updates <= 5_000 + PER_MESSAGE
-    assert view_at(kafka_options, topics["counts"], 6000) == expected_counts(sent)
+    assert view_at(topics["counts"], kafka_options, 6000) == expected_counts(sent)
 
 
 @pytest.mark.kafka
@@ -112,7 +106,7 @@ def test_partitions_ahead_wait_while_a_full_epoch_cannot_close(kafka_options, ma
     assert worker.frontier == 3000 and sum(fed) == len(sent)
     assert max(fed) <= 5_000 + PER_MESSAGE and worker.peak_open_updates <= 5_000 + PER_MESSAGE, fed
     assert not worker.source.paused
-    assert view_at(kafka_options, topics["counts"], 3000) == expected_counts(sent)
+    assert view_at(topics["counts"], kafka_options, 3000) == expected_counts(sent)
 
 
 @pytest.mark.kafka
@@ -160,7 +154,7 @@ def test_a_restart_over_a_backlog_reads_nothing_more_once_full_while_its_checkpo
         worker.run(until=3050, timeout=120)
     assert worker.frontier == 3050 and worker.peak_open_updates <= 5_000 + 2 * PER_MESSAGE
     assert max(fed) <= 5_000 + 2 * PER_MESSAGE, fed
-    assert view_at(kafka_options, topics["counts"], 3050) == expected_counts(sent)
+    assert view_at(topics["counts"], kafka_options, 3050) == expected_counts(sent)
 
 
 @pytest.mark.kafka

@@ -5,6 +5,7 @@ at start is waited for (up to ``kafka.connect_timeout``), and SIGTERM is served 
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import signal
@@ -13,14 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from test_broker_failures import MS, Daemon, _free_port, broker, daemons  # noqa: F401 (fixtures)
+from daemon_support import FlowDaemon
+from support.daemons import DDFLOW, MS, free_port
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.kafka
 
 
-def answering(daemon: Daemon) -> str | None:
+def answering(daemon: FlowDaemon) -> str | None:
     """The value of ``ddflow_broker_answering`` on the daemon's /metrics (None: not exported)."""
     try:
         _, text = daemon.get("/metrics")
@@ -31,17 +33,16 @@ def answering(daemon: Daemon) -> str | None:
 
 
 def test_a_fenced_daemon_exits_at_once_naming_the_transactional_id(
-        broker: EmbeddedBroker, tmp_path: Path, daemons: list[Daemon]) -> None:
+        own_broker: EmbeddedBroker, tmp_path: Path, daemons: list[FlowDaemon]) -> None:
     """Two daemons with one config: the second's transactions fence the first, which, idle, learns
     it within seconds and exits 3 saying so (before: it ran on with /healthz 200 until SIGTERM); 3 is
     the code supervisors are told not to restart on, so the two never fence each other in turn."""
-    first = Daemon(tmp_path, broker.bootstrap, flow="map_only")
+    first = FlowDaemon(tmp_path, own_broker.bootstrap, flow="map_only")
     daemons.append(first)
     first.send([(1, 1)], 1000 * MS)
     assert first.wait_final(1000 * MS) == {(1, 2): 1}
-    second = Daemon.__new__(Daemon)  # the same config file, its own metrics port
-    second.__dict__.update({k: v for k, v in first.__dict__.items() if k not in ("lines", "process", "port")})
-    second.lines, second.port = [], _free_port()
+    second = copy.copy(first)  # the same config file and topics, its own metrics port
+    second.lines, second.port = [], free_port()
     second.start("--metrics-address", f"127.0.0.1:{second.port}")
     daemons.append(second)
     assert first.exit_code(timeout=60) == 3, first.log  # seconds after the other starts (before: never)
@@ -54,15 +55,15 @@ def test_a_fenced_daemon_exits_at_once_naming_the_transactional_id(
 
 
 def test_a_frozen_broker_is_said_fails_readyz_and_is_ridden_out_exactly(
-        broker: EmbeddedBroker, tmp_path: Path, daemons: list[Daemon]) -> None:
-    daemon = Daemon(tmp_path, broker.bootstrap, flow="map_only", kafka='transaction_timeout = "60s"')
+        own_broker: EmbeddedBroker, tmp_path: Path, daemons: list[FlowDaemon]) -> None:
+    daemon = FlowDaemon(tmp_path, own_broker.bootstrap, flow="map_only", kafka='transaction_timeout = "60s"')
     daemons.append(daemon)
     daemon.send([(1, 1)], 1000 * MS)
     assert daemon.wait_final(1000 * MS) == {(1, 2): 1}
     daemon.until(lambda: daemon.get("/readyz")[0] == 200, "ready")
     assert answering(daemon) == "1.0"
-    assert broker.pid is not None
-    os.kill(broker.pid, signal.SIGSTOP)
+    assert own_broker.pid is not None
+    os.kill(own_broker.pid, signal.SIGSTOP)
     try:
         daemon.until(lambda: "has not answered for" in daemon.log, "the freeze is logged", timeout=20)
         status, reason = daemon.get("/readyz")
@@ -70,7 +71,7 @@ def test_a_frozen_broker_is_said_fails_readyz_and_is_ridden_out_exactly(
         assert answering(daemon) == "0.0"
         assert daemon.get("/healthz")[0] == 200  # alive: a restart would not bring the broker back
     finally:
-        os.kill(broker.pid, signal.SIGCONT)
+        os.kill(own_broker.pid, signal.SIGCONT)
     daemon.until(lambda: "answers again after" in daemon.log, "the thaw is logged", timeout=20)
     daemon.until(lambda: daemon.get("/readyz")[0] == 200, "ready again", timeout=20)
     daemon.send([(2, 2)], 2000 * MS)
@@ -80,50 +81,50 @@ def test_a_frozen_broker_is_said_fails_readyz_and_is_ridden_out_exactly(
 
 
 def test_a_freeze_longer_than_the_transaction_timeout_exits_while_the_broker_is_away(
-        broker: EmbeddedBroker, tmp_path: Path, daemons: list[Daemon]) -> None:
+        own_broker: EmbeddedBroker, tmp_path: Path, daemons: list[FlowDaemon]) -> None:
     """Idle, nothing in flight: only the watch sees the freeze (before, the daemon noticed nothing
     until the broker came back)."""
-    daemon = Daemon(tmp_path, broker.bootstrap, flow="map_only", kafka='transaction_timeout = "4s"')
+    daemon = FlowDaemon(tmp_path, own_broker.bootstrap, flow="map_only", kafka='transaction_timeout = "4s"')
     daemons.append(daemon)
     daemon.send([(1, 1)], 1000 * MS)
     assert daemon.wait_final(1000 * MS) == {(1, 2): 1}
-    assert broker.pid is not None
-    os.kill(broker.pid, signal.SIGSTOP)
+    assert own_broker.pid is not None
+    os.kill(own_broker.pid, signal.SIGSTOP)
     try:
         assert daemon.exit_code(timeout=40) == 1, daemon.log
     finally:
-        os.kill(broker.pid, signal.SIGCONT)
+        os.kill(own_broker.pid, signal.SIGCONT)
     assert re.search(r"ddflow run: the broker at \S+ has not answered for \d+ s .*longer than "
                      r"kafka.transaction_timeout \(4 s\)", daemon.log), daemon.log
 
 
 def test_sigterm_during_a_freeze_is_served_at_once_when_idle(
-        broker: EmbeddedBroker, tmp_path: Path, daemons: list[Daemon]) -> None:
-    daemon = Daemon(tmp_path, broker.bootstrap, flow="map_only", kafka='transaction_timeout = "60s"',
+        own_broker: EmbeddedBroker, tmp_path: Path, daemons: list[FlowDaemon]) -> None:
+    daemon = FlowDaemon(tmp_path, own_broker.bootstrap, flow="map_only", kafka='transaction_timeout = "60s"',
                     extra='\n[worker]\nstop_timeout = "60s"\n')
     daemons.append(daemon)
     daemon.send([(1, 1)], 1000 * MS)
     assert daemon.wait_final(1000 * MS) == {(1, 2): 1}
-    assert broker.pid is not None
-    os.kill(broker.pid, signal.SIGSTOP)
+    assert own_broker.pid is not None
+    os.kill(own_broker.pid, signal.SIGSTOP)
     try:
         daemon.until(lambda: "has not answered for" in daemon.log, "the freeze is logged", timeout=20)
         daemon.process.send_signal(signal.SIGTERM)
         code = daemon.exit_code(timeout=20)  # not the 60 s stop timeout
     finally:
-        os.kill(broker.pid, signal.SIGCONT)
+        os.kill(own_broker.pid, signal.SIGCONT)
     # idle, nothing was left to publish: the loop may finish first (0), or the supervisor, seeing the
     # broker silent, ends the process (1, saying so); mid-commit, see test_broker_failures.py
     assert code == 0 or (code == 1 and "ddflow run: stopping while the broker at" in daemon.log), daemon.log
 
 
 def test_a_broker_not_answering_at_start_is_waited_for_then_the_daemon_resumes_exactly(
-        broker: EmbeddedBroker, tmp_path: Path, daemons: list[Daemon]) -> None:
-    daemon = Daemon(tmp_path, broker.bootstrap, flow="map_only", start=False)
+        own_broker: EmbeddedBroker, tmp_path: Path, daemons: list[FlowDaemon]) -> None:
+    daemon = FlowDaemon(tmp_path, own_broker.bootstrap, flow="map_only", start=False)
     daemons.append(daemon)
     daemon.send([(1, 1)], 1000 * MS)
-    assert broker.pid is not None
-    os.kill(broker.pid, signal.SIGSTOP)
+    assert own_broker.pid is not None
+    os.kill(own_broker.pid, signal.SIGSTOP)
     try:
         daemon.start()
         daemon.until(lambda: "waiting for the broker at" in daemon.log, "the wait is logged", timeout=30)
@@ -131,7 +132,7 @@ def test_a_broker_not_answering_at_start_is_waited_for_then_the_daemon_resumes_e
         assert daemon.get("/readyz")[0] == 503 and answering(daemon) == "0.0"
         assert daemon.process.poll() is None
     finally:
-        os.kill(broker.pid, signal.SIGCONT)
+        os.kill(own_broker.pid, signal.SIGCONT)
     assert daemon.wait_final(1000 * MS) == {(1, 2): 1}
     daemon.send([(2, 2)], 2000 * MS)
     assert daemon.wait_final(2000 * MS) == {(1, 2): 1, (2, 3): 1}
@@ -141,13 +142,13 @@ def test_a_broker_not_answering_at_start_is_waited_for_then_the_daemon_resumes_e
 
 
 def _unreachable_config(tmp_path: Path, connect_timeout: str) -> tuple[Path, int]:
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "daemon.toml"
     config.write_text(f"""
 [dataflow]
 function = "ddflow.config.dataflows:reachability"
 [kafka]
-bootstrap = "127.0.0.1:{_free_port()}"
+bootstrap = "127.0.0.1:{free_port()}"
 connect_timeout = "{connect_timeout}"
 [[inputs]]
 name = "edges"
@@ -164,8 +165,6 @@ address = "127.0.0.1:{port}"
 
 def test_past_kafka_connect_timeout_the_daemon_exits_saying_the_broker_is_unreachable(tmp_path: Path) -> None:
     config, _ = _unreachable_config(tmp_path, "2s")
-    from test_broker_failures import DDFLOW
-
     done = subprocess.run([DDFLOW, "run", "--config", str(config)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     said = [line for line in done.stderr.splitlines() if line.startswith("ddflow run: ")]
@@ -176,8 +175,6 @@ def test_past_kafka_connect_timeout_the_daemon_exits_saying_the_broker_is_unreac
 
 def test_sigterm_while_waiting_for_the_broker_at_start_exits_0(tmp_path: Path) -> None:
     config, port = _unreachable_config(tmp_path, "5m")
-    from test_broker_failures import DDFLOW
-
     process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:
@@ -196,12 +193,12 @@ def test_sigterm_while_waiting_for_the_broker_at_start_exits_0(tmp_path: Path) -
 
 
 def test_sigterm_mid_epoch_publishes_it_writes_a_checkpoint_and_exits_0(
-        broker: EmbeddedBroker, tmp_path: Path, daemons: list[Daemon]) -> None:
+        own_broker: EmbeddedBroker, tmp_path: Path, daemons: list[FlowDaemon]) -> None:
     """SIGTERM while an epoch runs (a map held by the test): the epoch is published, a checkpoint is
     written at its frontier, and the daemon exits 0, without waiting out worker.stop_timeout."""
     extra = (f'[checkpoint]\nlocation = "{tmp_path / "checkpoints"}"\ninterval = "200ms"\n'
              '[worker]\nstop_timeout = "60s"\n')
-    daemon = Daemon(tmp_path, broker.bootstrap, flow="gated", extra=extra)
+    daemon = FlowDaemon(tmp_path, own_broker.bootstrap, flow="gated", extra=extra)
     daemons.append(daemon)
     daemon.send([(1, 1)], 1000 * MS)
     assert daemon.wait_final(1000 * MS) == {(1, 1): 1}
@@ -222,7 +219,7 @@ def test_the_watch_of_an_unreachable_broker_says_so_and_waits_with_backoff(caplo
 
     from ddflow.daemon.kafka.liveness import BrokerWatch
 
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     watch = BrokerWatch({"bootstrap.servers": address}, timeout=0.5, said_after=0.0)
     stop = threading.Event()
     with caplog.at_level(logging.INFO, logger="ddflow.daemon.broker"):

@@ -12,12 +12,12 @@ int64 (a checkpoint stores int64 counts) is refused the same way before the epoc
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from support.broker import create_topic
+from support.broker import FETCH_WAIT_MS, create_topic
+from support.daemons import DDFLOW, MS
 
 from ddflow.daemon import EpochPolicy, InputSpec, Worker
 from ddflow.daemon.exceptions import WorkerError
@@ -26,10 +26,8 @@ from ddflow.daemon.state.recovery import Recovery
 from ddflow.daemon.testing import ListSink, ReplaySource
 from ddflow.daemon.formats.result_protocol import OutputBatch, decode_output
 
-DDFLOW = str(Path(sys.executable).parent / "ddflow")
 BIG = 2**62
 T0 = 1_700_000_000_000_000_000
-MS = 1_000_000
 
 
 def counts(df, inputs):
@@ -162,7 +160,7 @@ bootstrap = "{bootstrap}"
 group_id = "{views}"
 
 [kafka.options]
-"fetch.wait.max.ms" = 10
+"fetch.wait.max.ms" = {FETCH_WAIT_MS}
 
 [[inputs]]
 name = "views"

@@ -13,10 +13,10 @@ from ddflow.daemon.factory import kafka_worker
 from ddflow.daemon.input.progress import EpochPolicy
 from ddflow.daemon.input.source import InputSpec
 from ddflow.daemon.kafka.producer import UpdateProducer
-from ddflow.daemon.kafka.results import ResultClient
 from ddflow.daemon.output.sink import OutputSpec
 from ddflow.operators.nodes.calls import Quarantine
 from support.broker import read_topic
+from support.daemons import view_at
 
 
 def parse(row):
@@ -26,14 +26,6 @@ def parse(row):
 def flow(df, inputs):
     df.context.quarantine = Quarantine("dead_letter")
     return {"parsed": inputs["a"].map(parse)}
-
-
-def view_at(topic, kafka_options, frontier):
-    with ResultClient(topic, kafka_options) as client:
-        for change in client.changes(timeout=30):
-            if change.frontier >= frontier:
-                return dict(client.view)
-    raise AssertionError(f"{topic} never reached {frontier}")
 
 
 def test_a_poisoned_record_is_dead_lettered_and_absent_across_a_restart(kafka_options, make_topic):

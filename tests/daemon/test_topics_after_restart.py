@@ -8,13 +8,11 @@ and the results are exact."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.broker import create_topic
+from support.broker import FETCH_WAIT_MS, create_topic
 from test_workers_daemon import MS, T0, Daemons, config, oracle, stream  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
@@ -24,25 +22,9 @@ from ddflow.daemon.kafka.results import ResultClient
 pytestmark = pytest.mark.kafka
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def broker() -> Iterator[EmbeddedBroker]:
-    """A broker of this test's own (it is restarted)."""
-    started = EmbeddedBroker(port=_free_port(), use_environment=False).start()
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
 def run_rounds(bootstrap: str, source: str, results: str, rounds: list, daemons: Daemons) -> dict:
     """Send ``rounds`` and return the result topic's view once its frontier passes the last one."""
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     final = T0 + 10 * len(rounds) * MS
     with UpdateProducer(source, options) as producer, ResultClient(results, options) as client:
         for r, ups in enumerate(rounds):
@@ -53,8 +35,8 @@ def run_rounds(bootstrap: str, source: str, results: str, rounds: list, daemons:
         return dict(client.view)
 
 
-def test_two_workers_restarted_after_a_broker_restart_start_cleanly(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    bootstrap = broker.bootstrap
+def test_two_workers_restarted_after_a_broker_restart_start_cleanly(own_broker: EmbeddedBroker, tmp_path: Path) -> None:
+    bootstrap = own_broker.bootstrap
     names = {"in": (f"in-{tmp_path.name[-12:]}", 2), "out": (f"out-{tmp_path.name[-12:]}", 1),
              "dead": (f"dead-{tmp_path.name[-12:]}", 1)}
     for name, partitions in names.values():
@@ -67,8 +49,8 @@ def test_two_workers_restarted_after_a_broker_restart_start_cleanly(broker: Embe
     try:
         assert run_rounds(bootstrap, names["in"][0], names["out"][0], rounds, first) == want
         port = int(bootstrap.rsplit(":", 1)[1])
-        broker.stop()  # every topic is gone
-        broker = EmbeddedBroker(port=port, use_environment=False).start()
+        own_broker.stop()  # every topic is gone
+        own_broker = EmbeddedBroker(port=port, use_environment=False).start()
         codes = [p.wait(timeout=120) for p in first.processes]  # the topic watch stops them
     finally:
         for p in first.processes:
@@ -86,7 +68,7 @@ def test_two_workers_restarted_after_a_broker_restart_start_cleanly(broker: Embe
         assert run_rounds(bootstrap, names["in"][0], names["out"][0], rounds, again) == want
     finally:
         codes = again.stop()
-        broker.stop()
+        own_broker.stop()
     assert codes == [0, 0], again.log()
 
 
@@ -98,7 +80,8 @@ def test_an_input_topic_deleted_under_the_daemon_ends_it_and_its_restart_names_t
     recreates the topic (none of the daemon's clients may auto-create it), and the restart a
     supervisor makes exits 1 naming the missing topic instead of reading an empty new one."""
     from confluent_kafka.admin import AdminClient
-    from test_broker_failures import DDFLOW as RUN, Daemon  # type: ignore[import-not-found]
+    from daemon_support import FlowDaemon as Daemon
+    from support.daemons import DDFLOW as RUN
 
     daemon = Daemon(tmp_path, kafka_broker.bootstrap, flow="map_only")
     try:

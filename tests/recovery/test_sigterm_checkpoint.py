@@ -8,24 +8,17 @@ real broker."""
 from __future__ import annotations
 
 import os
-import re
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from support.broker import FETCH_WAIT_MS
+from support.daemons import MS, Daemon, send, view_at
 
-from ddflow.daemon.kafka.producer import UpdateProducer
-from ddflow.daemon.kafka.results import ResultClient
 from ddflow.daemon.state.checkpoint import CheckpointStore
 
 pytestmark = pytest.mark.kafka
-
-DDFLOW = str(Path(sys.executable).parent / "ddflow")
-MS = 1_000_000
 
 FLOW = '''
 import os, threading, time
@@ -64,51 +57,17 @@ def flow(df, inputs):
 '''
 
 
-class Daemon:
-    def __init__(self, config: Path, gate: Path, module_dir: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
-        env.update({"CHECKPOINT_GATE": str(gate), "PYTHONPATH": str(module_dir)})
-        self.process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, env=env)
-        self.lines: list[str] = []
-        threading.Thread(target=lambda: self.lines.extend(self.process.stdout or ()), daemon=True).start()
-
-    @property
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while (match := re.search(pattern, self.log)) is None:
-            assert time.monotonic() < deadline and self.process.poll() is None, f"no {pattern!r}:\n{self.log}"
-            time.sleep(0.05)
-        return match
-
-    def exit_code(self, timeout: float = 120) -> int:
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise AssertionError(f"the daemon did not exit within {timeout} s:\n{self.log}") from None
-
-
-def send(topic: str, options: dict, records: list[tuple[int, int]], t: int) -> None:
-    with UpdateProducer(topic, options) as producer:
-        for record in records:
-            producer.insert(record, t)
-        producer.advance_to(t + MS)
-
-
-def view_at(topic: str, options: dict, frontier: int) -> dict:
-    with ResultClient(topic, options) as client:
-        assert client.wait_for(frontier, timeout=120)
-        return dict(client.view)
+def start(config: Path, gate: Path, module_dir: Path) -> Daemon:
+    """``ddflow run`` of the held flow: its gate folder and its module's folder in the environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
+    env.update({"CHECKPOINT_GATE": str(gate), "PYTHONPATH": str(module_dir)})
+    return Daemon(config, env=env)
 
 
 def test_sigterm_in_the_middle_of_a_checkpoint_finishes_it_and_the_restart_resumes_exactly(
         kafka_broker, make_topic, tmp_path: Path) -> None:
     bootstrap = kafka_broker.bootstrap
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     source, out, dead = make_topic("a"), make_topic("out"), make_topic("dead")
     (tmp_path / "heldflow.py").write_text(FLOW)
     gate, checkpoints = tmp_path / "gate", tmp_path / "checkpoints"
@@ -123,7 +82,7 @@ bootstrap = "{bootstrap}"
 group_id = "{source}"
 
 [kafka.options]
-"fetch.wait.max.ms" = 10
+"fetch.wait.max.ms" = {FETCH_WAIT_MS}
 
 [[inputs]]
 name = "a"
@@ -145,7 +104,7 @@ interval = "100ms"
 address = "127.0.0.1:0"
 """)
     (gate / "hold").touch()
-    daemon = Daemon(config, gate, tmp_path)
+    daemon = start(config, gate, tmp_path)
     try:
         send(source, options, [(1, 1)], 1000 * MS)
         assert view_at(out, options, 1001 * MS) == {(1, 2): 1}
@@ -173,7 +132,7 @@ address = "127.0.0.1:0"
     latest = CheckpointStore(checkpoints).latest()
     assert latest is not None and latest.frontier >= 1003 * MS  # the final checkpoint has everything published
 
-    again = Daemon(config, gate, tmp_path)  # no hold: nothing waits
+    again = start(config, gate, tmp_path)  # no hold: nothing waits
     try:
         restored = again.wait_for(r"restoring checkpoint (\S+) at frontier (\d+)")
         assert restored.group(1) == latest.path.name and int(restored.group(2)) == latest.frontier

@@ -2,7 +2,7 @@
 
 One tansu broker per test session (`ddflow.daemon.kafka.broker.EmbeddedBroker`; `KAFKA_BOOTSTRAP`
 selects an existing broker instead). Tests create fresh topics with `make_topic` so they never
-see each other's messages, read with `assign()` and use `fetch.wait.max.ms=10`.
+see each other's messages, read with `assign()` and use `fetch.wait.max.ms` = ``FETCH_WAIT_MS``.
 
 The root conftest loads this module as a plugin, so every test may ask for the fixtures
 ``kafka_broker``, ``kafka_options`` and ``make_topic``; the helpers are imported by name
@@ -25,6 +25,9 @@ from ddflow.daemon.kafka.broker import EmbeddedBroker
 
 _counter = itertools.count()
 
+# how long the broker may hold the fetch of a test's client (or daemon) with nothing new to return
+FETCH_WAIT_MS = 100
+
 BROKER_FIXTURES = frozenset({"kafka_broker", "kafka_options", "make_topic", "kcat_broker"})
 
 
@@ -45,7 +48,7 @@ def kafka_broker() -> Iterator[EmbeddedBroker]:
 @pytest.fixture
 def kafka_options(kafka_broker: EmbeddedBroker) -> dict[str, Any]:
     """Client options for the session broker, tuned for fast tests."""
-    return {"bootstrap.servers": kafka_broker.bootstrap, "fetch.wait.max.ms": 10}
+    return {"bootstrap.servers": kafka_broker.bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
@@ -81,7 +84,7 @@ def read_topic(bootstrap: str, topic: str, partitions: int, *, timeout: float = 
             "group.id": f"read-{uuid.uuid4().hex[:6]}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "fetch.wait.max.ms": 10,
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
             "auto.offset.reset": "earliest",
         }
     )
