@@ -1,7 +1,8 @@
 """The hypothesis settings profiles, registered and loaded once for the whole session.
 
-``HYPOTHESIS_PROFILE`` picks one (default ``dev``): ``quick`` (5 examples, the quick run),
-``ci`` (30), ``dev`` (40), ``thorough`` (500). A test that needs another count says so with its
+``HYPOTHESIS_PROFILE`` picks one: ``quick`` (5 examples, the quick run), ``ci`` (30, the default
+where the ``CI`` environment variable is set, as CI sets it), ``dev`` (40, the default elsewhere),
+``thorough`` (500). A test that needs another count says so with its
 own ``@settings``; under ``quick`` that count is capped at the profile's 5 too (see
 ``pytest_collection_modifyitems``), so the quick run is quick for the kernel properties that ask
 for hundreds of examples, while every other profile runs each test's own count. Loaded from the
@@ -26,7 +27,7 @@ for _name, _count in EXAMPLES.items():
         print_blob=True,
     )
 
-PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 settings.load_profile(PROFILE)
 
 
