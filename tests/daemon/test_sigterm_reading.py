@@ -10,24 +10,19 @@ the log for what happened. (The subprocess helper is local to this file.)"""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from support.broker import FETCH_WAIT_MS
+from support.daemons import MS, Daemon, module_env
 
 from ddflow.daemon.output.sink import KafkaSink, OutputSpec
 from ddflow.operators.lattice import T_MIN
 
 pytestmark = pytest.mark.kafka
 
-DDFLOW = str(Path(sys.executable).parent / "ddflow")
-MS = 1_000_000
 EPOCHS = 200  # a marker and a batch each: 400 messages to read back
 
 FLOW = '''
@@ -68,45 +63,6 @@ def flow(df, inputs):
 '''
 
 
-class Daemon:
-    def __init__(self, config: Path, gate: Path, module_dir: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
-        env.update({"READ_GATE": str(gate), "PYTHONPATH": str(module_dir)})
-        self.process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, env=env)
-        self.lines: list[str] = []
-        threading.Thread(target=lambda: self.lines.extend(self.process.stdout or ()), daemon=True).start()
-
-    @property
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for_file(self, path: Path, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not path.exists():
-            assert time.monotonic() < deadline and self.process.poll() is None, f"no {path.name}:\n{self.log}"
-            time.sleep(0.05)
-
-    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while (match := re.search(pattern, self.log)) is None:
-            assert time.monotonic() < deadline and self.process.poll() is None, f"no {pattern!r}:\n{self.log}"
-            time.sleep(0.05)
-        return match
-
-    def exit_code(self, timeout: float = 120) -> int:
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise AssertionError(f"the daemon did not exit within {timeout} s:\n{self.log}") from None
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
 def test_sigterm_while_reading_the_result_topic_back_stops_the_read_and_exits_0(
         kafka_broker, kafka_options, make_topic, tmp_path: Path) -> None:
     source, out, dead = make_topic("a"), make_topic("out"), make_topic("dead")
@@ -129,7 +85,7 @@ bootstrap = "{kafka_broker.bootstrap}"
 group_id = "{source}"
 
 [kafka.options]
-"fetch.wait.max.ms" = 10
+"fetch.wait.max.ms" = {FETCH_WAIT_MS}
 
 [[inputs]]
 name = "a"
@@ -150,7 +106,7 @@ stop_timeout = "120s"
 address = "127.0.0.1:0"
 """)
     (gate / "hold").touch()
-    daemon = Daemon(config, gate, tmp_path)
+    daemon = Daemon(config, env=module_env(tmp_path, READ_GATE=str(gate)))
     try:
         daemon.wait_for_file(gate / "reading")  # the read back took its first message and holds
         daemon.process.send_signal(signal.SIGTERM)
@@ -169,7 +125,7 @@ address = "127.0.0.1:0"
     assert 1 <= read < 2 * EPOCHS  # it stopped in the middle, not at the end
     assert "worker open" not in log and "outputs open" not in log, log  # it never opened
 
-    again = Daemon(config, gate, tmp_path)  # no hold: the next start reads the whole topic back
+    again = Daemon(config, env=module_env(tmp_path, READ_GATE=str(gate)))  # no hold: the next start reads the whole topic back
     try:
         final = again.wait_for(r"out->\S+ final from (\d+)")
         assert int(final.group(1)) == EPOCHS * MS, again.log  # nothing of what was published is lost

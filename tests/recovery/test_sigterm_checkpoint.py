@@ -7,14 +7,12 @@ real broker."""
 
 from __future__ import annotations
 
-import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 from support.broker import FETCH_WAIT_MS
-from support.daemons import MS, Daemon, send, view_at
+from support.daemons import MS, Daemon, module_env, send, view_at
 
 from ddflow.daemon.state.checkpoint import CheckpointStore
 
@@ -57,13 +55,6 @@ def flow(df, inputs):
 '''
 
 
-def start(config: Path, gate: Path, module_dir: Path) -> Daemon:
-    """``ddflow run`` of the held flow: its gate folder and its module's folder in the environment."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
-    env.update({"CHECKPOINT_GATE": str(gate), "PYTHONPATH": str(module_dir)})
-    return Daemon(config, env=env)
-
-
 def test_sigterm_in_the_middle_of_a_checkpoint_finishes_it_and_the_restart_resumes_exactly(
         kafka_broker, make_topic, tmp_path: Path) -> None:
     bootstrap = kafka_broker.bootstrap
@@ -104,23 +95,17 @@ interval = "100ms"
 address = "127.0.0.1:0"
 """)
     (gate / "hold").touch()
-    daemon = start(config, gate, tmp_path)
+    daemon = Daemon(config, env=module_env(tmp_path, CHECKPOINT_GATE=str(gate)))
     try:
         send(source, options, [(1, 1)], 1000 * MS)
         assert view_at(out, options, 1001 * MS) == {(1, 2): 1}
         send(source, options, [(2, 2)], 1002 * MS)  # epochs go on while the checkpoint is held
-        deadline = time.monotonic() + 120
-        while not (gate / "writing").exists():
-            assert time.monotonic() < deadline and daemon.process.poll() is None, daemon.log
-            time.sleep(0.05)
+        daemon.wait_for_file(gate / "writing")
         assert view_at(out, options, 1003 * MS) == {(1, 2): 1, (2, 3): 1}
         assert list(checkpoints.glob(".checkpoint-*.tmp-*")) or list(checkpoints.glob(".*tmp*")), \
             sorted(p.name for p in checkpoints.iterdir())  # the held write: staged, not in place
         daemon.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while not (gate / "stopping").exists():  # the SIGTERM reached the worker, the write still held
-            assert time.monotonic() < deadline and daemon.process.poll() is None, daemon.log
-            time.sleep(0.05)
+        daemon.wait_for_file(gate / "stopping")  # the SIGTERM reached the worker, the write still held
         (gate / "hold").unlink()  # the held write goes on
         assert daemon.exit_code() == 0, daemon.log
     finally:
@@ -132,7 +117,7 @@ address = "127.0.0.1:0"
     latest = CheckpointStore(checkpoints).latest()
     assert latest is not None and latest.frontier >= 1003 * MS  # the final checkpoint has everything published
 
-    again = start(config, gate, tmp_path)  # no hold: nothing waits
+    again = Daemon(config, env=module_env(tmp_path, CHECKPOINT_GATE=str(gate)))  # no hold: nothing waits
     try:
         restored = again.wait_for(r"restoring checkpoint (\S+) at frontier (\d+)")
         assert restored.group(1) == latest.path.name and int(restored.group(2)) == latest.frontier

@@ -32,6 +32,14 @@ DDFLOW = str(Path(sys.executable).parent / "ddflow")
 MS = 1_000_000
 
 
+def module_env(module_dir: Path, **variables: str) -> dict[str, str]:
+    """The test's environment for a daemon whose dataflow module the test wrote into ``module_dir``
+    (put on its PYTHONPATH), with ``variables`` added, and none of the ``DDFLOW_`` and ``KAFKA_``
+    variables a caller may have set (the config says everything)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
+    return {**env, "PYTHONPATH": str(module_dir), **variables}
+
+
 def free_port() -> int:
     """A loopback port no socket holds now (another process may take it before it is used)."""
     with socket.socket() as sock:
@@ -79,6 +87,14 @@ class Daemon:
             time.sleep(0.05)
         return match
 
+    def wait_for_file(self, path: Path, timeout: float = 120) -> None:
+        """Return once ``path`` exists (a gate file the daemon's dataflow writes); fail when the
+        process exits or ``timeout`` seconds pass first."""
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            assert time.monotonic() < deadline and self.process.poll() is None, f"no {path.name}:\n{self.log}"
+            time.sleep(0.05)
+
     def until(self, condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
         """Return once ``condition()`` holds; fail saying ``what`` did not happen within ``timeout`` s."""
         deadline = time.monotonic() + timeout
@@ -118,7 +134,7 @@ class Daemon:
             self.process.wait()
 
 
-def send(topic: str, options: dict, records: list[tuple[int, int]], t: int) -> None:
+def send(topic: str, options: dict, records: list[tuple], t: int) -> None:
     """Insert ``records`` at time ``t`` and promise nothing more before ``t + 1 ms``."""
     with UpdateProducer(topic, options) as producer:
         for record in records:
