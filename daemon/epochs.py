@@ -182,6 +182,20 @@ class EpochCloser:
             else:
                 writer.write_failure(error)
 
+    def _stop_loading(self) -> bool:
+        """Stopped while the snapshot loads. A lone worker drops the load and returns True: no epoch
+        closes before the load is done, so nothing was published and no input offset committed since
+        the checkpoint, and the next start restores the same one. Workers of a mesh finish it and
+        return False (the others exchange with this one in its first epoch)."""
+        assert self._loading is not None
+        if getattr(self, "count", 1) > 1:
+            self._finish_loading()
+            return False
+        loader, self._loading = self._loading, None
+        log.info("stopped while loading %s (%.1f s after it began): nothing was published since it; the next start "
+                 "restores it again", loader.snapshot, time.perf_counter() - loader.started)
+        return True
+
     def _before_run(self) -> None:
         """Called before the dataflow runs an epoch (`cluster.ClusterWorker` persists its inputs' replay
         records there: other workers receive updates of the epoch during the run)."""

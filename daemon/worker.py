@@ -24,7 +24,8 @@ inputs at the recorded offsets; reclocked inputs replay their recorded times. Wi
 ``snapshot_from`` (a backfill) and no checkpoint yet, it loads that snapshot. While a snapshot
 loads, the worker consumes live input but holds its frontier at the snapshot's frontier ``F``;
 then it publishes the output at ``F`` and the live epochs follow. `stop()` (e.g. from a SIGTERM
-handler) makes `run` publish what is complete, write a checkpoint, and return.
+handler) makes `run` publish what is complete, write a checkpoint, and return (a lone worker
+stopped while its snapshot loads drops the load: nothing is published, the next start loads it).
 
 While open, a `TopicWatch` compares the input, output and dead-letter topics with what they were at
 open; a topic that vanished, was recreated or changed its partition count stops the worker with
@@ -193,12 +194,9 @@ class Worker(EpochCloser):
         self._open = True
         self._doing("opened")
         self._epoch_opened = time.monotonic()
-        log.info(
-            "worker open: inputs %s, outputs %s, epochs %s, incarnation %s",
-            [(i.name, i.topic, i.policy) for i in self.input_specs],
-            [(o.name, o.topic) for o in self.output_specs],
-            self.epoch_policy, self.sink.incarnation,
-        )
+        log.info("worker open: inputs %s, outputs %s, epochs %s, incarnation %s",
+                 [(i.name, i.topic, i.policy) for i in self.input_specs],
+                 [(o.name, o.topic) for o in self.output_specs], self.epoch_policy, self.sink.incarnation)
         return self
 
     def _choose_snapshot(self) -> Any:
@@ -372,7 +370,8 @@ class Worker(EpochCloser):
                 raise TopicChanged(self.watch.problem)  # before a stop publishes on a changed topic
             if self._stop.is_set() or (stop_event is not None and stop_event.is_set()):
                 if self._loading is not None:
-                    self._finish_loading()
+                    if self._stop_loading():  # a lone worker drops the load: nothing to publish
+                        break
                     epochs += 1
                 self._doing("stopping: publishing what is complete")
                 if self._close_on_stop() is not None:
