@@ -235,6 +235,7 @@ def locate_failure(exc: UserFunctionError, node: Node | None) -> None:
     exc.name = node.given_name
     exc.reading = tuple(dict.fromkeys(  # a self-join reads one arrangement twice
         r.label for r in node.reads if r.given_name is not None or getattr(getattr(r, "source", None), "given_name", None)))
+    exc.args = (str(exc),)  # what repr() and another worker's TransportAborted show
 
 
 def describe_ids(node: Node, ids: tuple[int, ...]) -> str:

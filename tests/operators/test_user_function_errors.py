@@ -184,3 +184,17 @@ def test_a_dead_lettered_failure_names_its_operator():
     assert [e.name for e in failed] == ["doubled"] and "in 'doubled' raised ValueError" in str(failed[0])
     _, failed = _quarantined(lambda c: c.flat_map(lambda v: [int(v)]).name("ints"), [(1, "x", 1)])
     assert [e.name for e in failed] == ["ints"]
+
+
+def test_repr_of_a_named_failure_shows_the_name():
+    def bad(v):
+        raise ValueError("no")
+
+    df = Dataflow()
+    inp = df.new_input("x")
+    inp.collection.map(bad).name("parsed").capture()
+    inp.insert(1, 0)
+    inp.advance_to(1)
+    with pytest.raises(UserFunctionError) as info:
+        df.run()
+    assert "in 'parsed'" in repr(info.value)
