@@ -61,8 +61,10 @@ def kafka_worker(
     skip); ``worker``: ``(i, W)``, worker i of W reads the input partitions ``p % W == i``, publishes
     as writer i of W with transactional id ``ddflow-{group_id}-{i}``, and exchanges and agrees with
     the others over the mesh, ``mesh = (addresses, peer_timeout)``: one address per worker
-    (`cluster.MeshWorker`; ``wait_timeout``: seconds it waits for them at start); ``commit_interval``: seconds of epochs committed in one transaction while input keeps coming (0: one per
-    epoch; an idle worker commits at once, `commits.CommitWindow`); ``watch_interval`` None turns the topic watch off."""
+    (`cluster.mesh_member.MeshWorker`; ``wait_timeout``: seconds it waits for them at start);
+    ``commit_interval``: seconds of epochs committed in one transaction while input keeps coming
+    (0: one per epoch; an idle worker commits at once, `commits.CommitWindow`); ``watch_interval``
+    None turns the topic watch off."""
     stats = stats or Stats()
     sink = KafkaSink(
         outputs, kafka_options,

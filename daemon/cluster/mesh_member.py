@@ -2,8 +2,8 @@
 
 `MeshWorker` is a `member.ClusterWorker` whose exchanges and agreements travel over the mesh
 (`mesh.MeshTransport`, ``[workers] addresses``, by default sockets of this host:
-`identity.mesh_addresses`). The mesh keeps no history: when a worker fails the others find it lost and stop, and every worker restarts (as its
-supervisor restarts it) from the same point.
+`identity.mesh_addresses`). The mesh keeps no history: when a worker fails the others find it lost
+and stop, and every worker restarts (as its supervisor restarts it) from the same point.
 
 **Checkpoints** (``checkpoint.location``): each worker keeps its own under
 ``<location>/worker-<i>``: its input partitions' collections and offsets and its result positions,
