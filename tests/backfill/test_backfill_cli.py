@@ -8,15 +8,13 @@ when stopped with SIGTERM, and a restart restores that checkpoint instead of the
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from backfill_support import INPUTS, OUTPUTS, history, oracle, tail
+from support.daemons import DDFLOW, Daemon
 from test_backfill import produce, write_archive
 
 from ddflow.daemon.state.checkpoint import CheckpointStore
@@ -24,7 +22,6 @@ from ddflow.daemon.kafka.results import ResultClient
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
-DDFLOW = str(Path(sys.executable).parent / "ddflow")
 F = 1_000_000
 STEP = 100_000
 
@@ -33,27 +30,6 @@ def environment():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_BOOTSTRAP"))}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     return env
-
-
-class Daemon:
-    def __init__(self, *args: str) -> None:
-        self.lines: list[str] = []
-        self.process = subprocess.Popen([DDFLOW, "run", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        text=True, env=environment())
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    @property
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(120)
 
 
 def config(path: Path, bootstrap: str, topics: dict[str, str], checkpoints: Path, *, kafka: str = "",
@@ -121,7 +97,7 @@ def test_backfill_command_then_run_from_the_snapshot(kafka_options, make_topic, 
     assert f"snapshot {snapshot}: frontier {F}, a: {len(past['a'])} updates" in done.stdout
     assert f"--snapshot-from {snapshot}" in done.stdout
 
-    daemon = Daemon("--config", str(cfg), "--snapshot-from", str(snapshot))
+    daemon = Daemon(cfg, "--snapshot-from", str(snapshot), env=environment())
     try:
         end = max(produce(kafka_options, topics[n], live[n], STEP) for n in INPUTS)
         captures = oracle({n: past[n] + live[n] for n in INPUTS})
@@ -142,7 +118,7 @@ def test_backfill_command_then_run_from_the_snapshot(kafka_options, make_topic, 
     store = CheckpointStore(tmp_path / "ckpt")
     assert [CheckpointStore(tmp_path / "ckpt").latest().frontier] == [end] and len(store.checkpoints()) == 1
 
-    again = Daemon("--config", str(cfg), "--snapshot-from", str(snapshot))
+    again = Daemon(cfg, "--snapshot-from", str(snapshot), env=environment())
     try:
         deadline = time.monotonic() + 120
         while "restoring checkpoint" not in again.log:

@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from support.daemons import DDFLOW
 
 from ddflow.config import example_paths
-
-DDFLOW = str(Path(sys.executable).parent / "ddflow")
 
 
 def ddflow(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,8 @@ import time
 import urllib.request
 
 import pytest
-from test_cli_basics import DDFLOW, ddflow  # type: ignore[import-not-found]
+from support.daemons import DDFLOW
+from test_cli_basics import ddflow  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 

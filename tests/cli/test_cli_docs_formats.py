@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from support.docs import example
 from support.broker import create_topic, read_topic  # type: ignore[import-not-found]
-from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
+from support.daemons import DDFLOW
 
 from ddflow.config import load_config
 from ddflow.daemon.deadletter import DeadLetterWriter

@@ -24,9 +24,8 @@ from typing import Any
 import pytest
 from support.docs import example
 from support.broker import FETCH_WAIT_MS, create_topic
-from support.daemons import Daemon
+from support.daemons import DDFLOW, Daemon
 from support.kcat import ensure_kcat, kcat, kcat_read
-from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
 from test_cli_run import scrape, value  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.results import ResultClient

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from support.broker import FETCH_WAIT_MS
-from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
+from support.daemons import DDFLOW
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 from ddflow.daemon.kafka.producer import UpdateProducer

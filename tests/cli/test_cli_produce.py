@@ -9,7 +9,8 @@ from pathlib import Path
 import msgpack
 import pytest
 from support.broker import read_topic
-from test_cli_basics import DDFLOW, ddflow  # type: ignore[import-not-found]
+from support.daemons import DDFLOW
+from test_cli_basics import ddflow  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 from ddflow.daemon.formats.schema import InputFormat

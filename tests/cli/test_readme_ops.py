@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ddflow.config import parse_config, resolve_dataflow
 from ddflow.daemon.observe.metrics import METRIC_NAMES
+from support.daemons import free_port
 from support.docs import README, example, section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,14 +36,6 @@ def test_metrics_table_lists_exactly_the_exported_names() -> None:
     assert names == list(METRIC_NAMES)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_quick_start_commands_run_as_written(tmp_path: Path) -> None:
     """The "Running your own dataflow" block, on a free port instead of 9092, with a bounded tail."""
     import os
@@ -50,7 +43,7 @@ def test_quick_start_commands_run_as_written(tmp_path: Path) -> None:
     import sys
 
     block = example("quick-start", "bash")
-    port = _free_port()
+    port = free_port()
     bin_dir = str(Path(sys.executable).parent)
     script = block.replace("127.0.0.1:9092", f"127.0.0.1:{port}").replace(".venv/bin", bin_dir)
     script = script.replace("ddflow tail --topic reachable", "ddflow tail --topic reachable --duration 8")

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.broker import FETCH_WAIT_MS
-from support.daemons import MS
-from test_cli_basics import DDFLOW  # type: ignore[import-not-found]
+from support.daemons import DDFLOW, MS
 from test_cli_run import T0, http, write_config  # type: ignore[import-not-found]
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from support.daemons import DDFLOW
 
 from ddflow.config import ConfigError, load_config
 from ddflow.daemon.cluster.identity import INDEX_ENV, with_identity, worker_identity
 
-DDFLOW = str(Path(sys.executable).parent / "ddflow")
 
 BASE = """
 [dataflow]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from deploy_support import EDGE_TIMES, KUBERNETES, PROGRESS, LiveDaemon, exposed_samples, kustomize
 from support.broker import create_topic
+from support.daemons import free_port
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 
@@ -74,12 +74,6 @@ def promtool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 # -- a live daemon, run as the Kubernetes pod runs it ----------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def live_daemon(kafka_broker: EmbeddedBroker, base_docs: list[dict],
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDaemon]:
@@ -107,7 +101,7 @@ def live_daemon(kafka_broker: EmbeddedBroker, base_docs: list[dict],
 
     entrypoint = str(Path(sys.executable).parent / "ddflow")  # the image's ENTRYPOINT ["ddflow"]
     argv = [entrypoint] + [str(config) if a == "/etc/ddflow/ddflow.toml" else a for a in container["args"]]
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DDFLOW_", "KAFKA_"))}
     env |= {"KAFKA_BOOTSTRAP": kafka_broker.bootstrap, "DDFLOW_METRICS_ADDRESS": f"127.0.0.1:{port}"}
     log = workdir / "ddflow.log"

@@ -6,7 +6,6 @@ the two metrics ports, and a bounded tail)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,15 +13,10 @@ from pathlib import Path
 import pytest
 
 from ddflow.config import load_config
+from support.daemons import free_port
 from support.docs import ROOT, example
 
 pytestmark = pytest.mark.kafka
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_the_example_config_is_for_two_workers() -> None:
