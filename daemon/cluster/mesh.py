@@ -28,13 +28,16 @@ a socket monitor's disconnect events would not depend on it). There is no replay
 worker fails is over, and recovery restarts every worker from a checkpoint they all completed.
 
 ``stop()``: when it returns True, a wait made while ``interruptible`` is set (the start-up wait
-included) raises `Interrupted` (a daemon worker told to stop). ``waited[j]``: seconds this worker spent blocked while worker ``j`` had not yet delivered its part;
+included) raises `Interrupted` (a daemon worker told to stop). A wait longer than ``slow``
+seconds for peers that are alive is logged (a WARNING naming the step or agreement and the peers).
+``waited[j]``: seconds this worker spent blocked while worker ``j`` had not yet delivered its part;
 ``waiting_on``: the workers it is blocked on now; ``sent_bytes``/``received_bytes``: frame bytes
 of updates (records, times, diffs, new values) sent/received; ``steps``: exchange steps received.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -51,6 +54,8 @@ from ..exceptions import DaemonError
 from . import mesh_wire as wire
 
 __all__ = ["Interrupted", "MeshError", "MeshTimeout", "MeshTransport", "PeerLost", "listen_address"]
+
+log = logging.getLogger("ddflow.daemon.cluster.mesh")
 
 
 class MeshError(DaemonError):
@@ -85,13 +90,14 @@ class MeshTransport:
     """Worker ``index``'s end of a mesh of ``len(addresses)`` workers (see the module)."""
 
     def __init__(self, addresses: Sequence[str], index: int, *, run: str, start_timeout: float = 60.0,
-                 heartbeat: float = 0.5, peer_timeout: float = 10.0, stop: Callable[[], bool] | None = None,
+                 heartbeat: float = 0.5, peer_timeout: float = 10.0, slow: float = 30.0, stop: Callable[[], bool] | None = None,
                  context: zmq.Context | None = None) -> None:
         addresses = list(addresses)
         if not addresses or type(index) is not int or not 0 <= index < len(addresses):
             raise MeshError(f"mesh: worker {index!r} is not an index into {len(addresses)} addresses")
         self.addresses, self.index, self.workers, self.run = addresses, index, len(addresses), run
         self.start_timeout, self.heartbeat, self.peer_timeout = start_timeout, heartbeat, peer_timeout
+        self.slow = slow
         self._token = wire.run_token(run)
         self._context = context or zmq.Context.instance()
         self._incarnation = int.from_bytes(os.urandom(7), "little")
@@ -223,7 +229,7 @@ class MeshTransport:
         self.start()
         box = self._boxes.setdefault((channel, seq), ([], {}))
         self._wait(lambda: len(box[1]) == len(self._peers),
-                   lambda: [p for p in self._peers if p not in box[1]])
+                   lambda: [p for p in self._peers if p not in box[1]], f"exchange {channel} step {seq}")
         del self._boxes[(channel, seq)]
         self.steps += 1
         batches, markers = box
@@ -255,7 +261,8 @@ class MeshTransport:
             self._dealers[p].send_multipart([self._head(wire.VOTE, p, seq=seq), packed])
         votes = self._votes.setdefault(seq, {})
         votes[self.index] = msgpack.unpackb(packed, raw=False, use_list=True, strict_map_key=False)
-        self._wait(lambda: len(votes) == self.workers, lambda: [p for p in self._peers if p not in votes])
+        self._wait(lambda: len(votes) == self.workers, lambda: [p for p in self._peers if p not in votes],
+                   f"agreement {seq}")
         del self._votes[seq]
         return [votes[i] for i in range(self.workers)]
 
@@ -281,10 +288,14 @@ class MeshTransport:
 
     # -- waiting -----------------------------------------------------------------------------------
 
-    def _wait(self, done, missing) -> None:
+    def _wait(self, done, missing, what: str) -> None:
+        """Until ``done()``; ``missing()``: the peers whose part has not come; ``what``: the exchange
+        step or agreement, named in the WARNING logged once the wait passed ``slow`` seconds (peers
+        that still beat but never send their part: a worker elsewhere in the common sequence)."""
         self._poll(0)  # what came while this worker was busy (heartbeats: peers are judged on them)
         now = time.monotonic()
         self.waiting_since = now
+        warned = False
         try:
             while not done():
                 if self._error is not None:
@@ -294,6 +305,12 @@ class MeshTransport:
                     raise Interrupted(f"mesh: worker {self.index} stopped while waiting for workers {list(blocked)}")
                 self.waiting_on = blocked
                 self._check_peers(now)
+                if not warned and now - self.waiting_since > self.slow:
+                    warned = True
+                    log.warning("mesh: worker %d has waited %.1f s in %s for %s (they are alive: heard %s); the "
+                                "workers are not at the same point of the common sequence", self.index,
+                                now - self.waiting_since, what, ", ".join(self.name(p) for p in blocked),
+                                ", ".join(f"worker {p} {now - self._heard.get(p, now):.1f} s ago" for p in blocked))
                 self._poll(min(self.heartbeat, 0.05))
                 then, now = now, time.monotonic()
                 for p in blocked:

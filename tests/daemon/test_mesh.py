@@ -5,6 +5,7 @@ are refused naming their sender, and a worker that never comes or goes silent is
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ import pytest
 import zmq
 
 from ddflow.daemon.cluster import mesh_wire as wire
-from ddflow.daemon.cluster.mesh import MeshTimeout, MeshTransport, PeerLost, listen_address, MeshError
+from ddflow.daemon.cluster.mesh import Interrupted, MeshTimeout, MeshTransport, PeerLost, listen_address, MeshError
 from ddflow.operators import Dataflow
 from ddflow.operators.transport import ExchangeBatch, ExchangeMarker
 
@@ -214,6 +215,40 @@ def test_a_busy_peer_that_beats_is_waited_for(tmp_path):
 
         assert both(work) == [[0, 1], [0, 1]]
     finally:
+        for e in ends:
+            e.close()
+
+
+def test_a_long_wait_for_a_live_peer_elsewhere_in_the_sequence_is_logged_naming_the_agreement(tmp_path):
+    ends = pair(tmp_path, heartbeat=0.05, peer_timeout=5.0, slow=0.3)
+    warnings: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(record.getMessage())
+
+    logger = logging.getLogger("ddflow.daemon.cluster.mesh")
+    catch = Catch(logging.WARNING)
+    logger.addHandler(catch)
+    done = threading.Event()
+    ends[0].stop = lambda: any("worker 0" in w for w in warnings)  # it ends once it has said why it is long
+    ends[1].stop = done.is_set
+    ends[0].interruptible = ends[1].interruptible = True
+    try:
+        both(lambda i: ends[i].start())
+        elsewhere = threading.Thread(target=lambda: pytest.raises(Interrupted, ends[1].gather, 1, 3, "elsewhere"))
+        elsewhere.start()  # worker 1 votes in agreement 3 while worker 0 waits in agreement 4
+        try:
+            with pytest.raises(Interrupted):
+                ends[0].gather(0, 4, "here")
+        finally:
+            done.set()
+            elsewhere.join(10)
+        [message] = [w for w in warnings if "worker 0 has waited" in w]
+        assert "in agreement 4 for worker 1 (ipc://" in message, message
+        assert ends[0].lost == []  # alive: it beats
+    finally:
+        logger.removeHandler(catch)
         for e in ends:
             e.close()
 
