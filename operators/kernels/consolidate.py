@@ -318,7 +318,8 @@ def consolidate_wide(data, times, diffs, out):
             if j >= 0:
                 _sort_rows(cols, low, widths, j, j + 1, keys, buf, vals, vbuf)
                 distinct = _dense_ranks(keys, vals, ranks)
-                cols[j, :] = ranks
+                for i in range(n):  # a loop: see kernels.sorting._back
+                    cols[j, i] = ranks[i]
                 low[j] = 0
                 widths[j] = bit_length(uint64(distinct - 1))
                 continue
@@ -330,7 +331,8 @@ def consolidate_wide(data, times, diffs, out):
                 a -= 1
             _sort_rows(cols, low, widths, a, b + 1, keys, buf, vals, vbuf)
             distinct = _dense_ranks(keys, vals, ranks)
-            cols[a, :] = ranks
+            for i in range(n):  # a loop: see kernels.sorting._back
+                cols[a, i] = ranks[i]
             low[a] = 0
             widths[a] = bit_length(uint64(distinct - 1))
             for c in range(a + 1, b + 1):

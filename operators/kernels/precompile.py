@@ -16,6 +16,7 @@ compiling while the main thread imports modules can deadlock.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -165,11 +166,40 @@ def ensure_compiled(todo: Jobs | None = None, *, processes: int | None = None,
     cache, in ``processes`` processes (default: the CPUs this process may use, at most one per
     kernel), calling ``progress`` after each with its short name (``merge.cascade``); returns how many
     were compiled (0 on a warm cache, at the cost of reading the index files). The kernels are then
-    loaded from the cache by whoever calls them."""
+    loaded from the cache by whoever calls them. A process that finds another one compiling into the
+    same cache waits for it and compiles only what it left (usually nothing)."""
     todo = jobs() if todo is None else todo
-    names = missing(todo)
-    if not names:
+    if not missing(todo):
         return 0
+    with _one_compiler():  # processes started together on a cold cache (workers, CI): one compiles
+        names = missing(todo)  # what a process that held the lock before left to do
+        if not names:
+            return 0
+        return _compile(todo, names, processes, progress)
+
+
+@contextlib.contextmanager
+def _one_compiler():
+    """An exclusive lock per numba cache location, held while a process fills the cache: a second
+    process (daemon workers, test runs started together on a cold cache) waits for it, then finds the
+    kernels compiled instead of compiling them again."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    from numba.core import config
+
+    where = os.path.abspath(config.CACHE_DIR or os.path.dirname(__file__))
+    name = f"ddflow-compile-{hashlib.sha1(where.encode()).hexdigest()[:16]}.lock"
+    with open(os.path.join(tempfile.gettempdir(), name), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _compile(todo: Jobs, names: list[str], processes: int | None, progress: Progress | None) -> int:
     if processes is None:
         processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     processes = max(1, min(processes, len(names)))

@@ -48,7 +48,8 @@ def mark(roots: np.ndarray, marks: np.ndarray, kinds: np.ndarray, composite: np.
                     added += 1
                     if top == stack.shape[0]:
                         grown = np.empty(2 * top, dtype=np.int64)
-                        grown[:top] = stack[:top]
+                        for x in range(top):  # a loop: see kernels.sorting._back
+                            grown[x] = stack[x]
                         stack = grown
                     stack[top] = c
                     top += 1

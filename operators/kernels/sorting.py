@@ -169,6 +169,61 @@ def ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq, np.searchsorted(uniq, values)
 
 
+# -- the compiled merge sort of rows --------------------------------------------------------------
+
+
+@helper
+def _row_less(keys, i, j):
+    """Row ``i`` of ``keys`` lexicographically before row ``j``."""
+    for c in range(keys.shape[1]):
+        if keys[i, c] != keys[j, c]:
+            return keys[i, c] < keys[j, c]
+    return False
+
+
+@helper
+def merge_order(keys):
+    """The permutation that orders the rows of ``keys`` (an ``(n, c)`` int64 array, C-contiguous)
+    lexicographically, equal rows in index order (stable): a bottom-up merge sort of row numbers.
+
+    The kernels that sort rows by a comparison (a reduction's points by their order value, its output
+    terms by ``(out, time)``, a history's rows by ``(val, time)``) gather their sort keys into such an
+    array and share this one body; short runs they sort in place themselves. Reference:
+    :func:`merge_order_reference`."""
+    n = keys.shape[0]
+    a = np.arange(n)
+    b = np.empty(n, np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j, o = lo, mid, lo
+            while i < mid and j < hi:
+                if _row_less(keys, a[j], a[i]):
+                    b[o] = a[j]
+                    j += 1
+                else:
+                    b[o] = a[i]
+                    i += 1
+                o += 1
+            while i < mid:
+                b[o] = a[i]
+                i += 1
+                o += 1
+            while j < hi:
+                b[o] = a[j]
+                j += 1
+                o += 1
+        a, b = b, a
+        width *= 2
+    return a
+
+
+def merge_order_reference(keys: np.ndarray) -> np.ndarray:
+    """:func:`merge_order` with numpy: a stable lexicographic argsort of the rows."""
+    return np.lexsort(keys.T[::-1]).astype(np.int64) if keys.shape[1] else np.arange(len(keys), dtype=np.int64)
+
+
 # -- the compiled radix sort ------------------------------------------------------------------------
 
 SMALL = 16  # buckets up to this size are insertion-sorted
@@ -192,6 +247,17 @@ def _insertion(keys, vals, lo, hi):
         keys[j + 1] = k
         if vals is not None:
             vals[j + 1] = v
+
+
+@helper
+def _back(keys, vals, buf, vbuf, lo, hi):
+    """Copy rows ``lo .. hi`` of the buffers back into ``keys`` (and ``vals``). A loop: a slice
+    assignment from an array would compile numba's shape-mismatch message (string formatting) into
+    every kernel that sorts."""
+    for i in range(lo, hi):
+        keys[i] = buf[i]
+        if vals is not None:
+            vals[i] = vbuf[i]
 
 
 @helper
@@ -220,9 +286,7 @@ def msd_sort(keys, vals, buf, vbuf, lo_bit, hi_bit):
         if size <= SMALL:
             _insertion(src, sv, lo, hi)
             if in_buf:
-                keys[lo:hi] = buf[lo:hi]
-                if vals is not None:
-                    vals[lo:hi] = vbuf[lo:hi]
+                _back(keys, vals, buf, vbuf, lo, hi)
             continue
         # the first digit (of at most DIGIT bits, from ``top`` down) on which the keys differ
         w = DIGIT
@@ -240,16 +304,15 @@ def msd_sort(keys, vals, buf, vbuf, lo_bit, hi_bit):
                 break
         if top <= lo_bit:  # all keys equal
             if in_buf:
-                keys[lo:hi] = buf[lo:hi]
-                if vals is not None:
-                    vals[lo:hi] = vbuf[lo:hi]
+                _back(keys, vals, buf, vbuf, lo, hi)
             continue
         counts[0] = lo
         for x in range(1 << w):
             counts[x + 1] += counts[x]
         finish = size <= FINISH
         if not finish:
-            starts[: (1 << w) + 1] = counts[: (1 << w) + 1]
+            for x in range((1 << w) + 1):
+                starts[x] = counts[x]
         for i in range(lo, hi):
             k = src[i]
             x = np.int64((k >> sh) & m)
@@ -262,9 +325,7 @@ def msd_sort(keys, vals, buf, vbuf, lo_bit, hi_bit):
             if top - w > lo_bit:
                 _insertion(dst, dv, lo, hi)
             if not in_buf:
-                keys[lo:hi] = buf[lo:hi]
-                if vals is not None:
-                    vals[lo:hi] = vbuf[lo:hi]
+                _back(keys, vals, buf, vbuf, lo, hi)
             continue
         for x in range((1 << w) - 1, -1, -1):
             s, e = starts[x], starts[x + 1]

@@ -68,6 +68,17 @@ def test_a_cold_cache_is_filled_by_processes_and_then_loaded(tmp_path: Path):
     assert again.stdout.splitlines() == ["missing []", "compiled 0", "then missing []"] and again.stderr == ""
 
 
+@pytest.mark.slow  # compiles a kernel cold in fresh processes (the full suite runs it)
+def test_processes_started_together_on_a_cold_cache_compile_once(tmp_path: Path):
+    code = ("from ddflow.operators.kernels import precompile as p; "
+            "todo = {k: v for k, v in p.jobs().items() if k.endswith('.address.address')}; "
+            "print(p.ensure_compiled(todo, processes=1))")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    counts = sorted(int(r.communicate(timeout=600)[0]) for r in runs)
+    assert counts == [0, 1]  # one compiled it, the other waited and loaded it
+
+
 def test_the_codec_kernels_are_listed_as_the_daemon_calls_them():
     code = ("from ddflow.daemon.formats.kernels import KERNELS, warm; from ddflow.operators.kernels import precompile; "
             "warm.edge_cases(); "

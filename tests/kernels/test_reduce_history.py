@@ -8,6 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support import profiles
+
 from ddflow.operators.kernels.reduce.history import (history_gather, history_gather_reference, history_store,
                                                      history_store_reference)
 
@@ -24,9 +26,25 @@ def _columns(rows):
     return c(0), c(1), np.array([r[2:4] for r in rows], np.int64).reshape(len(rows), DEPTH), c(4)
 
 
+# one key's run longer than the kernel's insertion sort handles (32 rows): sorted by the merge sort
+long_store = st.tuples(st.lists(st.tuples(st.just(0), st.integers(-2, 2), st.integers(0, 3), st.integers(0, 3), diffs),
+                                min_size=33, max_size=120), st.sets(st.integers(0, 7), max_size=2),
+                       st.tuples(st.integers(0, 3), st.integers(0, 3)))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(store, min_size=1, max_size=8), st.integers(0, 20), st.lists(row, max_size=6))
 def test_stores_read_back_as_the_reference(stores, capacity, new):
+    check(stores, capacity, new)
+
+
+@settings(max_examples=profiles.at_most(40), deadline=None)
+@given(st.lists(st.one_of(long_store, store), min_size=1, max_size=3), st.integers(0, 20), st.lists(row, max_size=6))
+def test_long_runs_read_back_as_the_reference(stores, capacity, new):
+    check(stores, capacity, new)
+
+
+def check(stores, capacity, new):
     start, length = np.zeros(8, np.int64), np.zeros(8, np.int64)
     av, at, ad = np.empty(capacity, np.int64), np.empty((capacity, DEPTH), np.int64), np.empty(capacity, np.int64)
     used = 0

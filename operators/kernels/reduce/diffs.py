@@ -17,17 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import helper, kernel
+from ..sorting import merge_order
 from .points import _MIN, _by_key, _inside, _key_indices, _wrapping_add
 
 OK, NO_NEGATION, SUM_OVERFLOW = 0, 1, 2
 
 
 # -- compiled -----------------------------------------------------------------------------------
-@helper
-def _pairs_before(a, b, i, j):
-    return a[i] < a[j] or (a[i] == a[j] and b[i] < b[j])
-
-
 @helper
 def _sort_terms(to, tt, td, s):
     """Sort the first ``s`` terms ``(to, tt, td)`` by ``(out, time)`` in place: an insertion sort when
@@ -42,31 +38,10 @@ def _sort_terms(to, tt, td, s):
                 j -= 1
             to[j + 1], tt[j + 1], td[j + 1] = o, t, d
         return
-    idx = np.arange(s)
-    other = np.empty(s, np.int64)
-    width = 1
-    while width < s:
-        for lo in range(0, s, 2 * width):
-            mid, hi = min(lo + width, s), min(lo + 2 * width, s)
-            i, j, o = lo, mid, lo
-            while i < mid and j < hi:
-                if _pairs_before(to, tt, idx[j], idx[i]):
-                    other[o] = idx[j]
-                    j += 1
-                else:
-                    other[o] = idx[i]
-                    i += 1
-                o += 1
-            while i < mid:
-                other[o] = idx[i]
-                i += 1
-                o += 1
-            while j < hi:
-                other[o] = idx[j]
-                j += 1
-                o += 1
-        idx, other = other, idx
-        width *= 2
+    terms = np.empty((s, 2), np.int64)
+    for i in range(s):
+        terms[i, 0], terms[i, 1] = to[i], tt[i]
+    idx = merge_order(terms)
     a, b, c = to[:s].copy(), tt[:s].copy(), td[:s].copy()
     for i in range(s):
         to[i], tt[i], td[i] = a[idx[i]], b[idx[i]], c[idx[i]]

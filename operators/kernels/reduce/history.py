@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import helper, kernel
+from ..sorting import merge_order
 from .points import _by_key, _key_indices, _wrapping_add
 
 
@@ -47,32 +48,16 @@ def _sort_rows(idx, v, t):
                 j -= 1
             idx[j + 1] = x
         return idx
-    a = idx.copy()
-    b = np.empty(n, np.int64)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
-            i, j, o = lo, mid, lo
-            while i < mid and j < hi:
-                if _row_before(v, t, a[j], a[i]):
-                    b[o] = a[j]
-                    j += 1
-                else:
-                    b[o] = a[i]
-                    i += 1
-                o += 1
-            while i < mid:
-                b[o] = a[i]
-                i += 1
-                o += 1
-            while j < hi:
-                b[o] = a[j]
-                j += 1
-                o += 1
-        a, b = b, a
-        width *= 2
-    return a
+    rows = np.empty((n, 1 + t.shape[1]), np.int64)
+    for i in range(n):
+        rows[i, 0] = v[idx[i]]
+        for c in range(t.shape[1]):
+            rows[i, 1 + c] = t[idx[i], c]
+    order = merge_order(rows)
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = idx[order[i]]
+    return out
 
 
 @kernel

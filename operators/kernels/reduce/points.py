@@ -47,6 +47,7 @@ import numpy as np
 
 from .. import helper, kernel
 from ..join import checked_mul
+from ..sorting import merge_order
 
 GROUPS, TOTAL, LEAST, TOP, SUM, POSITIVE = 0, 1, 2, 3, 4, 5
 OK, DIFF_OVERFLOW, VALUE_OVERFLOW = 0, 1, 2
@@ -72,39 +73,6 @@ def _wrapping_add(a, b):
     if b < 0 and a < _MIN - b:
         return (a - _MIN) + (b - _MIN), -1
     return a + b, 0
-
-
-@helper
-def _argsort(values):
-    """Indices sorting ``values``, ties in index order (a bottom-up merge sort: stable, and small to
-    compile)."""
-    n = values.shape[0]
-    a = np.arange(n)
-    b = np.empty(n, np.int64)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
-            i, j, o = lo, mid, lo
-            while i < mid and j < hi:
-                if values[a[j]] < values[a[i]]:
-                    b[o] = a[j]
-                    j += 1
-                else:
-                    b[o] = a[i]
-                    i += 1
-                o += 1
-            while i < mid:
-                b[o] = a[i]
-                i += 1
-                o += 1
-            while j < hi:
-                b[o] = a[j]
-                j += 1
-                o += 1
-        a, b = b, a
-        width *= 2
-    return a
 
 
 @helper
@@ -197,7 +165,7 @@ def _sort_run(out, lo, hi, values):
             out[j + 1] = x
     else:
         run = out[lo:hi].copy()
-        order = _argsort(_gather(values, run))
+        order = merge_order(_gather(values, run).reshape(hi - lo, 1))
         for i in range(hi - lo):
             out[lo + i] = run[order[i]]
 
