@@ -257,6 +257,13 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def _compile(args: argparse.Namespace) -> int:
+    compiled = compile_kernels()
+    where = os.environ.get("NUMBA_CACHE_DIR") or "beside the sources (__pycache__)"
+    print(f"{compiled} kernels compiled; cache: {where}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": _run,
     "check-config": _check_config,
@@ -265,4 +272,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tail": _tail,
     "demo": _demo,
     "backfill": _backfill,
+    "compile": _compile,
 }

@@ -199,6 +199,13 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                       help="after the last change, wait this long for its output to be final")
     demo.add_argument("--seed", type=int, default=42, help="random seed of the edge generator")
     demo.add_argument("--quiet", action="store_true", help="no live view: print a summary at the end")
+
+    commands.add_parser("compile", help="compile the kernels missing from numba's cache, in parallel processes",
+                        formatter_class=_Formatter,
+                        description="Compile the engine's and the wire formats' kernels that numba's cache "
+                                    "(NUMBA_CACHE_DIR, else beside the sources) lacks, one process per CPU, "
+                                    "saying how far it is on stderr; nothing to do on a warm cache. For image "
+                                    "builds, CI and a service's start-up step: a later start loads the kernels.")
     return parser
 
 

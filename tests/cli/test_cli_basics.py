@@ -27,9 +27,16 @@ def test_entry_point_is_installed() -> None:
 def test_help_lists_every_command() -> None:
     result = ddflow("--help")
     assert result.returncode == 0
-    for command in ("run", "check-config", "broker", "produce", "tail", "demo"):
+    for command in ("run", "check-config", "broker", "produce", "tail", "demo", "compile"):
         assert command in result.stdout
     assert "[env: DDFLOW_LOG_LEVEL]" in result.stdout
+
+
+def test_compile_on_a_warm_cache_compiles_nothing() -> None:
+    ddflow("compile", timeout=900)  # whatever this checkout's cache lacks (nothing, usually)
+    result = ddflow("compile")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("0 kernels compiled; cache: ") and result.stderr == ""
 
 
 @pytest.mark.parametrize(("command", "variables"), [
