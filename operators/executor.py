@@ -14,6 +14,16 @@ Two executors compute the same thing, and :class:`~ddflow.operators.tuning.Engin
   may stay behind until the next insert, which covers the times between; compaction is never
   required, only allowed).
 
+A ``concat`` is never stepped: the executor routes its producers' output straight to its consumers
+(each producer's consumer list names the concat's consumers instead, once, when the executor is
+made), which is the union a concat computes, one step per pass sooner or at the same pass (a
+concat's consumers may act on an update as soon as it is pushed: every node takes only the times
+the frontier has completed).
+
+The pass reads a node's buffers itself where they are all the work it holds (the node keeps
+``Node.holds_work``), and the next round is found from the holding nodes' buffered batches (and a
+reduction's times to revisit) batch by batch, without asking each node for its pending times.
+
 Where the executor stops and resumes: every operator step is still the node's own Python
 ``step`` (the boundary today is the whole node: a step of a user function runs it once per distinct
 record, memoised as before). An exchange (:mod:`ddflow.operators.nodes.exchange`) is stepped in
@@ -34,13 +44,16 @@ from .errors import DiffError, IterationLimitError, UserFunctionError
 from .frontier import Antichain
 from .graph import Node, at_node, locate_failure
 from .kernels.frontier import least_ready
+from .nodes.reduce.node import Reduce
 from .plan import KIND, Plan
 from .traces.batch import consolidate
 
 _LOOP = KIND["loop"]
 _EXCHANGE = KIND["exchange"]
 _ARRANGE = KIND["arrange"]
+_CONCAT = KIND["concat"]
 _BUFFERED = Node.pending_times  # the pending times of a node that holds only buffered batches
+_IN_BUFFERS, _IN_BUFFERS_AND_AT = 1, 2  # where a node's pending times are (see _next_round)
 _QUIET = frozenset((KIND["arrange"], KIND["join"], KIND["reduce"]))  # idle observers a round may skip
 # linear nodes: a step takes every buffered update, so it leaves the node without work
 _LINEAR = frozenset(KIND[k] for k in ("concat", "negate", "map", "filter", "flat_map", "inspect", "enter"))
@@ -55,16 +68,20 @@ class PlanExecutor:
         kinds = plan.kind.tolist()
         observes = plan.observes.tolist()
         # per scope: (node, kind code, may be skipped in a round when idle, observes the frontier,
-        # is linear)
+        # is linear, its ports when only its buffers hold work (Node.holds_work: the pass reads them
+        # itself) else 0)
         self._rows = []
         for s in range(len(plan.scopes)):
             first, count = int(plan.scope_first[s]), int(plan.scope_count[s])
-            self._rows.append([(plan.nodes[i], kinds[i], kinds[i] in _QUIET, bool(observes[i]), kinds[i] in _LINEAR)
+            self._rows.append([(plan.nodes[i], kinds[i], kinds[i] in _QUIET, bool(observes[i]), kinds[i] in _LINEAR,
+                                _buffered_ports(plan.nodes[i]))
                                for i in range(first, first + count)])
         self._inner = {i: int(plan.loop[i]) for i in range(len(plan.nodes)) if kinds[i] == _LOOP}
+        self._pending = {node: _pending_where(node) for node in plan.nodes}
         for i, node in enumerate(plan.nodes):
             if kinds[i] == _ARRANGE:  # small steps seal in one kernel call
                 node.fused = True
+        _route_around(frozenset(id(plan.nodes[i]) for i in range(len(kinds)) if kinds[i] == _CONCAT), plan.nodes)
         self.rounds = 0  # loop rounds run, all loops together
 
     def run(self, frontier: Antichain) -> None:
@@ -87,14 +104,22 @@ class PlanExecutor:
         holding = scope.holding
         node = None
         try:
-            for node, kind, quiet, observes, linear in self._rows[s]:
+            for node, kind, quiet, observes, linear, ports in self._rows[s]:
                 if node in holding:
                     if kind == _LOOP:
                         self._loop(node, frontier)
                     else:
                         node.step(frontier)
                     node.seen = frontier
-                    if linear or not node.holds_work():
+                    if linear:
+                        holding.discard(node)
+                    elif ports == 1:
+                        if not node.buffers[0]:
+                            holding.discard(node)
+                    elif ports == 2:
+                        if not (node.buffers[0] or node.buffers[1]):
+                            holding.discard(node)
+                    elif not node.holds_work():
                         holding.discard(node)
                 elif observes and node.seen is not frontier and (closing or not quiet):
                     if kind == _LOOP:
@@ -124,7 +149,7 @@ class PlanExecutor:
         outer = frontier.array(depth)
         base = [(*f, 0) for f in frontier.elements]
         while True:
-            r = _next_round(inner.holding, outer)
+            r = _next_round(inner.holding, outer, self._pending)
             if worker is not None:
                 r = worker.least_round(r)
             if r is None:
@@ -154,6 +179,44 @@ class PlanExecutor:
             loop.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
 
 
+def _pending_where(node: Node) -> int:
+    """Where ``node``'s pending times are, for :func:`_next_round`."""
+    if type(node).pending_times is _BUFFERED:
+        return _IN_BUFFERS
+    if type(node).pending_times is Reduce.pending_times:
+        return _IN_BUFFERS_AND_AT
+    return 0
+
+
+def _buffered_ports(node: Node) -> int:
+    """The ports of ``node`` when its work is only what its buffers hold (its class keeps
+    ``Node.holds_work``) and it has one or two, else 0 (the pass asks ``holds_work()``)."""
+    if type(node).holds_work is Node.holds_work and len(node.buffers) in (1, 2):
+        return len(node.buffers)
+    return 0
+
+
+def _route_around(concats: frozenset[int], nodes) -> None:
+    """Make every node among ``nodes`` whose output goes to a concat (``concats``: their ids) push to
+    the concat's consumers instead, through chains of concats, a port as many times as it is reached
+    (``concat(x, x)`` is ``x`` twice)."""
+
+    def through(consumers):
+        routed = []
+        for consumer, port in consumers:
+            if id(consumer) in concats:
+                routed.extend(through(consumer.consumers))
+            else:
+                routed.append((consumer, port))
+        return routed
+
+    rerouted = {id(node): through(node.consumers) for node in nodes
+                if any(id(c) in concats for c, _ in node.consumers)}
+    for node in nodes:
+        if id(node) in rerouted:
+            node.consumers = rerouted[id(node)]
+
+
 def _round_frontier(base: list[tuple[int, ...]], finished: list[tuple[int, ...]], r: int) -> Antichain:
     """Round ``r``'s frontier: the enclosing frontier's times at iteration 0 (``base``) and the last
     finished enclosing frontier's (``finished``) at iteration ``r + 1``. With one time each (the common
@@ -167,20 +230,35 @@ def _round_frontier(base: list[tuple[int, ...]], finished: list[tuple[int, ...]]
     return Antichain([*base, *((*f, r + 1) for f in finished)])
 
 
-def _next_round(holding, outer: np.ndarray) -> int | None:
+def _next_round(holding, outer: np.ndarray, pending: dict) -> int | None:
     """The least iteration of the work ``holding`` (a loop's inner nodes) holds at outer times
-    complete for ``outer`` (the enclosing frontier's array), or ``None``. A node holding only buffered
-    batches is read batch by batch (no concatenation of their times)."""
+    complete for ``outer`` (the enclosing frontier's array), or ``None``. ``pending[node]`` says where
+    a node's pending times are: ``_IN_BUFFERS`` (its buffered batches, read batch by batch, no
+    concatenation of their times), ``_IN_BUFFERS_AND_AT`` (those and ``node.pending_at``, a
+    reduction's times to revisit), else ``node.pending_times()``."""
     r = None
     for node in holding:
-        if type(node).pending_times is _BUFFERED:
-            parts = [u.times for buf in node.buffers for u in buf]
+        where = pending[node]
+        if where:
+            for buf in node.buffers:
+                for u in buf:
+                    times = u.times
+                    if times.shape[0]:
+                        count, least = least_ready(
+                            times if times.flags.c_contiguous else np.ascontiguousarray(times), outer)
+                        if count and (r is None or least < r):
+                            r = least
+            if where == _IN_BUFFERS_AND_AT:
+                times = node.pending_at
+                if times.shape[0]:
+                    count, least = least_ready(times if times.flags.c_contiguous else np.ascontiguousarray(times),
+                                               outer)
+                    if count and (r is None or least < r):
+                        r = least
         else:
-            parts = (node.pending_times(),)
-        for times in parts:
-            if len(times):
-                count, least = least_ready(times if times.flags.c_contiguous else np.ascontiguousarray(times),
-                                           outer)
+            times = node.pending_times()
+            if times.shape[0]:
+                count, least = least_ready(times if times.flags.c_contiguous else np.ascontiguousarray(times), outer)
                 if count and (r is None or least < r):
                     r = least
     return None if r is None else int(r)

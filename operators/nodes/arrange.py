@@ -67,7 +67,12 @@ class Arrange(Node):
         else:
             keys, vals = self.interner.split(ids, self.name)
         batch, flat, waiting = self.trace.insert_complete(keys, vals, u.times, u.diffs, frontier)
-        self.buffers[0] = [] if waiting is None else [u.take(waiting)]
+        if waiting is None:
+            self.buffers[0] = []
+        elif len(waiting) < len(u.diffs):
+            self.buffers[0] = [u.take(waiting)]
+        else:  # every row waits: the buffer stays as it was (as one batch)
+            self.buffers[0] = [u]
         if batch is None:
             if self.trace.upper != frontier:
                 self.trace.advance_upper(frontier)

@@ -22,7 +22,7 @@ from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..kernels.frontier import least_ready
 from ..lattice import T_MIN
-from ..traces.batch import consolidate
+from ..traces.batch import concat, consolidate
 
 
 def lift(frontier: Antichain, counter: int) -> list[tuple[int, ...]]:
@@ -96,8 +96,21 @@ class Feedback(Node):
     """The loop's back edge: complete updates at iteration ``i`` re-enter the variable at ``i + 1``."""
 
     def step(self, frontier: Antichain) -> None:
-        u = consolidate(self.take_complete(frontier))
-        if len(u):
+        parts = self.buffers[0]
+        if not parts:
+            return
+        u = parts[0] if len(parts) == 1 else concat(parts, 1, self.scope.depth)
+        late, count = frontier.split(u.times)
+        if count == 0:
+            self.buffers[0] = []
+        elif count == len(late):  # nothing complete: the buffer stays (as one batch)
+            self.buffers[0] = [u]
+            return
+        else:
+            self.buffers[0] = [u.take(late)]
+            u = u.take(~late)
+        u = consolidate(u)
+        if len(u.diffs):
             times = u.times.copy()
             times[:, -1] += 1
             self.emit(u.with_times(times))

@@ -147,3 +147,29 @@ def test_a_plan_executor_must_be_named_exactly():
 
     with pytest.raises(ConfigurationError, match="EngineConfig.executor must be one of 'nodes', 'plan'"):
         EngineConfig(executor="compiled")
+
+
+def concats(xs):
+    """Concats in chains, of one collection with itself, and as a loop's variable (``iterate``)."""
+    twice = xs.concat(xs)
+    chained = twice.concat(xs.negate()).concat(twice)  # xs three times
+    loop = xs.iterate(lambda v: xs.concat(v.filter(lambda r: r[1] < BOUND).map(lambda r: (r[0], r[1] + 1))).distinct())
+    return [chained, chained.count(), loop.concat(loop).count()]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_concats_are_routed_around_not_stepped(seed):
+    """The plan executor never steps a concat (its producers push to the concat's consumers, a port as
+    many times as it is reached), and computes what the reference computes."""
+    rng = random.Random(seed)
+    inputs = {"xs": stream(rng, negative=False, size=30, keys=0)}
+    times = sorted({t for _, t, _ in inputs["xs"]})
+    cuts = sorted(rng.sample(times[1:], k=3))
+    want, _ = run(concats, inputs, cuts, executor="nodes", workers=1)
+    got, df = run(concats, inputs, cuts, executor="plan", workers=1)
+    for w, g in zip(want, got):
+        assert g.frontier == w.frontier == []
+        assert accumulate_at(g.updates, times) == accumulate_at(w.updates, times)
+    plan = df._executor.plan
+    routed = [plan.nodes[i] for i, k in enumerate(plan.kind.tolist()) if k == KIND["concat"]]
+    assert len(routed) >= 5 and all(node.seen is None for node in routed)
