@@ -32,6 +32,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'consolidate.consolidate_kernel': ('int64[2C], int64[2C], int64[1C], uint64[1C], int64[1C]',),
     'lookup.lookup': ('int64[1C], int64[2C], int64',),
     'points.reduce_points': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[2C], int64[1C], int64, int64',),
+    'step.reduce_step': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64, int64',),
     'sorting.sort_kernel': ('uint64[1C], int64[1C], uint64[1C], int64[1C], int64, int64', 'uint64[1C], none, uint64[1C], none, int64, int64'),
     'join.join_sorted': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64',),
     'trie.build_small': ('int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),

@@ -1,4 +1,4 @@
-"""The compiled tactic of a reduction: every candidate key of a round in two kernel calls.
+"""The compiled tactic of a reduction: every candidate key of a round in one or two kernel calls.
 
 A round's candidates share every time coordinate but the outer one (always so outside loops, and
 inside a loop when one round of one iteration completes). :func:`reduce_round` hands the candidates
@@ -6,7 +6,9 @@ and the histories of their keys to :func:`ddflow.operators.kernels.reduce.reduce
 every point where the output may change and evaluates the logic there (built-in logics inside the
 kernel, Python logic on the groups it returns), then to
 :func:`~ddflow.operators.kernels.reduce.diffs.reduce_emit` for the output diffs (consolidated).
-History rows at later inner coordinates come back as times to revisit.
+History rows at later inner coordinates come back as times to revisit. A logic whose desired output
+is the kernel's own (distinct, min, max, top_k: ``reduce.step.FINISHED``) runs both kernels in one
+call, :func:`~ddflow.operators.kernels.reduce.step.reduce_step`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from ...kernels.reduce import DIFF_OVERFLOW, GROUPS, POSITIVE, VALUE_OVERFLOW, reduce_points
 from ...kernels.reduce.diffs import OK, reduce_emit
+from ...kernels.reduce.step import FINISHED, reduce_step
 from ...traces.batch import Updates, sum_error
 from ...traces.trie import int64
 from .logic import Logic, PointOverflow
@@ -37,6 +40,16 @@ def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray
     out_k, out_v, out_t, out_d = out.data[0], out.data[1], out.times, out.diffs
     cand_keys, cand_outer = _c(cand_keys), _c(cand_outer)
     mode, order, k = logic.plan(in_v)
+    if mode in FINISHED:
+        ek, eo, et, ed, pend_k, pend_t, status, emitted, bad_key, bad_outer = reduce_step(
+            keys, cand_keys, cand_outer, in_k, in_v, _c(order), in_t, in_d, out_k, out_v, out_t, out_d, inner, mode, k)
+        if status == DIFF_OVERFLOW:
+            raise sum_error((int(bad_key),), (int(bad_outer), *inner.tolist()))
+        if emitted != OK:
+            raise sum_error((int(ek[-1]), int(eo[-1])), tuple(et[-1].tolist()))
+        if status == OK:
+            return Updates((ek, eo), et, ed), pend_k, pend_t
+        # VALUE_OVERFLOW (a mode summing vals): the rounds below sum in Python
     while True:
         first, pk, pa, dp, dv, dc, pend_k, pend_t, status, at = reduce_points(
             keys, cand_keys, cand_outer, in_k, in_v, _c(order), in_t, in_d, out_k, out_t, inner, mode, k)

@@ -211,7 +211,7 @@ class Reduce(Node):
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain, new: Updates) -> None:
         keys = distinct(cand_keys)
         inner = cand_times[0, 1:]
-        if self.compiled and (len(inner) == 0 or (cand_times[:, 1:] == inner).all()):
+        if self.compiled and (len(inner) == 0 or cand_times.shape[0] == 1 or (cand_times[:, 1:] == inner).all()):
             size = self.tuning.reduce_chunk_keys
             if len(keys) <= size:  # one chunk (the common case): no copies of the candidates
                 inp, out, keep = self._histories(keys, inner, new)

@@ -1,0 +1,58 @@
+"""A reduction round whose logic the kernel finishes (distinct, min, max, top_k) in one call.
+
+:func:`~ddflow.operators.kernels.reduce.reduce_points` gives a round's points and desired output
+triples; for the modes in :data:`FINISHED` those triples are the logic's desired output already, so
+nothing in Python has to see them before
+:func:`~ddflow.operators.kernels.reduce.diffs.reduce_emit` turns them into output diffs.
+:func:`reduce_step` runs the two kernels back to back in compiled code: a round of such a reduction
+is one kernel call, and the points and triples never become Python objects.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import kernel
+from .diffs import reduce_emit, reduce_emit_reference
+from .points import DIFF_OVERFLOW, LEAST, OK, POSITIVE, TOP, reduce_points, reduce_points_reference
+
+FINISHED = (LEAST, TOP, POSITIVE)  # modes whose triples are the desired output (``Logic.finish`` keeps them)
+
+
+@kernel
+def reduce_step(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out_v, out_t, out_d, inner, mode, k):
+    """Output diffs of one round of a reduction in a mode of :data:`FINISHED`.
+
+    Entry: as :func:`~ddflow.operators.kernels.reduce.reduce_points` (``mode``, ``k`` included), with
+    the output rows' vals and diffs ``out_v``, ``out_d`` beside ``out_k``, ``out_t``.
+
+    Returns ``(key, out, time, diff, pend_k, pend_t, status, emitted, bad_key, bad_outer)``: the
+    output diffs as :func:`~ddflow.operators.kernels.reduce.diffs.reduce_emit` returns them (with its
+    status, ``emitted``), the times to revisit as ``reduce_points`` returns them, and its ``status``.
+    When ``status`` is not ``OK`` the diffs are empty, and with ``DIFF_OVERFLOW`` ``(bad_key,
+    bad_outer)`` is the key id and outer time of the point whose accumulation leaves int64."""
+    first, pk, pa, dp, dv, dc, pend_k, pend_t, status, at = reduce_points(
+        keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out_t, inner, mode, k)
+    if status != OK:
+        bad_key, bad_outer = 0, 0
+        if status == DIFF_OVERFLOW:
+            bad_key, bad_outer = keys[pk[at]], pa[at]
+        none = np.empty(0, np.int64)
+        return (none, none, np.empty((0, out_t.shape[1]), np.int64), none, pend_k, pend_t, status, OK,
+                bad_key, bad_outer)
+    ek, eo, et, ed, emitted = reduce_emit(keys, first, pk, pa, dp, dv, dc, out_k, out_v, out_t, out_d, inner)
+    return ek, eo, et, ed, pend_k, pend_t, status, emitted, 0, 0
+
+
+def reduce_step_reference(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out_v, out_t, out_d, inner,
+                          mode, k):
+    """:func:`reduce_step` from the two references: ``(diffs, pend_k, pend_t, status, at_point)`` with
+    ``diffs`` the ``{(key, out, outer time): diff}`` of
+    :func:`~ddflow.operators.kernels.reduce.diffs.reduce_emit_reference` (``None`` unless ``status`` is
+    ``OK``) and ``at_point`` the ``(key id, outer time)`` of the first point that overflows, if any."""
+    first, pk, pa, dp, dv, dc, pend_k, pend_t, status, at = reduce_points_reference(
+        keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out_t, inner, mode, k)
+    if status != OK:
+        return None, pend_k, pend_t, status, (int(keys[pk[at]]), int(pa[at])) if status == DIFF_OVERFLOW else None
+    diffs = reduce_emit_reference(keys, first, pk, pa, dp, dv, dc, out_k, out_v, out_t, out_d, inner)
+    return diffs, pend_k, pend_t, status, None
