@@ -157,13 +157,13 @@ class Node:
 
     def push(self, port: int, updates: Updates) -> None:
         """Buffer non-empty ``updates`` on ``port`` (the node then holds work)."""
-        if len(updates.diffs):
+        if updates.diffs.shape[0]:
             self.buffers[port].append(updates)
             self.scope.holding.add(self)
 
     def emit(self, updates: Updates) -> None:
         """Push ``updates`` to every consumer."""
-        if len(updates.diffs):
+        if updates.diffs.shape[0]:
             for node, port in self.consumers:
                 node.push(port, updates)
 

@@ -59,22 +59,22 @@ class Arrange(Node):
         if not parts:
             return False
         u = parts[0] if len(parts) == 1 else concat(parts, 1, self.scope.depth)
-        if len(u.diffs) > SMALL:
+        if u.diffs.shape[0] > SMALL:
             return False
         ids = u.data[0]
         if self.by_self:
-            keys, vals = ids, np.full(len(ids), self.unit, dtype=np.int64)
+            keys, vals = ids, np.full(ids.shape[0], self.unit, dtype=np.int64)
         else:
             keys, vals = self.interner.split(ids, self.name)
         batch, flat, waiting = self.trace.insert_complete(keys, vals, u.times, u.diffs, frontier)
         if waiting is None:
             self.buffers[0] = []
-        elif len(waiting) < len(u.diffs):
+        elif waiting.shape[0] < u.diffs.shape[0]:
             self.buffers[0] = [u.take(waiting)]
         else:  # every row waits: the buffer stays as it was (as one batch)
             self.buffers[0] = [u]
         if batch is None:
-            if self.trace.upper != frontier:
+            if self.trace.upper is not frontier and self.trace.upper != frontier:
                 self.trace.advance_upper(frontier)
         elif flat is not None and self.consumers:
             self.emit(flat)

@@ -19,7 +19,7 @@ from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..kernels.join import join_sorted
 from ..kernels.sorting import argsort
-from ..traces.batch import Updates, consolidate, sum_error
+from ..traces.batch import Updates, concat, consolidate, sum_error
 from ..traces.trie import int64
 
 Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -61,15 +61,16 @@ class Join(Node):
         # for: everything buffered is complete (no split by the frontier)
         d_a = self._take_by_key(0)
         d_b = self._take_by_key(1)
-        if len(d_a) or len(d_b):
+        n_a, n_b = d_a.diffs.shape[0], d_b.diffs.shape[0]
+        if n_a or n_b:
             parts: list[Columns] = []
-            if len(d_a):  # a trace's lookup is sorted by key, as int64 columns
+            if n_a:  # a trace's lookup is sorted by key, as int64 columns
                 parts.append(product(d_a, self.right_handle.lookup(d_a.data[0])))
-            if len(d_b):
+            if n_b:
                 parts.append(product(self.left_handle.lookup(d_b.data[0]), d_b))
-                if len(d_a):
+                if n_a:
                     parts.append(product(d_a, d_b, -1))
-            self._emit([p for p in parts if len(p[0])])
+            self._emit([p for p in parts if p[0].shape[0]])
         if self.scope.context.in_round:  # the loop's closing pass moves the compaction
             return
         for h in (self.left_handle, self.right_handle):
@@ -81,10 +82,12 @@ class Join(Node):
         """The updates buffered on ``port``, sorted by key as int64 columns: one batch of the
         arrangement is (a trie's rows, flat), several are concatenated and sorted."""
         parts = self.buffers[port]
+        if not parts:
+            return Updates.empty(2, self.scope.depth)
+        self.buffers[port] = []
         if len(parts) == 1:
-            self.buffers[port] = []
             return parts[0]
-        return by_key(self.take_all(port, 2))
+        return by_key(concat(parts, 2, self.scope.depth))
 
     def _emit(self, parts: list[Columns]) -> None:
         if not parts:

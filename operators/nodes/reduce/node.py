@@ -142,9 +142,9 @@ class Reduce(Node):
     def step(self, frontier: Antichain) -> None:
         new = self.take_all(0, 2)  # from the arrangement: complete batches only
         pending_at = self.pending_at
-        if len(pending_at):
+        if pending_at.shape[0]:
             late, count = frontier.split(pending_at)
-            if count == len(late):  # nothing to revisit yet
+            if count == late.shape[0]:  # nothing to revisit yet
                 cand_keys, cand_times = new.data[0], new.times
             elif count == 0:  # everything
                 cand_keys = np.concatenate([new.data[0], self.pending_keys])
@@ -159,7 +159,7 @@ class Reduce(Node):
                 self._pending_distinct = min(self._pending_distinct, len(self.pending_keys))
         else:
             cand_keys, cand_times = new.data[0], new.times
-        if len(cand_keys):
+        if cand_keys.shape[0]:
             self._process(cand_keys, cand_times, frontier, new)
         if self.scope.context.in_round:  # the loop's closing pass moves the compaction
             return
@@ -178,7 +178,7 @@ class Reduce(Node):
             history.clear()
         if not self.keeps_history or (not history.count and len(keys) < self.tuning.reduce_history_keys):
             inp, out = self.handle.lookup(keys), self.output.lookup(keys)
-            self.rows_read += len(inp) + len(out)
+            self.rows_read += inp.diffs.shape[0] + out.diffs.shape[0]
             return inp, out, False
         entries = history.entries(keys)
         kept = entries >= 0
@@ -211,12 +211,12 @@ class Reduce(Node):
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain, new: Updates) -> None:
         keys = distinct(cand_keys)
         inner = cand_times[0, 1:]
-        if self.compiled and (len(inner) == 0 or cand_times.shape[0] == 1 or (cand_times[:, 1:] == inner).all()):
+        if self.compiled and (inner.shape[0] == 0 or cand_times.shape[0] == 1 or (cand_times[:, 1:] == inner).all()):
             size = self.tuning.reduce_chunk_keys
-            if len(keys) <= size:  # one chunk (the common case): no copies of the candidates
+            if keys.shape[0] <= size:  # one chunk (the common case): no copies of the candidates
                 inp, out, keep = self._histories(keys, inner, new)
                 e, k, t = reduce_round(keys, cand_keys, cand_times[:, 0], inner, inp, out, self.logic)
-                if len(t) and frontier.split(t)[1] != len(t):  # a time to revisit that is already complete
+                if t.shape[0] and frontier.split(t)[1] != t.shape[0]:  # a time to revisit that is already complete
                     self.history.clear()
                     return self._general(cand_keys, cand_times, frontier, inp, out)
                 if keep:
@@ -290,20 +290,21 @@ class Reduce(Node):
         """Keep ``(keys, times)`` to revisit. Repeats are kept (revisiting a time twice changes
         nothing) until the set has doubled since it was last deduplicated; then it is deduplicated
         as a whole (amortized: one pass over it per doubling)."""
-        if len(keys):
-            if len(self.pending_keys):
+        if keys.shape[0]:
+            if self.pending_keys.shape[0]:
                 self.pending_keys = np.concatenate([self.pending_keys, keys])
                 self.pending_at = np.concatenate([self.pending_at, times])
             else:
                 self.pending_keys, self.pending_at = keys, times
-            if len(self.pending_keys) > 2 * max(self._pending_distinct, 256):
+            n, d = self.pending_keys.shape[0], self._pending_distinct
+            if n > 2 * (d if d > 256 else 256):
                 self._dedupe_pending()
                 self._pending_distinct = len(self.pending_keys)
 
     def _publish(self, emitted: Updates, frontier: Antichain) -> None:
         """Record output diffs ``(key, out)`` in the output trace and send the output records on."""
         batch = self.output.insert(emitted, frontier)  # consolidated on the way
-        if len(batch):
+        if batch.n:
             u = batch.flat()
             k, o = u.data
             if self.logic.output_is_key:  # one out per key: (key, time) already distinct and sorted
