@@ -3,7 +3,10 @@
 The 1k-node/2k-edge sliding-window reachability (``bench_reachability``'s workload and dataflow)
 is loaded, warmed up with ``--warm`` single-change epochs, then each executor runs ``--epochs``
 more single-change epochs twice: once timed (CPU and wall p50/p99 per epoch), once under cProfile,
-which counts every Python-level call (functions, methods, builtins) per epoch. Both executors run
+which counts every Python-level call (functions, methods, builtins) per epoch, and once more under a
+profile hook that charges each call to the operator whose step made it (by kind: ``Reduce``,
+``Arrange``, ``Join``, ...; ``Loop`` is the loop's own round bookkeeping, ``outside`` what runs
+outside any operator step: the input sessions, the run's frontier). Both executors run
 the same changes from the same state in the same process, the reference (``nodes``) first, so the
 ratios are same-run figures; the output is checked against a BFS after each. Then each runs
 ``--rate-changes`` more changes at each ``--rates`` E (changes per epoch) and prints changes per CPU
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,6 +29,8 @@ import numpy as np
 
 from bench_reachability import Reachability, workload
 from ddflow.operators import Dataflow
+from ddflow.operators.executor import PlanExecutor
+from ddflow.operators.graph import Scope
 from ddflow.operators.tuning import EngineConfig
 
 ROOT = str(Path(__file__).resolve().parents[1]) + "/"
@@ -45,6 +51,36 @@ def rounds(r: Reachability) -> int:
     return sum(getattr(n, "rounds", 0) for n in r.df._all_nodes() if type(n).__name__ == "Loop")
 
 
+_PASSES = (PlanExecutor._pass.__code__, Scope.step.__code__)  # the frames whose ``node`` is being stepped
+
+
+def by_kind(r: Reachability, epochs: int) -> Counter:
+    """Python calls per epoch of ``epochs`` single-change epochs, by the kind of the operator whose step
+    made them (the innermost pass's ``node``), ``outside`` for calls outside every pass."""
+    counts: Counter = Counter()
+
+    def kind(frame) -> str:
+        while frame is not None:
+            if frame.f_code in _PASSES:
+                node = frame.f_locals.get("node")
+                return "outside" if node is None else type(node).__name__
+            frame = frame.f_back
+        return "outside"
+
+    def hook(frame, event, arg) -> None:
+        if event == "call":  # a compiled kernel's call reports a frame of its own, without f_back
+            counts[kind(frame.f_back if frame.f_back is not None else sys._getframe(1))] += 1
+        elif event == "c_call":
+            counts[kind(frame)] += 1
+
+    sys.setprofile(hook)
+    try:
+        r.slide(epochs, 1)
+    finally:
+        sys.setprofile(None)
+    return Counter({k: c / epochs for k, c in counts.items()})
+
+
 def measure(executor: str, e, args) -> dict:
     r = build(executor, e, args.nodes, args.edges, args.roots)
     r.load()
@@ -56,6 +92,7 @@ def measure(executor: str, e, args) -> dict:
     profile.enable()
     r.slide(args.epochs, 1)
     profile.disable()
+    kinds = by_kind(r, args.epochs)
     r.check()
     rates = {}
     for epoch in args.rates:
@@ -69,6 +106,7 @@ def measure(executor: str, e, args) -> dict:
     cpu = np.asarray(timed.epoch_cpu) * 1e3
     wall = np.asarray(timed.latencies) * 1e3
     return {"calls": stats.total_calls / args.epochs, "rounds": per_round, "top": by_function.most_common(args.top),
+            "kinds": kinds.most_common(),
             "rates": rates, "cpu_p50": np.percentile(cpu, 50), "cpu_p99": np.percentile(cpu, 99),
             "wall_p50": np.percentile(wall, 50), "wall_p99": np.percentile(wall, 99)}
 
@@ -86,7 +124,7 @@ def main() -> None:
                         help="changes per epoch of the throughput runs (empty: none)")
     parser.add_argument("--rate-changes", type=int, default=2_000, help="changes of each throughput run")
     args = parser.parse_args()
-    e = workload(args.nodes, args.edges, args.warm + 2 * args.epochs + args.rate_changes * len(args.rates))
+    e = workload(args.nodes, args.edges, args.warm + 3 * args.epochs + args.rate_changes * len(args.rates))
     results = {}
     for executor in args.executors.split(","):
         started = time.perf_counter()
@@ -94,6 +132,7 @@ def main() -> None:
         print(f"{executor:>5s}: {m['calls']:7,.0f} Python calls per single-change epoch, {m['rounds']:.1f} loop "
               f"rounds; epoch CPU p50 {m['cpu_p50']:.2f} ms p99 {m['cpu_p99']:.2f} ms, wall p50 "
               f"{m['wall_p50']:.2f} ms p99 {m['wall_p99']:.2f} ms ({time.perf_counter() - started:.0f} s)")
+        print("        by operator: " + ", ".join(f"{kind} {calls:,.0f}" for kind, calls in m["kinds"]))
         if m["rates"]:
             print("        " + ", ".join(f"E={e:,}: {rate:,.0f} changes per CPU s" for e, rate in m["rates"].items()))
         for name, calls in m["top"]:
