@@ -135,12 +135,10 @@ class Collection:
             name = self.context.name_arrangement(kind)
             source = self.node
             if self.context.worker is not None:  # one of several workers: keys go to their owners first
-                source.connect(exchange := Exchange(self.scope, by_self=by_self, arrangement=name))
-                source = exchange
+                source = Exchange(self.scope, by_self=by_self, arrangement=name)
+                self.node.connect(source)
             node = Arrange(self.scope, by_self=by_self, name=name, source=self.node)
             source.connect(node)
-            if source is not self.node:
-                exchange.arrange = node
             self._arranged[by_self] = Arranged(self, node)
         return self._arranged[by_self]
 

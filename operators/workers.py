@@ -14,7 +14,7 @@ time. The workers meet through a :class:`~ddflow.operators.transport.Transport`;
 runs them as threads of this process over a :class:`~ddflow.operators.transport.LocalTransport`.
 
 One worker of several processes is ``worker_dataflow(index, count, transport)``, a Dataflow the
-caller builds, feeds and runs like any other (a daemon worker does this, over Kafka topics).
+caller builds, feeds and runs like any other (a daemon worker does this, over the workers' mesh).
 
 Feeding: a worker's own input sessions take updates like a single dataflow's (a daemon worker reads
 its share of the input partitions); ``Workers.input(name)`` gives one session that spreads updates
@@ -52,7 +52,6 @@ class Worker:
         self.index, self.count, self.transport = index, count, transport
         self.epoch: tuple[int | None, int | None] = (None, None)  # [lower, upper) being worked on
         self.exchanges: list = []  # the exchange nodes, in channel order
-        self.restoring = False  # see `restore`
         self._channels = 0
         self._agreements = 0
 
@@ -77,42 +76,9 @@ class Worker:
         often and between the same ``run()`` calls)."""
         return self._gather(value)
 
-    def position(self) -> dict[str, Any]:
-        """Where this worker is in the common sequence: agreements made, each exchange point's
-        steps, the last epoch's upper (what `restore` takes back)."""
-        return {"agreements": self._agreements, "steps": [n.seq for n in self.exchanges], "upper": self.epoch[1]}
-
-    def states(self, frontier: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per exchange point, in channel order, what it emitted before ``frontier`` (the keys this
-        worker owns there; see ``Exchange.state``)."""
-        return [n.state(frontier) for n in self.exchanges]
-
-    def restore(self, states: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
-        """Restore this worker alone while the others run on: its next ``run()`` (after its inputs
-        were fed what they held) makes no agreement and exchanges nothing, its exchange points
-        emitting ``states`` (`states` of an earlier run) instead; call `resume` after it."""
-        if len(states) != len(self.exchanges):
-            raise GraphError(f"restoring {len(states)} exchange states into {len(self.exchanges)} exchange points")
-        for node, (ids, times, diffs) in zip(self.exchanges, states):
-            node.restore(ids, times, diffs)
-        self.restoring = True
-
-    def resume(self, position: dict[str, Any]) -> None:
-        """Back in the common sequence at ``position`` (what `position` gave when the states were taken)."""
-        steps = position["steps"]
-        if len(steps) != len(self.exchanges):
-            raise GraphError(f"resuming {len(steps)} exchange points' steps for {len(self.exchanges)} exchange points")
-        self.restoring = False
-        self._agreements = int(position["agreements"])
-        for node, seq in zip(self.exchanges, steps):
-            node.seq = int(seq)
-        self.epoch = (None, position["upper"])
-
     def common_frontier(self, frontier: Antichain) -> Antichain:
         """The meet of every worker's input frontier (empty once every input everywhere is closed);
         records the epoch ``[previous, this)`` that exchanges name."""
-        if self.restoring:
-            return frontier
         times = [tuple(t) for f in self._gather([list(t) for t in frontier.elements]) for t in f]
         common = Antichain([min(times)]) if times else Antichain()
         upper = common.elements[0][0] if times else None
@@ -121,15 +87,11 @@ class Worker:
 
     def least_round(self, round_: int | None) -> int | None:
         """The least loop round any worker has work at (``None``: no worker has)."""
-        if self.restoring:
-            return round_
         rounds = [r for r in self._gather(round_) if r is not None]
         return min(rounds) if rounds else None
 
     def any(self, flag: bool) -> bool:
         """Whether any worker says ``flag``."""
-        if self.restoring:
-            return bool(flag)
         return any(self._gather(bool(flag)))
 
 
@@ -151,7 +113,7 @@ class Workers(Generic[T]):
     """``count`` workers, each a Dataflow built by ``build``, run together in this process.
 
     ``transport``: one transport all workers share (default a new :class:`LocalTransport`), or one
-    per worker (each worker's end of a transport between processes, such as Kafka topics)."""
+    per worker (each worker's end of a transport between processes, such as the daemon's mesh)."""
 
     def __init__(self, count: int, build: Callable[[Dataflow], T], *, config: EngineConfig | None = None,
                  transport: Transport | Sequence[Transport] | None = None) -> None:

@@ -9,12 +9,6 @@ it holds at complete times (not beyond the step's frontier, so a batch's times l
 it names; later ones wait for their step) and passes on its own share plus what the others sent it,
 every update with its own time. It is stepped in every pass of its scope on every worker, work or
 not, so the workers' steps pair up.
-
-Restoring one worker (its peers keep running): `state` gives what the exchange has emitted so far
-(the keys this worker owns at the arrangement it feeds, as that arrangement holds them); a restored
-worker's exchanges `restore` it and, while ``worker.restoring``, emit it instead of exchanging:
-what the restored worker's own inputs produce below the frontier was exchanged before, and its
-owners hold it already.
 """
 
 from __future__ import annotations
@@ -45,8 +39,6 @@ class Exchange(Node):
         self.arrangement = arrangement
         self.channel = worker.new_channel()
         worker.exchanges.append(self)
-        self.arrange = None  # the arrangement this exchange feeds (set when it is built)
-        self._restore: Updates | None = None
         self.seq = 0  # steps so far: the same on every worker
         self.sent = 0  # updates sent to other workers
         self.received = 0  # updates received from other workers
@@ -55,32 +47,9 @@ class Exchange(Node):
     def holds_work(self) -> bool:
         return True  # stepped in every pass: the other workers' copies wait for this one
 
-    def state(self, frontier: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(record ids, times, diffs)``: everything this exchange emitted before ``frontier`` (the
-        outer time the dataflow last ran to), consolidated, each outer time advanced to
-        ``frontier - 1`` (inner loop rounds kept): accumulated at any later time it is the same."""
-        u = self.arrange.trace.contents()
-        keys, vals = u.data
-        ids = keys if self.by_self else self.interner.pair(keys, vals)
-        times = u.times.copy()
-        if len(times):
-            times[:, 0] = frontier - 1
-        out = Updates((ids,), times, u.diffs).consolidate()
-        return out.data[0], out.times, out.diffs
-
-    def restore(self, ids: np.ndarray, times: np.ndarray, diffs: np.ndarray) -> None:
-        """Emit these updates at the next step made while ``worker.restoring`` (see the module)."""
-        self._restore = Updates((np.asarray(ids, dtype=np.int64),), np.asarray(times, dtype=np.int64),
-                                np.asarray(diffs, dtype=np.int64))
-
     def step(self, frontier: Antichain) -> None:
         u = self.take_complete(frontier)
         worker, transport = self.worker, self.worker.transport
-        if worker.restoring:  # what this worker's restored inputs give below the frontier, its owners hold
-            restored, self._restore = self._restore, None
-            if restored is not None and len(restored):
-                self.emit(restored)
-            return
         seq = self.seq
         self.seq += 1
         lower, upper = worker.epoch

@@ -290,26 +290,6 @@ def test_windowed_state_stays_flat():
     assert max(h for _, h in sizes) <= 100
 
 
-def test_session_route_state_is_the_open_sessions():
-    """With several workers, what a session exchange gives a worker restored alone is the records of
-    the sessions open on it, at the frontier's last time (their starts are not kept)."""
-    from ddflow.operators.workers import Workers
-
-    runner = Workers(2, lambda d: session_windows(d.new_input("x").collection, 100).capture())
-    x = runner.input("x")
-    for i, key in enumerate("abcdef"):
-        x.update((key, i), 10 * i, 1)
-    x.update(("a", 9), 500, 1)
-    x.advance_to(520)
-    runner.run()
-    held = {}
-    for df in runner.dataflows:
-        (ids, times, diffs), = df.worker.states(520)
-        assert times.tolist() == [[519]] * len(ids)
-        held.update(zip(df.interner.value_list(ids), diffs.tolist()))
-    assert held == {("a", 9): 1}  # the others ended at 10 * i + 100 <= 520
-
-
 def test_docs_windows_example_runs_as_written():
     from support.docs import example
 
