@@ -13,9 +13,12 @@ are votes on the same connections.
 
 **Membership.** The first exchange or agreement starts the mesh (or `start()`): every worker sends
 a hello to every other and waits until it has one from each, at most ``start_timeout`` seconds
-(`MeshTimeout` names the workers and addresses that never answered). A worker answers the first
-hello of a peer's incarnation with its own again: its first one may have reached an earlier
-incarnation of that peer (restarted since, all workers restarting one after another). A background thread sends a
+(`MeshTimeout` names the workers and addresses that never answered), saying hello again every
+``HELLO_AGAIN_S`` to the peers it still misses, asking for theirs. A started worker answers such a
+hello, and the first hello of a peer's incarnation, with its own: its earlier one may have reached
+an earlier incarnation of that peer, or gone into a connection to it that had died (restarted since,
+all workers restarting one after another); what a peer sends
+before its hello reached this worker waits for that hello. A background thread sends a
 heartbeat to every peer every ``heartbeat`` seconds (on its own connections, so a worker busy in a
 long epoch still beats); a worker waiting in an exchange or agreement that has heard nothing from
 a peer for ``peer_timeout`` seconds raises `PeerLost` naming it and its address (``lost``: the
@@ -56,6 +59,8 @@ from . import mesh_wire as wire
 __all__ = ["Interrupted", "MeshError", "MeshTimeout", "MeshTransport", "PeerLost", "listen_address"]
 
 log = logging.getLogger("ddflow.daemon.cluster.mesh")
+
+HELLO_AGAIN_S = 0.5  # a worker waiting at start-up says hello again this often to the peers it misses
 
 
 class MeshError(DaemonError):
@@ -116,6 +121,9 @@ class MeshTransport:
         self._codes_in: dict[int, list] = {p: [] for p in self._peers}
         self._heard: dict[int, float] = {}
         self._hellos: dict[int, int] = {}
+        # what a peer sent before its hello reached this worker (the hello went into a connection
+        # that had died): filed once a hello of the same incarnation comes, dropped otherwise
+        self._early: dict[int, list[tuple[int, list[bytes]]]] = {}
         self._error: BaseException | None = None
         self._started = False
         self._closed = threading.Event()
@@ -157,13 +165,16 @@ class MeshTransport:
         if self._started:
             return
         self._started = True
-        for p in self._peers:
-            self._dealers[p].send(self._head(wire.HELLO, p))
         self._beater = threading.Thread(target=self._beat, name=f"mesh-heartbeat-{self.index}", daemon=True)
         self._beater.start()
         deadline = time.monotonic() + self.start_timeout
+        asked = -float("inf")
         while len(self._hellos) < len(self._peers):
             missing = [p for p in self._peers if p not in self._hellos]
+            if time.monotonic() - asked >= HELLO_AGAIN_S:  # again: one may have gone to a dead connection
+                asked = time.monotonic()
+                for p in missing:
+                    self._dealers[p].send(self._head(wire.HELLO, p, count=1))
             if self.interruptible and self.stop():
                 raise Interrupted(f"mesh: worker {self.index} stopped while waiting at start-up for "
                                   + ", ".join(self.name(p) for p in missing))
@@ -346,6 +357,11 @@ class MeshTransport:
     def _file(self, identity: bytes, frames: list) -> None:
         sender = identity.split(b"/")[0].decode("ascii", "replace")
         peer = int(sender[1:]) if sender[:1] == "w" and sender[1:].isdigit() else -1
+        if peer in self._codes_in and peer not in self._hellos:  # kept until its hello comes (see `_early`)
+            seen = wire.peek(frames[0]) if frames else None
+            if seen is not None and seen[0] not in (wire.HELLO, wire.BEAT):
+                self._early.setdefault(peer, []).append((seen[1], [bytes(f) for f in frames]))
+                return
         codes = len(self._codes_in[peer]) if peer in self._codes_in else 0
         m = wire.decode(frames, sender=self.name(peer) if peer in self._codes_in else f"connection {sender!r}",
                         me=self.index, workers=self.workers, run=self._token, codes=codes)
@@ -374,6 +390,9 @@ class MeshTransport:
             if peer in self._hellos and self._hellos[peer] != m.incarnation:
                 self._lose(peer)
                 raise PeerLost(f"mesh: {self.name(peer)} restarted (a new hello): its part of the run is gone")
-            if peer not in self._hellos and self._started:  # this worker's hello may have reached an earlier
-                self._dealers[peer].send(self._head(wire.HELLO, peer))  # incarnation of the peer: say it again
+            if self._started and (m.count or peer not in self._hellos):  # it asks, or this worker's hello
+                self._dealers[peer].send(self._head(wire.HELLO, peer))  # may have reached an earlier incarnation
             self._hellos[peer] = m.incarnation
+            for incarnation, held in self._early.pop(peer, []):
+                if incarnation == m.incarnation:
+                    self._file(identity, held)

@@ -11,7 +11,8 @@ refused; ``incarnation``: a random number per sender process (a receiver takes o
 incarnation that said hello to it). ``absent``: bit 0 set when ``lower`` is None, bit 1 when ``upper`` is. The kinds and their
 further frames:
 
-* ``HELLO`` (start-up barrier) — no further frame.
+* ``HELLO`` (start-up barrier) — no further frame; ``count`` 1: the sender has not heard the
+  receiver's hello yet and asks for it (an answer has ``count`` 0).
 * ``BEAT`` (heartbeat) — none.
 * ``BATCH`` ``count`` updates of exchange step ``(channel, seq)``: a records frame, ``times``
   (``count x depth`` int64) and ``diffs`` (``count`` int64), then for ``form == CODES`` a frame of the
@@ -42,7 +43,7 @@ import numpy as np
 from ..exceptions import DaemonError
 from ..formats.types import to_record
 
-__all__ = ["BATCH", "BEAT", "CODES", "HELLO", "INTS", "MARKER", "PAIRS", "VOTE", "Message", "MeshMessageError",
+__all__ = ["BATCH", "BEAT", "CODES", "HELLO", "INTS", "MARKER", "PAIRS", "VOTE", "Message", "MeshMessageError", "peek",
            "decode", "header", "run_token"]
 
 MAGIC, VERSION = b"ddfm", 1
@@ -102,6 +103,16 @@ def _column(frame: memoryview, rows: int, width: int, what: str, fail) -> np.nda
         fail(f"its {what} frame holds {len(frame)} bytes, not {rows} x {width} int64")
     column = np.frombuffer(frame, dtype="<i8")
     return column.reshape(rows, width) if width != 1 or what == "times" else column
+
+
+def peek(frame: Any) -> tuple[int, int] | None:
+    """``(kind, incarnation)`` from a message's first frame, unchecked (None when it is too short
+    to hold a header: `decode` says why)."""
+    head = memoryview(frame)
+    if len(head) < HEADER.size:
+        return None
+    fields = HEADER.unpack_from(head)
+    return fields[2], fields[16]
 
 
 def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes: int = 0) -> Message:

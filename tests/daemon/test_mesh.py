@@ -231,7 +231,7 @@ def test_a_long_wait_for_a_live_peer_elsewhere_in_the_sequence_is_logged_naming_
     catch = Catch(logging.WARNING)
     logger.addHandler(catch)
     done = threading.Event()
-    ends[0].stop = lambda: any("worker 0" in w for w in warnings)  # it ends once it has said why it is long
+    ends[0].stop = lambda: any("worker 0 has waited" in w for w in warnings)  # once it said why it waits
     ends[1].stop = done.is_set
     ends[0].interruptible = ends[1].interruptible = True
     try:
@@ -285,6 +285,32 @@ def test_a_peer_restarted_after_it_took_a_hello_meets_the_worker_that_sent_it(tm
     finally:
         starting.join(10)
         first.close()
+
+
+def test_a_hello_lost_in_a_dead_connection_is_asked_for_again(tmp_path):
+    """Worker 0's hellos to worker 1 are lost (written into a connection to a worker 1 that had
+    died): worker 1, still missing worker 0's, asks again, and worker 0 answers."""
+    ends = pair(tmp_path, start_timeout=10)
+    dealer, lost = ends[0]._dealers[1], []
+
+    class Lossy:
+        def send(self, frame, *args, **kwargs):
+            if len(lost) < 2:  # its first hello and its answer to worker 1's first hello
+                lost.append(wire.decode([frame], sender="w0", me=1, workers=2, run=ends[1]._token).kind)
+                return None
+            return dealer.send(frame, *args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(dealer, name)
+
+    ends[0]._dealers[1] = Lossy()
+    try:
+        assert both(lambda i: ends[i].gather(i, 0, i)) == [[0, 1], [0, 1]]  # worker 0 reads the asks in it
+        assert lost == [wire.HELLO, wire.HELLO]
+    finally:
+        ends[0]._dealers[1] = dealer
+        for e in ends:
+            e.close()
 
 
 def test_a_peer_that_beat_while_this_worker_was_busy_is_not_lost(tmp_path):
