@@ -25,9 +25,22 @@ pytestmark = pytest.mark.kafka
 
 
 def mesh_config(tmp_path: Path, *args) -> Path:
+    """`config` over the mesh; a worker loop stuck for 20 s says so on ``/healthz`` (see `probes`)."""
     path = config(tmp_path, *args)
-    path.write_text(path.read_text() + f'addresses = "ipc://{tmp_path}/mesh-{{index}}"\npeer_timeout = "10s"\n')
+    path.write_text(path.read_text() + f'addresses = "ipc://{tmp_path}/mesh-{{index}}"\npeer_timeout = "10s"\n'
+                    '\n[worker]\nstall_timeout = "20s"\n')
     return path
+
+
+def probes(daemons: Daemons) -> str:
+    """What each running worker's ``/healthz`` and ``/readyz`` say (for a failure's message): what a
+    worker loop is stuck in, which peers it waits for."""
+    out = []
+    for i, lines in enumerate(daemons.logs):
+        found = re.findall(r"metrics on (http://\S+)/metrics", "".join(lines))
+        if found:
+            out += [f"worker {i} {path}: {' '.join(map(str, http(found[-1] + path)))}" for path in ("/healthz", "/readyz")]
+    return "\n".join(out)
 
 
 def http(url: str) -> tuple[int, str]:
@@ -47,7 +60,7 @@ def check(client, want, final: int, daemons: Daemons) -> None:
         assert client.view == want.at(change.frontier - 1), (change.frontier, daemons.log())
         if change.frontier >= final:
             break
-    assert frontiers and frontiers[-1] >= final, daemons.log()
+    assert frontiers and frontiers[-1] >= final, f"{probes(daemons)}\n{daemons.log()}"
     assert client.view == want.at(final - 1) and client.view
 
 
@@ -131,7 +144,7 @@ def test_sigterm_while_waiting_for_a_peer_at_start_exits_0_at_once(kafka_broker,
     source, results, dead = make_topic("in", 2), make_topic("out", 2), make_topic("dead")
     path = mesh_config(tmp_path, kafka_broker.bootstrap, "reachability", 2, source, results, dead)
     text = path.read_text().replace('wait_timeout = "60s"', 'wait_timeout = "5m"')
-    path.write_text(text + '\n[worker]\nstop_timeout = "60s"\n')
+    path.write_text(text.replace('[worker]\n', '[worker]\nstop_timeout = "60s"\n'))
     daemons = Daemons(path, 1)  # worker 0 only: worker 1 never comes
     try:
         deadline = time.monotonic() + 180
