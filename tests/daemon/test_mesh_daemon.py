@@ -20,6 +20,7 @@ from test_workers_daemon import MS, T0, Daemons, config, oracle, stream  # noqa:
 
 from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
 from ddflow.daemon.kafka.results import ResultClient  # noqa: E402
+from support.broker import FETCH_WAIT_MS  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -67,7 +68,7 @@ def check(client, want, final: int, daemons: Daemons) -> None:
 @pytest.mark.parametrize("flow,workers", [("reachability", 2), ("count-per-page", 3)])
 def test_mesh_workers_through_ddflow_run_equal_the_engine(kafka_broker, make_topic, tmp_path, flow, workers):
     bootstrap = kafka_broker.bootstrap
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     source, results, dead = make_topic("in", 4), make_topic("out", 3), make_topic("dead")
     rounds = stream(flow)
     want = oracle(flow, rounds)
@@ -88,7 +89,7 @@ def test_mesh_workers_through_ddflow_run_equal_the_engine(kafka_broker, make_top
 
 def test_a_killed_mesh_worker_is_reported_lost_and_all_restarted_replay_exactly(kafka_broker, make_topic, tmp_path):
     bootstrap = kafka_broker.bootstrap
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     source, results, dead = make_topic("in", 4), make_topic("out", 3), make_topic("dead")
     rounds = stream("reachability", rounds=4)
     want = oracle("reachability", rounds)

@@ -24,6 +24,7 @@ from test_workers_daemon import DDFLOW, MS, T0, oracle  # noqa: E402
 
 from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
 from ddflow.daemon.kafka.results import ResultClient  # noqa: E402
+from support.broker import FETCH_WAIT_MS  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -142,7 +143,7 @@ def test_mesh_workers_killed_at_random_points_end_equal_to_the_engine(kafka_brok
     rng = random.Random(int(time.time()))
     seed = rng.randrange(1000)
     bootstrap = kafka_broker.bootstrap
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     source, results, dead = make_topic("in", 4), make_topic("out", 2), make_topic("dead")
     rounds = stream(24, seed)
     want = oracle("reachability", rounds)

@@ -21,6 +21,7 @@ from test_workers_daemon import DDFLOW, MS, T0, Daemons, oracle, stream  # noqa:
 from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
 from ddflow.daemon.kafka.results import ResultClient  # noqa: E402
 from ddflow.daemon.state.snapshot import SnapshotWriter, columns_for_fields  # noqa: E402
+from support.broker import FETCH_WAIT_MS  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -40,7 +41,7 @@ class FromSnapshot(Daemons):
 
 def test_mesh_workers_start_from_a_snapshot_then_restore_their_checkpoints(kafka_broker, make_topic, tmp_path):
     bootstrap = kafka_broker.bootstrap
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     source, results, dead = make_topic("in", 4), make_topic("out", 3), make_topic("dead")
     rounds = stream("reachability", rounds=5)
     want = oracle("reachability", rounds)

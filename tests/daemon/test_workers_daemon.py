@@ -20,6 +20,7 @@ from ddflow.config.dataflows import page_counts, reachability
 from ddflow.daemon.kafka.producer import UpdateProducer
 from ddflow.daemon.kafka.results import ResultClient
 from ddflow.operators import Dataflow
+from support.broker import FETCH_WAIT_MS
 
 pytestmark = pytest.mark.kafka
 
@@ -82,7 +83,7 @@ group_id = "{source}"
 commit_interval = "0s"
 
 [kafka.options]
-"fetch.wait.max.ms" = 5
+"fetch.wait.max.ms" = {FETCH_WAIT_MS}
 
 [[inputs]]
 name = "{name}"
@@ -141,7 +142,7 @@ class Daemons:
 @pytest.mark.parametrize("flow", ["count-per-page", "reachability"])
 def test_workers_through_ddflow_run_equal_the_engine(kafka_broker, make_topic, tmp_path, flow, workers):
     bootstrap = kafka_broker.bootstrap
-    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": 10}
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     source, results, dead = make_topic("in", 4), make_topic("out", 3), make_topic("dead")
     rounds = stream(flow)
     want = oracle(flow, rounds)
