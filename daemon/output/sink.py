@@ -179,11 +179,16 @@ class KafkaSink(WindowCommits, TransactionalPublisher):
         if self.resume:
             formats = {o.topic: (o.format, o.progress_topic, o.mode) for o in self.outputs
                        if o.progress_topic is not None}
-            self.final, self._last = read_result_positions(
-                [o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout, formats=formats,
-                finals=(resume or {}).get("finals"), starts=(resume or {}).get("starts"), stats=self.resume_stats,
-                writer=self.writer[0], stop=stop,
-            )
+            try:
+                self.final, self._last = read_result_positions(
+                    [o.topic for o in self.outputs], self._kafka_options, timeout=self.timeout, formats=formats,
+                    finals=(resume or {}).get("finals"), starts=(resume or {}).get("starts"),
+                    stats=self.resume_stats, writer=self.writer[0], stop=stop,
+                )
+            except BaseException:  # stopped or refused: nothing is published, the producer goes
+                producer, self._producer = self._producer, None
+                producer.flush(0)
+                raise
         else:
             self.final = {o.topic: [T_MIN] * self._partitions[o.topic] for o in self.outputs}
         if self.dead_letters is not None:  # the failures of committed epochs have their dead letters

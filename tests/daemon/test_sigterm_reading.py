@@ -134,3 +134,21 @@ address = "127.0.0.1:0"
         assert again.exit_code() == 0, again.log
     finally:
         again.kill()
+
+
+def test_a_read_back_stopped_in_process_leaves_no_producer_open(kafka_options, make_topic) -> None:
+    """`KafkaSink.open` stopped while it reads its result topic back raises `Stopped` and lets its
+    producer go (an in-process caller that opens a sink again does not keep the first one's)."""
+    from ddflow.daemon.exceptions import Stopped
+
+    out = make_topic("out")
+    filler = KafkaSink([OutputSpec("out", out)], kafka_options, transactional_id=f"fill-{out}", resume=False)
+    filler.open()
+    filler.publish(T_MIN, MS, {"out": [((1, 1), 0, 1)]})
+    filler.commit()
+    filler.close()
+    sink = KafkaSink([OutputSpec("out", out)], kafka_options, transactional_id=f"again-{out}")
+    with pytest.raises(Stopped):
+        sink.open(stop=lambda: True)
+    assert sink._producer is None
+    sink.close()  # nothing left to close: no error
