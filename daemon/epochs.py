@@ -197,8 +197,9 @@ class EpochCloser:
         return True
 
     def _before_run(self) -> None:
-        """Called before the dataflow runs an epoch (`cluster.ClusterWorker` persists its inputs' replay
-        records there: other workers receive updates of the epoch during the run)."""
+        """Called before the dataflow runs an epoch (`cluster.ClusterWorker` makes its inputs' reclock
+        bindings and floors durable there: other workers receive updates of the epoch during the run
+        and may publish outputs of them before this worker does)."""
 
     def _close_on_stop(self) -> EpochReport | None:
         """Stopping: close a last epoch at the exact input frontier, if it moved."""

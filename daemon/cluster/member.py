@@ -157,7 +157,7 @@ class ClusterWorker(Worker):
         return False
 
     def _before_run(self) -> None:
-        self.source.persist()  # the other workers receive this epoch's updates during the run
+        self.source.persist()  # the other workers receive this epoch's updates during the run (see Worker's)
 
     def _close_on_stop(self) -> EpochReport | None:
         if self._interrupted or (self._departed and self._agreed is None):
