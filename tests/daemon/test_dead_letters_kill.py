@@ -12,7 +12,7 @@ import pytest
 
 from ddflow.daemon.deadletter import decode_dead_letter
 from support.broker import FETCH_WAIT_MS, read_topic
-from support.daemons import MS, Daemon, module_env, send, view_at
+from support.daemons import MS, Daemon, module_env, one_input_config, send, view_at
 
 pytestmark = pytest.mark.kafka
 
@@ -33,34 +33,8 @@ def test_a_user_functions_dead_letter_is_not_written_again_after_a_kill(
     options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
     source, out, dead = make_topic("a"), make_topic("out"), make_topic("dead")
     (tmp_path / "poisonflow.py").write_text(FLOW)
-    config = tmp_path / "daemon.toml"
-    config.write_text(f"""
-[dataflow]
-function = "poisonflow:flow"
-on_error = "dead_letter"
-
-[kafka]
-bootstrap = "{bootstrap}"
-group_id = "{source}"
-
-[kafka.options]
-"fetch.wait.max.ms" = {FETCH_WAIT_MS}
-
-[[inputs]]
-name = "a"
-topic = "{source}"
-fields = ["k", "v"]
-
-[[outputs]]
-name = "out"
-topic = "{out}"
-
-[dead_letter]
-topic = "{dead}"
-
-[metrics]
-address = "127.0.0.1:0"
-""")
+    config = one_input_config(tmp_path / "daemon.toml", bootstrap, "poisonflow:flow", source, out, dead,
+                              dataflow='on_error = "dead_letter"\n')
     daemon = Daemon(config, env=module_env(tmp_path))
     try:
         send(source, options, [("k", "1"), ("k", "x")], 1000 * MS)

@@ -15,8 +15,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from support.broker import FETCH_WAIT_MS
-from support.daemons import MS, Daemon, module_env
+from support.daemons import MS, Daemon, module_env, one_input_config
 
 from ddflow.daemon.output.sink import KafkaSink, OutputSpec
 from ddflow.operators.lattice import T_MIN
@@ -75,36 +74,8 @@ def test_sigterm_while_reading_the_result_topic_back_stops_the_read_and_exits_0(
     (tmp_path / "readflow.py").write_text(FLOW)
     gate = tmp_path / "gate"
     gate.mkdir()
-    config = tmp_path / "daemon.toml"
-    config.write_text(f"""
-[dataflow]
-function = "readflow:flow"
-
-[kafka]
-bootstrap = "{kafka_broker.bootstrap}"
-group_id = "{source}"
-
-[kafka.options]
-"fetch.wait.max.ms" = {FETCH_WAIT_MS}
-
-[[inputs]]
-name = "a"
-topic = "{source}"
-fields = ["k", "v"]
-
-[[outputs]]
-name = "out"
-topic = "{out}"
-
-[dead_letter]
-topic = "{dead}"
-
-[worker]
-stop_timeout = "120s"
-
-[metrics]
-address = "127.0.0.1:0"
-""")
+    config = one_input_config(tmp_path / "daemon.toml", kafka_broker.bootstrap, "readflow:flow", source, out, dead,
+                              sections='\n[worker]\nstop_timeout = "120s"\n')
     (gate / "hold").touch()
     daemon = Daemon(config, env=module_env(tmp_path, READ_GATE=str(gate)))
     try:

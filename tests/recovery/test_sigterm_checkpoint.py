@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.broker import FETCH_WAIT_MS
-from support.daemons import MS, Daemon, module_env, send, view_at
+from support.daemons import MS, Daemon, module_env, one_input_config, send, view_at
 
 from ddflow.daemon.state.checkpoint import CheckpointStore
 
@@ -63,37 +63,8 @@ def test_sigterm_in_the_middle_of_a_checkpoint_finishes_it_and_the_restart_resum
     (tmp_path / "heldflow.py").write_text(FLOW)
     gate, checkpoints = tmp_path / "gate", tmp_path / "checkpoints"
     gate.mkdir()
-    config = tmp_path / "daemon.toml"
-    config.write_text(f"""
-[dataflow]
-function = "heldflow:flow"
-
-[kafka]
-bootstrap = "{bootstrap}"
-group_id = "{source}"
-
-[kafka.options]
-"fetch.wait.max.ms" = {FETCH_WAIT_MS}
-
-[[inputs]]
-name = "a"
-topic = "{source}"
-fields = ["k", "v"]
-
-[[outputs]]
-name = "out"
-topic = "{out}"
-
-[dead_letter]
-topic = "{dead}"
-
-[checkpoint]
-location = "{checkpoints}"
-interval = "100ms"
-
-[metrics]
-address = "127.0.0.1:0"
-""")
+    config = one_input_config(tmp_path / "daemon.toml", bootstrap, "heldflow:flow", source, out, dead,
+                              sections=f'\n[checkpoint]\nlocation = "{checkpoints}"\ninterval = "100ms"\n')
     (gate / "hold").touch()
     daemon = Daemon(config, env=module_env(tmp_path, CHECKPOINT_GATE=str(gate)))
     try:

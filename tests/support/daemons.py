@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from support.broker import FETCH_WAIT_MS
+
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 from ddflow.daemon.kafka.producer import UpdateProducer
 from ddflow.daemon.kafka.results import ResultClient
@@ -45,6 +47,41 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def one_input_config(path: Path, bootstrap: str, function: str, source: str, out: str, dead: str, *,
+                     dataflow: str = "", sections: str = "") -> Path:
+    """Write the config of a daemon with one input ``a`` (fields ``k``, ``v``) on topic ``source``,
+    one output ``out``, the dead-letter topic ``dead`` and metrics on a free port, running
+    ``function`` (``module:name``) with ``dataflow`` lines added to its table and ``sections``
+    (more TOML tables) at the end; returns ``path``."""
+    path.write_text(f"""
+[dataflow]
+function = "{function}"
+{dataflow}
+[kafka]
+bootstrap = "{bootstrap}"
+group_id = "{source}"
+
+[kafka.options]
+"fetch.wait.max.ms" = {FETCH_WAIT_MS}
+
+[[inputs]]
+name = "a"
+topic = "{source}"
+fields = ["k", "v"]
+
+[[outputs]]
+name = "out"
+topic = "{out}"
+
+[dead_letter]
+topic = "{dead}"
+
+[metrics]
+address = "127.0.0.1:0"
+{sections}""")
+    return path
 
 
 class Daemon:
