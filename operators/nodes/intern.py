@@ -39,6 +39,7 @@ from ..traces.batch import Updates
 from ..values.ordering import sort_values
 
 FULL = 1 << 63  # the modulus of the full 63-bit hash
+_HELD_SLICE = 1 << 20  # held_ids reports the group arrays this many groups at a time
 
 
 class _Restart(Exception):
@@ -73,9 +74,12 @@ class Intern(Node):
 
     def held_ids(self):
         yield from super().held_ids()
-        groups = self._groups()
-        yield groups
-        yield self._first.take(groups).astype(np.int64)
+        step = _HELD_SLICE  # a slice of the group arrays at a time: no column per group beside them
+        for lo in range(0, len(self._first), step):
+            first = self._first[lo : lo + step]
+            held = np.flatnonzero((first >= 0) | (self._status[lo : lo + step] != SINGLE))
+            yield held + lo
+            yield first.take(held).astype(np.int64)
         yield np.fromiter(self._multi, dtype=np.int64, count=len(self._multi))
 
     def stats(self) -> dict[str, int]:
@@ -116,14 +120,15 @@ class Intern(Node):
             except _Restart:  # a group is watched now: its updates are events too
                 continue
         del elements
-        status = self._status.take(groups)
+        fast = self._status.take(groups) != MULTI
         rounds.add_counts(groups, diffs, self._status, self._counts)
-        fast = status != MULTI
-        if fast.all():
-            out = Updates((interner.pair(records, groups),), u.times, diffs)
+        if fast.all():  # the common case: the group ids become the output's pair codes in place
+            del fast
+            out = Updates((interner.pair_into(records, groups),), u.times, diffs)
         else:
             keep = np.flatnonzero(fast)
             out = Updates((interner.pair(records[keep], groups[keep]),), u.times[keep], diffs[keep])
+        del groups
         if slow is None or len(slow[0]) == 0:
             return out
         recs, ids, ts, ds = slow

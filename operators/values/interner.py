@@ -38,11 +38,12 @@ from ..partition import combine, element_hash, int_elements
 from .equality import (
     I64_MAX, I64_MIN, NEVER_INT, Unhashable, all_equal, all_plain, distinct, distinct_rows, int_equal, plain,
 )
-from .ids import COMPOSITE, ID_LIMIT, INT, OBJ, OBJ_INT, OBJ_PAIR, PAIR, IdSpace, pack, unpack
+from .ids import COMPOSITE, ID_LIMIT, INT, OBJ, OBJ_INT, OBJ_PAIR, PAIR, SHIFT, IdSpace, pack, unpack
 
 _DEEP = 64  # nesting below which tuples are interned level by level in bulk
 _PENDING = 1 << 24  # values decomposed into columns before they are interned together
 _SMALL_INT = 1 << 62  # int_values: ints whose negation and differences stay in int64
+_PACK_SLICE = 1 << 20  # pair_into packs this many pair codes at a time
 
 _first, _second = itemgetter(0), itemgetter(1)
 
@@ -442,6 +443,18 @@ class Interner:
         if len(keys) == 0:
             return np.empty(0, dtype=np.int64)
         return self._pair_ids(pack(keys, vals))
+
+    def pair_into(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        """:meth:`pair` for an int64 column ``vals`` the caller gives up: the pair codes are packed
+        into its buffer (a slice at a time), so a large batch needs no column of codes beside it."""
+        if len(keys) == 0:
+            return np.empty(0, dtype=np.int64)
+        step = _PACK_SLICE
+        for lo in range(0, len(vals), step):
+            part = keys[lo : lo + step].astype(np.int64)
+            part <<= SHIFT
+            vals[lo : lo + step] |= part
+        return self._pair_ids(vals)
 
     # -- giving ids back --------------------------------------------------------------------------
     def cache(self, cache):

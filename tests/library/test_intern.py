@@ -188,3 +188,30 @@ def test_reserve_keeps_ids_and_spares_later_grows():
     assert reserved.kinds is columns and len(columns) == 3000
     reserved.reserve(10)  # room enough: nothing grows
     assert reserved.kinds is columns
+
+
+def test_compiled_intern_reports_its_groups_slice_by_slice(monkeypatch):
+    """The operator reports the ids its groups hold a few groups at a time. Its output is drained
+    every run, so after a full retraction only the operator holds its hashes' ids: a group reported
+    wrongly would lose its id to a new record's, and the records that come back would get wrong ids."""
+    from ddflow.operators.nodes import intern as node
+
+    monkeypatch.setattr(node, "_HELD_SLICE", 3)
+    hasher = StableHashModulo(43)
+    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1))
+    records = df.new_input()
+    probe = intern(records.collection, hasher=hasher).capture(history=False)
+    counts: dict[int, int] = {}
+    state: dict[tuple, int] = {}
+    old = list(range(15))
+    for t, batch in enumerate([[(r, 1) for r in old], [(r, -1) for r in old], [(r, 1) for r in range(100, 115)],
+                               [(r, 1) for r in old], [(3, -1), (101, -1), (7, 2)]]):
+        for record, diff in batch:
+            records.update(record, t, diff)
+            counts[record] = counts.get(record, 0) + diff
+        records.advance_to(t + 1)
+        df.run()
+        for pair, _time, diff in probe.drain():
+            state[pair] = state.get(pair, 0) + diff
+        assert df.interner.sweeps == t + 1  # every run ends with a sweep that asks the node what it holds
+        assert {p: c for p, c in state.items() if c} == interned({r: c for r, c in counts.items() if c}, hasher), t

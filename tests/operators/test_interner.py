@@ -292,3 +292,26 @@ def test_update_many_names_a_bad_row_as_its_tuple():
         recs.update_many(np.array([[1, 2], [5, 6]]), [0, 0], [1, 0])
     with pytest.raises(ShapeError, match="at least one column"):
         recs.update_many(np.empty((2, 0), dtype=np.int64), [0, 0], [1, 1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 3) | st.integers(-(2**63), 2**63 - 1),
+                          st.integers(-3, 3) | st.integers(-(2**63), 2**63 - 1)), max_size=40),
+       st.integers(1, 5))
+def test_pair_into_gives_the_ids_of_pair(pairs, slice_):
+    """Packing the codes into the second column's buffer, a few at a time, numbers the same pairs as
+    ``pair`` in a twin interner, and the ids stand for the tuples (int64 extremes included)."""
+    from ddflow.operators.values import interner as module
+
+    twin, mine = Interner(), Interner()
+    firsts, seconds = [p[0] for p in pairs], [p[1] for p in pairs]
+    want = twin.pair(twin.ids(firsts), twin.ids(seconds))
+    keys, vals = mine.ids(firsts), mine.ids(seconds)
+    before, module._PACK_SLICE = module._PACK_SLICE, slice_
+    try:
+        got = mine.pair_into(keys, vals)
+    finally:
+        module._PACK_SLICE = before
+    assert got.tolist() == want.tolist()
+    assert mine.value_list(got) == pairs
+    assert mine.ids(pairs).tolist() == got.tolist()
