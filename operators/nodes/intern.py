@@ -7,8 +7,8 @@ the same output, at every time, as ``library.intern``'s loop of reductions (its 
 Python call per record:
 
 * Records are grouped by their round-zero hash. A group is named by the id of its hash (the hash is
-  interned anyway: it is the id in the output), and arrays indexed by that id hold the group's first
-  record, its status and that record's accumulated count. A group that never held two distinct
+  interned anyway: it is the id in the output), and arrays indexed by that id (from the least group
+  id on) hold the group's first record, its status and that record's accumulated count. A group that never held two distinct
   records is ``SINGLE``: its record's id is its round-zero hash at every time, because a round-zero
   pair is the least of any group it is in. Its updates are mapped to ``(record, hash)`` in bulk.
 * A group that sees a second record becomes ``MULTI``: from the batch where that happens its records
@@ -54,10 +54,12 @@ class Intern(Node):
         if scope.parent is not None:
             raise ValueError("the intern node runs in the outer scope")
         self.modulus = modulus
-        # per id of a round-zero hash (a group): its first record (-1: none yet), status, that record's count
-        self._first = np.full(16, -1, dtype=np.int32)
-        self._status = np.zeros(16, dtype=np.int8)
-        self._counts = np.zeros(16, dtype=np.int64)
+        # per id of a round-zero hash (a group) from _base on: its first record (-1: none yet), status,
+        # that record's count (the arrays span the groups' ids, not every id below them)
+        self._base = 0
+        self._first = np.full(0, -1, dtype=np.int32)
+        self._status = np.zeros(0, dtype=np.int8)
+        self._counts = np.zeros(0, dtype=np.int64)
         # the records of MULTI groups: accumulated counts, and the (id, count) each one has in the output
         self._multi: dict[int, int] = {}
         self._out: dict[int, tuple[int, int]] = {}
@@ -70,7 +72,7 @@ class Intern(Node):
             self.emit(self._apply(u))
 
     def _groups(self) -> np.ndarray:
-        return np.flatnonzero((self._first >= 0) | (self._status != SINGLE))
+        return np.flatnonzero((self._first >= 0) | (self._status != SINGLE)) + self._base
 
     def held_ids(self):
         yield from super().held_ids()
@@ -78,7 +80,7 @@ class Intern(Node):
         for lo in range(0, len(self._first), step):
             first = self._first[lo : lo + step]
             held = np.flatnonzero((first >= 0) | (self._status[lo : lo + step] != SINGLE))
-            yield held + lo
+            yield held + (lo + self._base)
             yield first.take(held).astype(np.int64)
         yield np.fromiter(self._multi, dtype=np.int64, count=len(self._multi))
 
@@ -95,11 +97,9 @@ class Intern(Node):
         # grow once here rather than once per interning call (each grow copies them)
         interner.reserve(2 * len(records))
         # an int is its own element hash as far as pair_hashes goes (it hashes its lanes itself)
-        elements = interner.int_values(records)
-        if elements is None:
-            elements = interner.element_hashes(records)
-        groups = interner.int_ids(rounds.pair_hashes(0, elements, self.modulus % FULL))
+        groups = interner.int_ids(rounds.pair_hashes(0, self._element_hashes(records), self.modulus % FULL))
         self._fit(groups)
+        groups -= self._base  # indexes into the group arrays (in place) until the output is built
         became = rounds.claim(groups, records, self._first, self._status)
         if len(became):  # their first records' earlier outputs were (first, hash) with its count
             firsts = self._first.take(became)
@@ -108,20 +108,23 @@ class Intern(Node):
                 count = int(self._counts[g])
                 if count:
                     self._multi[first] = count
-                    self._out[first] = (int(interner.value(g)), count)
+                    self._out[first] = (int(interner.value(g + self._base)), count)
         slow = None
         while (self._status.take(groups) != SINGLE).any():  # the batch touches groups in the rounds
             status = self._status.take(groups)
             events = np.flatnonzero(status != SINGLE)
+            base = self._base
             try:
-                slow = self._rounds(records[events], times[events], diffs[events], groups[events],
-                                    elements[events], status[events])
+                mine = records[events]  # element hashes again for these few, not kept for the batch
+                slow = self._rounds(mine, times[events], diffs[events], groups[events] + base,
+                                    self._element_hashes(mine), status[events])
                 break
-            except _Restart:  # a group is watched now: its updates are events too
+            except _Restart:  # a group is watched now (the arrays may start lower): its updates are events too
+                groups += base - self._base
                 continue
-        del elements
         fast = self._status.take(groups) != MULTI
         rounds.add_counts(groups, diffs, self._status, self._counts)
+        groups += self._base  # the hashes' ids again
         if fast.all():  # the common case: the group ids become the output's pair codes in place
             del fast
             out = Updates((interner.pair_into(records, groups),), u.times, diffs)
@@ -141,16 +144,24 @@ class Intern(Node):
         return self.interner.element_hashes(records) if ints is None else ints
 
     def _fit(self, groups: np.ndarray) -> None:
-        """Room in the arrays for the groups ``groups`` (ids)."""
-        need = int(groups.max()) + 1 if len(groups) else 0
-        if need <= len(self._first):
+        """Room in the arrays for the groups ``groups`` (ids): they span from the least id of a group
+        seen (or a little lower) to the greatest (or a half more), so that a batch's groups, whose ids
+        come after its records', cost no slots for the records' ids."""
+        if len(groups) == 0:
             return
-        size = max(need, len(self._first) + len(self._first) // 2)
+        lo, hi = int(groups.min()), int(groups.max()) + 1
+        size = len(self._first)
+        base, end = (self._base, self._base + size) if size else (lo, lo)
+        if base <= lo and hi <= end:
+            return
+        start = base if base <= lo else max(0, min(lo, base - size // 2))
+        stop = end if hi <= end else max(hi, end + size // 2)
         for name, fill in (("_first", -1), ("_status", SINGLE), ("_counts", 0)):
             old = getattr(self, name)
-            new = np.full(size, fill, dtype=old.dtype)
-            new[: len(old)] = old
+            new = np.full(stop - start, fill, dtype=old.dtype)
+            new[base - start : base - start + size] = old
             setattr(self, name, new)
+        self._base = start
 
     # -- the rounds, for MULTI groups -----------------------------------------------------------------
     def _rounds(self, records, times, diffs, groups, elements, status):
@@ -175,7 +186,7 @@ class Intern(Node):
                 if st[i] == MULTI:
                     multi[r] = multi.get(r, 0) + d
                 else:
-                    watched[g] = watched.get(g, int(self._counts[g])) + d
+                    watched[g] = watched.get(g, int(self._counts[g - self._base])) + d
                 i += 1
             ids = self._assign([r for r, c in multi.items() if c], watched)
             for r in set(out) | {r for r, c in multi.items() if c}:
@@ -233,9 +244,10 @@ class Intern(Node):
         g = self.interner.int_ids(np.array([h], dtype=np.int64))
         self._fit(g)
         g = int(g[0])
-        if self._status[g] == MULTI:
+        at = g - self._base
+        if self._status[at] == MULTI:
             return False  # its round-zero records are among the pairs themselves
-        if self._status[g] == WATCHED:
-            return self._first[g] >= 0 and watched.get(g, int(self._counts[g])) != 0
-        self._status[g] = WATCHED
+        if self._status[at] == WATCHED:
+            return self._first[at] >= 0 and watched.get(g, int(self._counts[at])) != 0
+        self._status[at] = WATCHED
         raise _Restart
