@@ -8,9 +8,10 @@ Python call per record:
 
 * Records are grouped by their round-zero hash. A group is named by the id of its hash (the hash is
   interned anyway: it is the id in the output), and arrays indexed by that id (from the least group
-  id on) hold the group's first record, its status and that record's accumulated count. A group that never held two distinct
-  records is ``SINGLE``: its record's id is its round-zero hash at every time, because a round-zero
-  pair is the least of any group it is in. Its updates are mapped to ``(record, hash)`` in bulk.
+  id on) hold the group's first record, its status and that record's accumulated count. A group that
+  never held two distinct records is ``SINGLE``: its record's id is its round-zero hash at every time,
+  because a round-zero pair is the least of any group it is in. Its updates are mapped to
+  ``(record, hash)`` in bulk.
 * A group that sees a second record becomes ``MULTI``: from the batch where that happens its records
   go through the rounds, here in Python, one time at a time in time order (the times of a batch are
   complete and totally ordered, and every later batch lies beyond them). Its first record's earlier
