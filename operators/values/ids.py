@@ -142,6 +142,17 @@ class IdSpace:
         if size > len(self.kinds):
             self._resize(size)
 
+    def reserve_table(self, table: _Table, n: int) -> None:
+        """Buckets in ``table`` (``self.ints`` or ``self.pairs``) for ``n`` more keys, grown (by half
+        at least) and rebuilt from the ids in use only when they would not fit: a caller about to
+        intern a large column in slices saves the table's growing once per slice."""
+        capacity = ht.capacity_for(table.count + n)
+        if capacity <= len(table.slots):
+            return
+        wanted = _INT_TABLE if table is self.ints else _PAIR_TABLE
+        size = max(capacity, len(table.slots) + len(table.slots) // 2 + 1)
+        table.slots = ht.build(self.payload, self.kinds, wanted, self.next, size)
+
     def _grow(self, need: int, want: int) -> None:
         """Room in the columns for ``need`` more ids beyond ``next`` (:class:`IdLimitError` past the
         limit) and, the limit allowing, for ``want`` (a batch of new keys grows them once) or a quarter

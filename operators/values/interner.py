@@ -445,16 +445,20 @@ class Interner:
         return self._pair_ids(pack(keys, vals))
 
     def pair_into(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
-        """:meth:`pair` for an int64 column ``vals`` the caller gives up: the pair codes are packed
-        into its buffer (a slice at a time), so a large batch needs no column of codes beside it."""
-        if len(keys) == 0:
-            return np.empty(0, dtype=np.int64)
+        """:meth:`pair` for an int64 column ``vals`` the caller gives up, which it returns: a slice at
+        a time, the pair codes are packed into its buffer and their ids written over them, so a large
+        batch needs no column of codes or of ids beside it. The pairs' table is grown once, first,
+        for the column (the ids are those :meth:`pair` would hand out: slices in order)."""
+        space = self._space
+        space.reserve_table(space.pairs, len(vals))
         step = _PACK_SLICE
         for lo in range(0, len(vals), step):
             part = keys[lo : lo + step].astype(np.int64)
             part <<= SHIFT
-            vals[lo : lo + step] |= part
-        return self._pair_ids(vals)
+            codes = vals[lo : lo + step]
+            codes |= part
+            codes[:] = self._pair_ids(codes)
+        return vals
 
     # -- giving ids back --------------------------------------------------------------------------
     def cache(self, cache):

@@ -299,11 +299,14 @@ def test_update_many_names_a_bad_row_as_its_tuple():
                           st.integers(-3, 3) | st.integers(-(2**63), 2**63 - 1)), max_size=40),
        st.integers(1, 5))
 def test_pair_into_gives_the_ids_of_pair(pairs, slice_):
-    """Packing the codes into the second column's buffer, a few at a time, numbers the same pairs as
-    ``pair`` in a twin interner, and the ids stand for the tuples (int64 extremes included)."""
+    """Packing the codes into the second column's buffer, a few at a time, and writing their ids
+    over them numbers the same pairs as ``pair`` in a twin interner (the pairs' table, grown first,
+    keeps the pairs interned before), and the ids stand for the tuples (int64 extremes included)."""
     from ddflow.operators.values import interner as module
 
     twin, mine = Interner(), Interner()
+    before_pairs = pairs[: len(pairs) // 2]
+    assert twin.ids(before_pairs).tolist() == mine.ids(before_pairs).tolist()
     firsts, seconds = [p[0] for p in pairs], [p[1] for p in pairs]
     want = twin.pair(twin.ids(firsts), twin.ids(seconds))
     keys, vals = mine.ids(firsts), mine.ids(seconds)
@@ -312,6 +315,31 @@ def test_pair_into_gives_the_ids_of_pair(pairs, slice_):
         got = mine.pair_into(keys, vals)
     finally:
         module._PACK_SLICE = before
-    assert got.tolist() == want.tolist()
+    assert got is vals and got.tolist() == want.tolist()
     assert mine.value_list(got) == pairs
     assert mine.ids(pairs).tolist() == got.tolist()
+    assert mine.ids(before_pairs).tolist() == got[: len(before_pairs)].tolist()
+
+
+def test_pair_into_grows_the_pairs_table_once_keeping_its_pairs():
+    """A column larger than the table's room: the table is rebuilt once, first, with the pairs it held
+    (found again under their ids), and the slices then fit without growing it."""
+    from ddflow.operators.values import interner as module
+
+    twin, mine = Interner(), Interner()
+    held = [(i, -i) for i in range(1000)]
+    assert twin.ids(held).tolist() == mine.ids(held).tolist()
+    pairs = held[::3] + [(i, 2**63 - 1 - i) for i in range(3000)]
+    firsts, seconds = [p[0] for p in pairs], [p[1] for p in pairs]
+    want = twin.pair(twin.ids(firsts), twin.ids(seconds))
+    keys, vals = mine.ids(firsts), mine.ids(seconds)
+    table = mine._space.pairs
+    before, module._PACK_SLICE = module._PACK_SLICE, 7
+    try:
+        got = mine.pair_into(keys, vals)
+    finally:
+        module._PACK_SLICE = before
+    assert got.tolist() == want.tolist()
+    assert table.count == 4000 and len(table.slots) >= 4000 * 10 // 7
+    assert mine.ids(held).tolist() == twin.ids(held).tolist()
+    assert mine.value_list(got) == pairs
