@@ -179,3 +179,47 @@ def test_closed_writers():
     assert f.frontier == T_MIN
     f.apply(0, 1, marker(T_MIN, None, "w1", 0, (1, 2)))
     assert f.frontier == CLOSED
+
+
+class Message:
+    """What a consumer gives for one message (the calls `reading.Routes.take` makes)."""
+
+    def __init__(self, partition: int, offset: int, value: bytes) -> None:
+        self._partition, self._offset, self._value = partition, offset, value
+
+    def topic(self) -> str:
+        return "out"
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> None:
+        return None
+
+    def key(self) -> None:
+        return None
+
+
+def test_messages_given_again_after_the_consumer_jumped_back_count_once():
+    """A consumer reset to an earlier offset gives a pending epoch's data again before its marker:
+    read twice, the data would outnumber the marker's count and the epoch be refused (the next one
+    then 'starts after the final frontier')."""
+    from ddflow.daemon.kafka.reading import Routes
+
+    f = follower()
+    routes = Routes([f])
+    routes.take(Message(0, 0, batch(T_MIN, 10, "w0", [(("a",), 3, 1)])))
+    routes.take(Message(0, 1, marker(T_MIN, 10, "w0", 1)))
+    routes.take(Message(0, 2, batch(10, 20, "w0", [(("b",), 12, 1)])))
+    for offset, value in [(0, batch(T_MIN, 10, "w0", [(("a",), 3, 1)])), (1, marker(T_MIN, 10, "w0", 1)),
+                          (2, batch(10, 20, "w0", [(("b",), 12, 1)]))]:  # from the start again
+        assert routes.take(Message(0, offset, value)) == []
+    [change] = routes.take(Message(0, 3, marker(10, 20, "w0", 1)))
+    assert change.frontier == 20 and f.view == {("a",): 1, ("b",): 1}
+    assert routes.again == 3 and f.stats.incomplete_epochs == 0
