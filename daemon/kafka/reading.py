@@ -38,19 +38,12 @@ class Routes:
         self.at_end = {(t, p): False for t, n in self.counts.items() for p in range(n)}
         self.last: dict[tuple[str, int], int] = {}  # offset of the last message read per partition
         self.expect: dict[tuple[str, int], int] = {}  # reading resumes at a message recorded there
-        self.again = 0  # messages given again at or below their partition's last offset (ignored)
 
     def take(self, msg: Any) -> list[Change]:
-        """Apply one message (not an error); the Changes it caused. A message at or below the last
-        offset read on its partition was applied already (a consumer whose position jumped back,
-        e.g. reset to the earliest offset when the broker misreported where the partition ends):
-        it is ignored, or a pending epoch's data would count twice and its marker be refused."""
+        """Apply one message (not an error); the Changes it caused."""
         topic, partition = msg.topic(), msg.partition()
         self.at_end[(topic, partition)] = False
         offset = msg.offset()
-        if offset <= self.last.get((topic, partition), -1):
-            self.again += 1
-            return []
         expected = self.expect.pop((topic, partition), None)
         if expected is not None and offset != expected:
             raise RecoveryError(
