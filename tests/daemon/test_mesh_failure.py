@@ -29,6 +29,7 @@ from ddflow.daemon.formats.result_protocol import OutputProgress, decode_output 
 from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
 from ddflow.daemon.kafka.results import ResultClient  # noqa: E402
 from support.broker import FETCH_WAIT_MS  # noqa: E402
+from support.daemons import terminate  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -94,16 +95,7 @@ class Supervised:
     def stop(self) -> list[int | None]:
         self.done.set()
         self.watcher.join()
-        codes = []
-        for p in self.processes:
-            p.send_signal(signal.SIGTERM)
-        for p in self.processes:
-            try:
-                codes.append(p.wait(timeout=90))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                codes.append(None)
-        return codes
+        return terminate(self.processes)
 
 
 def stream(rounds: int, seed: int) -> list[list[tuple[object, int, int]]]:

@@ -8,7 +8,6 @@ engine's on the same input, for 1, 2 and 4 workers, for count-per-page and for r
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from ddflow.daemon.kafka.producer import UpdateProducer
 from ddflow.daemon.kafka.results import ResultClient
 from ddflow.operators import Dataflow
 from support.broker import FETCH_WAIT_MS
+from support.daemons import terminate
 
 pytestmark = pytest.mark.kafka
 
@@ -125,17 +125,7 @@ class Daemons:
         return "\n".join(f"--- worker {i}\n" + "".join(lines[-40:]) for i, lines in enumerate(self.logs))
 
     def stop(self) -> list[int | None]:
-        for p in self.processes:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        codes = []
-        for p in self.processes:
-            try:
-                codes.append(p.wait(timeout=90))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                codes.append(None)
-        return codes
+        return terminate(self.processes)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])

@@ -171,6 +171,22 @@ class Daemon:
             self.process.wait()
 
 
+def terminate(processes: list[subprocess.Popen], timeout: float = 90) -> list[int | None]:
+    """SIGTERM every process still running, then each one's exit code (None: it did not exit within
+    ``timeout`` seconds and was killed)."""
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    codes: list[int | None] = []
+    for p in processes:
+        try:
+            codes.append(p.wait(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(None)
+    return codes
+
+
 def send(topic: str, options: dict, records: list[tuple], t: int) -> None:
     """Insert ``records`` at time ``t`` and promise nothing more before ``t + 1 ms``."""
     with UpdateProducer(topic, options) as producer:
