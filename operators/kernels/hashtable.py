@@ -178,13 +178,14 @@ def insert(slots: np.ndarray, keys: np.ndarray, query: np.ndarray, count: int, f
 
 
 @kernel
-def build(keys: np.ndarray, classes: np.ndarray, wanted: np.ndarray, n: int, capacity: int) -> np.ndarray:
-    """Slots of ``capacity`` buckets holding every value ``v < n`` with ``wanted[classes[v]]`` (their
-    keys ``keys[v]`` must be distinct): a table rebuilt from the values still in use, with no
-    temporary per value."""
+def build(keys: np.ndarray, classes: np.ndarray, wanted: np.ndarray, n: int, capacity: int, skip_lo: int,
+          skip_hi: int) -> np.ndarray:
+    """Slots of ``capacity`` buckets holding every value ``v < n`` with ``wanted[classes[v]]`` outside
+    ``skip_lo <= v < skip_hi`` (their keys ``keys[v]`` must be distinct): a table rebuilt from the
+    values still in use, with no temporary per value."""
     slots = np.full(capacity, -1, dtype=np.int32)
     for v in range(n):
-        if wanted[classes[v]]:
+        if wanted[classes[v]] and not skip_lo <= v < skip_hi:
             _place(slots, keys, v)
     return slots
 
@@ -217,6 +218,7 @@ def ref_insert(table: dict[int, int], keys: np.ndarray, query: np.ndarray, free:
     return out, nfree, next_value, len(query)
 
 
-def ref_build(keys: np.ndarray, classes: np.ndarray, wanted: np.ndarray, n: int) -> dict[int, int]:
+def ref_build(keys: np.ndarray, classes: np.ndarray, wanted: np.ndarray, n: int, skip_lo: int = 0,
+              skip_hi: int = 0) -> dict[int, int]:
     """:func:`build` as the dict ``key -> value`` it must hold."""
-    return {int(keys[v]): v for v in range(n) if wanted[classes[v]]}
+    return {int(keys[v]): v for v in range(n) if wanted[classes[v]] and not skip_lo <= v < skip_hi}

@@ -49,7 +49,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'columns.int_columns': ('int64[1C], int8[1C], int64[1C], int64, int64, int64',),
     'address.address': ('int64[1C]',),
     'reclaim.mark': ('int64[1C], bool[1C], int8[1C], bool[1C], int64[1C]',),
-    'hashtable.build': ('int64[1C], int8[1C], bool[1C], int64, int64',),
+    'hashtable.build': ('int64[1C], int8[1C], bool[1C], int64, int64, int64, int64',),
     'hashtable.find': ('int32[1C], int64[1C], int64[1C]',),
     'rounds.add_counts': ('int64[1C], int64[1C], int8[1C], int64[1C]',),
     'reclaim.sweep': ('int8[1C], bool[1C], int64, int64, bool[1C]',),

@@ -15,6 +15,12 @@ Two compiled hash tables map payloads back to ids: ints (INT and OBJ_INT ids) an
 and OBJ_PAIR ids), so interning a column of ints or pairs is one kernel call. A PAIR or OBJ_PAIR id
 *refers to* its two components: they are in use as long as it is.
 
+One *run* of ints may bypass the ints' table: a column of ints that covers a dense range
+``lo <= v < hi`` of ints not seen yet (at least ``RUN_MIN`` of them, repeats allowed) gives them the
+consecutive ids ``base + (v - lo)``, found again by that offset, unhashed. The run's ids are INT ids
+like any other (kinds and payloads in the columns); they stay out of the table until a reclaim gives
+one of them back, when the run ends and the rest of its ids enter the table.
+
 Ids are given back: :meth:`IdSpace.reclaim` takes the ids found reachable from everything the
 dataflow holds (see :mod:`ddflow.operators.values.sweep`), marks the rest FREE, hands them out again
 (lowest first) and rebuilds the tables from the ids still in use, so memory follows the records
@@ -38,6 +44,7 @@ COMPOSITE = np.array([False, True, False, False, True, False, False, False], dty
 _INT_TABLE = np.array([True, False, False, True, False, False, False, False])  # kinds in the ints' table
 _PAIR_TABLE = np.array([False, True, False, False, True, False, False, False])  # kinds in the pairs' table
 _OBJECT_KINDS = np.array([False, False, True, True, True, False, False, False])  # kinds kept as objects
+RUN_MIN = 1 << 12  # a run of ints spans at least this many ints
 
 
 def pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -78,6 +85,8 @@ class IdSpace:
         self._nfree = 0
         self.ints = _Table()
         self.pairs = _Table()
+        # the run: ints run_lo <= v < run_hi have the ids run_base + (v - run_lo), not in the ints' table
+        self.run_lo = self.run_hi = self.run_base = 0
 
     def in_use(self) -> int:
         """Ids handed out and not given back."""
@@ -90,13 +99,66 @@ class IdSpace:
     # -- handing ids out -----------------------------------------------------------------------------
     def find(self, table: _Table, keys: np.ndarray) -> np.ndarray:
         """The id of each payload in ``table`` (``self.ints`` or ``self.pairs``), ``-1`` if none."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
         if table.count == 0:
-            return np.full(len(keys), -1, dtype=np.int64)
-        return ht.find(table.slots, self.payload, np.ascontiguousarray(keys, dtype=np.int64))
+            out = np.full(len(keys), -1, dtype=np.int64)
+        else:
+            out = ht.find(table.slots, self.payload, keys)
+        if table is self.ints and self.run_hi > self.run_lo:
+            inside = (keys >= self.run_lo) & (keys < self.run_hi)
+            out[inside] = keys[inside] + (self.run_base - self.run_lo)
+        return out
 
     def intern(self, table: _Table, kind: int, keys: np.ndarray) -> np.ndarray:
-        """The id of each payload in ``table``, new ids of ``kind`` for payloads not there yet."""
+        """The id of each payload in ``table``, new ids of ``kind`` for payloads not there yet (ints of a
+        dense range not seen yet start the run, when there is none)."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
+        if table is not self.ints:
+            return self._insert(table, kind, keys)
+        if self.run_hi == self.run_lo and len(keys) >= RUN_MIN:
+            self._start_run(keys)
+        if self.run_hi == self.run_lo:
+            return self._insert(table, kind, keys)
+        inside = (keys >= self.run_lo) & (keys < self.run_hi)
+        offset = self.run_base - self.run_lo
+        if inside.all():
+            return keys + offset
+        out = np.empty(len(keys), dtype=np.int64)
+        out[inside] = keys[inside] + offset
+        outside = ~inside
+        out[outside] = self._insert(table, kind, keys[outside])
+        return out
+
+    def _start_run(self, keys: np.ndarray) -> None:
+        """Make ``keys`` the run when they cover a dense range of ints (of at least ``RUN_MIN``, at most
+        ``len(keys)``) none of which has an id yet: fresh ids from ``next`` on, one per int of the
+        range, in its order (the free list waits for later ids)."""
+        lo, hi = int(keys.min()), int(keys.max()) + 1
+        span = hi - lo
+        if span < RUN_MIN or span > len(keys) or self.next + span > self.limit or lo < -(1 << 62):
+            return
+        covered = np.zeros(span, dtype=bool)
+        covered[keys - np.int64(lo)] = True  # (keys - lo fits: it is below span)
+        if not covered.all():
+            return
+        del covered
+        table = self.ints
+        if table.count:  # none of them may be in the table yet: its keys scanned, or the range looked up
+            if len(table.slots) <= span:
+                held = self.payload.take(table.slots[table.slots >= 0])
+                if ((held >= lo) & (held < hi)).any():
+                    return
+            elif (ht.find(table.slots, self.payload, np.arange(lo, hi, dtype=np.int64)) >= 0).any():
+                return
+        self._grow(span, span)
+        base = self.next
+        self.kinds[base : base + span] = INT
+        self.payload[base : base + span] = np.arange(lo, hi, dtype=np.int64)
+        self.next += span
+        self.run_lo, self.run_hi, self.run_base = lo, hi, base
+
+    def _insert(self, table: _Table, kind: int, keys: np.ndarray) -> np.ndarray:
+        """The id of each payload in ``table`` (by the table alone), new ids of ``kind`` for the others."""
         parts = []
         while True:
             nfree, first = self._nfree, self.next
@@ -151,7 +213,7 @@ class IdSpace:
             return
         wanted = _INT_TABLE if table is self.ints else _PAIR_TABLE
         size = max(capacity, len(table.slots) + len(table.slots) // 2 + 1)
-        table.slots = ht.build(self.payload, self.kinds, wanted, self.next, size)
+        table.slots = ht.build(self.payload, self.kinds, wanted, self.next, size, *self._skipped(table))
 
     def _grow(self, need: int, want: int) -> None:
         """Room in the columns for ``need`` more ids beyond ``next`` (:class:`IdLimitError` past the
@@ -190,6 +252,9 @@ class IdSpace:
         again, lowest first; the tables and columns shrink to fit."""
         freed, objects, self._free, self.next = reclaim.sweep(self.kinds, marks, self.next, FREE, _OBJECT_KINDS)
         self._nfree = len(self._free)
+        run = self.run_base, self.run_base + (self.run_hi - self.run_lo)
+        if freed and run[1] > run[0] and (self.kinds[run[0] : run[1]] == FREE).any():
+            self.run_lo = self.run_hi = self.run_base = 0  # the run ends: its ids in use enter the table
         n = self.next
         if len(self.kinds) > max(64, 2 * n):  # the columns shrink with the ids in use
             size = max(16, n + n // 4)
@@ -202,6 +267,13 @@ class IdSpace:
     def _rebuild(self, table: _Table) -> None:
         wanted = _INT_TABLE if table is self.ints else _PAIR_TABLE
         n = self.next
-        count = int(np.count_nonzero(wanted.take(self.kinds[:n])))
-        table.slots = ht.build(self.payload, self.kinds, wanted, n, ht.capacity_for(count + count // 4))
+        lo, hi = self._skipped(table)
+        count = int(np.count_nonzero(wanted.take(self.kinds[:n]))) - (hi - lo)
+        table.slots = ht.build(self.payload, self.kinds, wanted, n, ht.capacity_for(count + count // 4), lo, hi)
         table.count = count
+
+    def _skipped(self, table: _Table) -> tuple[int, int]:
+        """The ids that ``table`` does not hold although their kinds are its: the run's, for the ints."""
+        if table is self.ints and self.run_hi > self.run_lo:
+            return self.run_base, self.run_base + (self.run_hi - self.run_lo)
+        return 0, 0

@@ -48,14 +48,15 @@ def test_insert_and_find_agree_with_a_dict(batches, free_list, start, limit):
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(I64, unique=True, max_size=300), st.integers(0, 100), st.integers(0, 300))
-def test_build_places_every_wanted_value_where_find_sees_it(distinct, extra, n):
+@given(st.lists(I64, unique=True, max_size=300), st.integers(0, 100), st.integers(0, 300), st.integers(0, 300),
+       st.integers(0, 300))
+def test_build_places_every_wanted_value_where_find_sees_it(distinct, extra, n, skip_lo, skip_len):
     keys = np.array(distinct, dtype=np.int64)
     n = min(n, len(keys))
     classes = (np.arange(len(keys)) % 3).astype(np.int8)
     wanted = np.array([True, False, True])
-    want = ht.ref_build(keys, classes, wanted, n)
-    slots = ht.build(keys, classes, wanted, n, ht.capacity_for(len(want)) + extra)
+    want = ht.ref_build(keys, classes, wanted, n, skip_lo, skip_lo + skip_len)
+    slots = ht.build(keys, classes, wanted, n, ht.capacity_for(len(want)) + extra, skip_lo, skip_lo + skip_len)
     assert int((slots >= 0).sum()) == len(want)
     assert ht.find(slots, keys, keys).tolist() == [want.get(k, -1) for k in distinct]
     misses = np.array([k ^ 0x5555 for k in distinct if k ^ 0x5555 not in set(distinct)], dtype=np.int64)
