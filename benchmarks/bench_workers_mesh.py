@@ -21,8 +21,10 @@ step is the figure the mesh is about.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -43,6 +45,9 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--workers", default="1,2,4", help="worker process counts over the mesh")
     p.add_argument("--rounds", type=int, default=0,
                    help="only N empty exchange steps between 2 processes (the bare round trip)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="profile each worker's CPU (cProfile on process time) and print how much of it the "
+                        "exchange took: the mesh transport's calls and the exchange operators' steps")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # JSON: run one worker process
     return p
 
@@ -83,6 +88,9 @@ def worker(spec: dict) -> None:
     df.run()
     waits.clear()
     sent0 = getattr(transport, "sent_bytes", 0)
+    profile = cProfile.Profile(time.process_time) if spec.get("breakdown") else None
+    if profile is not None:
+        profile.enable()
     cpu0, started, epochs = time.process_time(), time.perf_counter(), 0
     for k in range(c):
         if k % count == index:
@@ -94,6 +102,8 @@ def worker(spec: dict) -> None:
             df.run()
             epochs += 1
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu0
+    if profile is not None:
+        profile.disable()
     from ddflow.operators.nodes.exchange import Exchange
 
     exchanges = [n for n in df._all_nodes() if isinstance(n, Exchange)]
@@ -103,10 +113,26 @@ def worker(spec: dict) -> None:
     print(json.dumps({"seconds": seconds, "cpu": cpu, "waits": waits, "epochs": epochs,
                       "sent": sum(n.sent for n in exchanges),
                       "sent_bytes": getattr(transport, "sent_bytes", 0) - sent0,
+                      "breakdown": None if profile is None else breakdown(profile),
                       "final": {k: d for k, d in final.items() if d}}))
     close = getattr(transport, "close", None)
     if close:
         close()
+
+
+def breakdown(profile: cProfile.Profile) -> dict[str, float]:
+    """CPU seconds (the profile's timer is process time, so waiting costs nothing) of the whole run,
+    of the mesh transport's entry points (send, mark, receive, gather: encoding, sockets, decoding)
+    and of the exchange operators' steps (partitioning by owner, then handing batches to the
+    transport: their transport calls are counted in both)."""
+    stats = pstats.Stats(profile).stats  # (file, line, name) -> (calls, primitive, tottime, cumtime, callers)
+    transport = exchange = 0.0
+    for (file, _line, name), (_n, _p, _tot, cum, _callers) in stats.items():
+        if file.endswith(os.path.join("cluster", "mesh.py")) and name in ("send", "mark", "receive", "gather"):
+            transport += cum
+        elif file.endswith(os.path.join("nodes", "exchange.py")) and name == "step":
+            exchange += cum
+    return {"total": pstats.Stats(profile).total_tt, "transport": transport, "exchange_steps": exchange}
 
 
 def transport_of(spec: dict):
@@ -137,7 +163,8 @@ def launch(count: int, args, folder: str) -> list[dict]:
     run = uuid.uuid4().hex[:12]
     addresses = [f"ipc://{folder}/{run}-{i}" for i in range(count)]
     base = {"count": count, "run": run, "rounds": args.rounds, "addresses": addresses, "nodes": args.nodes,
-            "edges": args.edges, "roots": args.roots, "changes": args.changes, "epoch": args.epoch}
+            "edges": args.edges, "roots": args.roots, "changes": args.changes, "epoch": args.epoch,
+            "breakdown": args.breakdown}
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", json.dumps({**base, "index": i})],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(count)]
     outs = [p.communicate(timeout=1800) for p in procs]
@@ -168,6 +195,12 @@ def report(label: str, results: list[dict], base: tuple[float, dict] | None, cha
         if sum(r["sent_bytes"] for r in results):
             line += f"; {sum(r['sent_bytes'] for r in results) / max(sent, 1):.1f} bytes per crossing update"
     print(line, flush=True)
+    for i, r in enumerate(results):
+        b = r.get("breakdown")
+        if b:
+            print(f"    worker {i}: profiled CPU {b['total']:.2f} s, of which the exchange operators' steps "
+                  f"{b['exchange_steps']:.2f} s ({100 * b['exchange_steps'] / b['total']:.0f}%), the mesh transport's "
+                  f"calls {b['transport']:.2f} s ({100 * b['transport'] / b['total']:.0f}%)", flush=True)
     return seconds, final
 
 
