@@ -7,6 +7,8 @@ under the same key, ``(key, a's val, b's val, join of the times, product of the 
 the next key of the other (a few probes when one side is small, one linear pass when both are
 large), and builds the output columns in a second pass, their length counted in the first. Products
 are checked: the kernel returns the index of the first one beyond int64 (the caller raises).
+:func:`join_traced` looks a batch of changes' keys up in a trace (its batch table) and pairs them with
+what it finds in the same call: the trace's rows never become Python objects.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import helper, kernel
+from .lookup import lookup, lookup_reference
 
 _MAX = np.iinfo(np.int64).max
 _MIN = np.iinfo(np.int64).min
@@ -130,6 +133,18 @@ def join_sorted(ak, av, at, ad, bk, bv, bt, bd, sign):
     return ok, oa, ob, ot, od, bad
 
 
+@kernel
+def join_traced(ck, cv, ct, cd, table, changes_first):
+    """:func:`join_sorted` of changes ``(ck, cv, ct, cd)`` (sorted by key) and the rows of a trace
+    under their keys (the trace's batch table, rows ``(address, nk, nv, n)``, of ``ct``'s depth, as
+    :func:`~ddflow.operators.kernels.lookup.lookup` takes it): the changes as ``a`` and the trace's
+    rows as ``b`` when ``changes_first``, else the other way round; ``sign`` 1."""
+    tk, tv, tt, td = lookup(ck, table, ct.shape[1])
+    if changes_first:
+        return join_sorted(ck, cv, ct, cd, tk, tv, tt, td, 1)
+    return join_sorted(tk, tv, tt, td, ck, cv, ct, cd, 1)
+
+
 # -- reference ----------------------------------------------------------------------------------
 def join_sorted_reference(ak, av, at, ad, bk, bv, bt, bd, sign):
     """:func:`join_sorted` by its definition: every pair of rows compared. Returns the output rows as
@@ -146,3 +161,14 @@ def join_sorted_reference(ak, av, at, ad, bk, bv, bt, bd, sign):
                     continue
                 out.append((key, val, bval, tuple(max(x, y) for x, y in zip(t, bt_)), diff))
     return sorted(out), outside
+
+
+def join_traced_reference(ck, cv, ct, cd, batches, changes_first):
+    """:func:`join_traced` by the references: :func:`join_sorted_reference` of the changes and the rows
+    :func:`~ddflow.operators.kernels.lookup.lookup_reference` finds in ``batches`` (flat ``(keys, vals,
+    times, diffs)`` per batch)."""
+    tk, tv, tt, td = lookup_reference(ck, batches)
+    tt = tt.reshape(len(tk), ct.shape[1])
+    if changes_first:
+        return join_sorted_reference(ck, cv, ct, cd, tk, tv, tt, td, 1)
+    return join_sorted_reference(tk, tv, tt, td, ck, cv, ct, cd, 1)

@@ -64,6 +64,16 @@ def workload() -> None:
             session.advance_to(t + 1)
         df.run()
     assert all(p.at(39) is not None for p in probes)
+    # with the default tuning a round of a few keys keeps no history: a distinct reads its traces in
+    # the round's kernel
+    plain = Dataflow()
+    items = plain.new_input("items")
+    distinct = items.collection.distinct().capture()
+    for t in range(1, 4):
+        items.insert(t % 2, t)
+        items.advance_to(t + 1)
+        plain.run()
+    assert distinct.at(3) == {0: 1, 1: 1}
     traces()
 
 

@@ -32,6 +32,8 @@ class Arrange(Node):
         self.source = source  # the node whose collection this arranges (names the arrangement)
         self.trace = Spine(scope.depth, name, config=self.tuning)
         self.unit = self.interner.id(())
+        # a column of ``unit``s: a fused step's by_self vals are a slice of it (the kernel only reads them)
+        self._units = np.empty(0, dtype=np.int64)
 
     fused = False  # set by the plan executor: small steps seal in one kernel call (Spine.insert_complete)
 
@@ -63,7 +65,10 @@ class Arrange(Node):
             return False
         ids = u.data[0]
         if self.by_self:
-            keys, vals = ids, np.full(ids.shape[0], self.unit, dtype=np.int64)
+            units = self._units
+            if units.shape[0] < ids.shape[0]:
+                units = self._units = np.full(max(ids.shape[0], 2 * units.shape[0], 64), self.unit, dtype=np.int64)
+            keys, vals = ids, units[: ids.shape[0]]
         else:
             keys, vals = self.interner.split(ids, self.name)
         batch, flat, waiting = self.trace.insert_complete(keys, vals, u.times, u.diffs, frontier)

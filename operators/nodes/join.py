@@ -17,7 +17,7 @@ import numpy as np
 
 from ..frontier import Antichain
 from ..graph import Node, Scope
-from ..kernels.join import join_sorted
+from ..kernels.join import join_sorted, join_traced
 from ..kernels.sorting import argsort
 from ..traces.batch import Updates, concat, consolidate, sum_error
 from ..traces.trie import int64
@@ -44,6 +44,17 @@ def product(a: Updates, b: Updates, sign: int = 1) -> Columns:
     return k, va, vb, t, d
 
 
+def traced(changes: Updates, table: np.ndarray, changes_first: bool) -> Columns:
+    """:func:`product` of ``changes`` (sorted by key, see :func:`by_key`) and the rows of the trace
+    whose batch table is ``table`` (``TraceHandle.table``) under their keys: ``changes`` as the left
+    side when ``changes_first``, else as the right side."""
+    k, v = changes.data
+    k, va, vb, t, d, bad = join_traced(k, v, changes.times, changes.diffs, table, changes_first)
+    if bad >= 0:
+        raise sum_error((int(k[bad]), int(va[bad]), int(vb[bad])), tuple(t[bad].tolist()))
+    return k, va, vb, t, d
+
+
 class Join(Node):
     """Joins two arrangements; ``output(keys, left vals, right vals) -> record ids`` builds the records
     (``output.python``: it runs user code per new record, which then sees only consolidated rows)."""
@@ -64,10 +75,10 @@ class Join(Node):
         n_a, n_b = d_a.diffs.shape[0], d_b.diffs.shape[0]
         if n_a or n_b:
             parts: list[Columns] = []
-            if n_a:  # a trace's lookup is sorted by key, as int64 columns
-                parts.append(product(d_a, self.right_handle.lookup(d_a.data[0])))
+            if n_a:  # the changes paired with the other trace's rows under their keys, in one kernel call
+                parts.append(traced(d_a, self.right_handle.table(), True))
             if n_b:
-                parts.append(product(self.left_handle.lookup(d_b.data[0]), d_b))
+                parts.append(traced(d_b, self.left_handle.table(), False))
                 if n_a:
                     parts.append(product(d_a, d_b, -1))
             self._emit([p for p in parts if p[0].shape[0]])

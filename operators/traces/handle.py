@@ -118,6 +118,14 @@ class TraceHandle:
             raise CompactionError("trace handle already dropped")
         return self.trace.lookup(keys)
 
+    def table(self) -> np.ndarray:
+        """The trace's batches as the table lookup kernels take (see :meth:`Spine.lookup`), for a
+        kernel that looks keys up itself; valid until the trace next changes."""
+        if self._dropped:
+            raise CompactionError("trace handle already dropped")
+        table = self.trace._batch_table
+        return self.trace._table() if table is None else table
+
     def drop(self) -> None:
         """Release this reader's holds (idempotent); the handle cannot be used afterwards."""
         if not self._dropped:

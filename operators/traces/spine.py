@@ -53,7 +53,10 @@ class Spine:
         self.merge_work = 0
         self._inserted = 0
         self._batch_table: np.ndarray | None = None  # kernel tables of the items, rebuilt after changes
-        self._batch_rows: list[tuple[int, int, int, int]] | None = None  # the batch table's rows (kept on appends)
+        # the batch table's rows: the first _batch_count rows of _batch_rows (room for appends, which
+        # write their row in place; None: rebuilt by the next _table)
+        self._batch_rows: np.ndarray | None = None
+        self._batch_count = 0
         self._version = 0  # counts the changes of items other than appends
         self._quiet = (-1, 0, 0)  # (version, sealed, fuel) of a _maintain that found nothing to merge
         self._merges: tuple[list[Merge], np.ndarray] | None = None
@@ -138,8 +141,13 @@ class Spine:
             if len(items) < self._scan:
                 self._scan = len(items)
             items.append(batch)
-            if self._batch_rows is not None:
-                self._batch_rows.append(batch.row)
+            rows = self._batch_rows
+            if rows is not None:
+                count = self._batch_count
+                if count == rows.shape[0]:  # full: a new buffer of twice the room (tables given out stay)
+                    rows = self._batch_rows = np.concatenate([rows, np.empty_like(rows)])
+                rows[count] = batch.row
+                self._batch_count = count + 1
             if self._unsealed_tail:
                 self._unsealed_tail += 1
             else:  # the new batch may be sealed: look again
@@ -387,24 +395,33 @@ class Spine:
 
     def _table(self) -> np.ndarray:
         """Every batch as a row ``(address, nk, nv, n)`` of a kernel table, oldest first."""
-        if self._batch_table is None:
+        table = self._batch_table
+        if table is None:
             rows = self._batch_rows
-            if rows is None:
-                rows = self._batch_rows = []
+            if rows is None:  # a new buffer: the tables given out before stay as they were
+                listed = []
                 for item in self.items:
                     if type(item) is Merge:
-                        rows.append(item.older.row)
-                        rows.append(item.newer.row)
+                        listed.append(item.older.row)
+                        listed.append(item.newer.row)
                     else:
-                        rows.append(item.row)
-            self._batch_table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
-        return self._batch_table
+                        listed.append(item.row)
+                count = len(listed)
+                rows = self._batch_rows = np.empty((max(2 * count, 8), 4), dtype=np.int64)
+                if count:
+                    rows[:count] = listed
+                self._batch_count = count
+            table = self._batch_table = rows[: self._batch_count]  # rows written later lie beyond it
+        return table
 
     def lookup(self, keys: np.ndarray) -> Updates:
         """Every update whose key is in ``keys`` (any int64 keys), unconsolidated across batches: one
         kernel call for the whole trace. The result is sorted by key; within a key, batch by batch
         (oldest first), each by val and time."""
-        k, v, t, d = lookup_kernel(int64(np.asarray(keys)), self._table(), self.depth)
+        if type(keys) is not np.ndarray or keys.dtype != _INT64 or not keys.flags.c_contiguous:
+            keys = int64(np.asarray(keys))
+        table = self._batch_table
+        k, v, t, d = lookup_kernel(keys, self._table() if table is None else table, self.depth)
         return Updates((k, v), t, d)
 
     def contents(self) -> Updates:

@@ -79,3 +79,31 @@ def test_join_sorted_gallops_over_many_keys_and_long_runs():
     out = kj.join_sorted(run[:3], run[:3], np.zeros((3, 1), dtype=np.int64), np.ones(3, dtype=np.int64), run, run,
                          np.zeros((10_000, 1), dtype=np.int64), np.ones(10_000, dtype=np.int64), -1)
     assert len(out[0]) == 30_000 and (out[4] == -1).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases(extremes=False), st.integers(1, 3), st.booleans())
+def test_join_traced_pairs_changes_with_the_trace_as_the_references_do(case, cuts, changes_first):
+    """The join that looks the changes' keys up in a trace itself (cut into several batches): the
+    reference lookup composed with the reference pairing."""
+    from trie_strategies import Trie, table
+
+    depth, a_rows, b_rows, _ = case
+    changes = columns(sorted(a_rows, key=lambda r: r[0]), depth)
+    tries = []
+    for part in np.array_split(np.arange(len(b_rows)), cuts) if b_rows else []:
+        sums: dict = {}
+        for i in part.tolist():
+            key, val, t, d = b_rows[i]
+            sums[(key, val, t)] = sums.get((key, val, t), 0) + d
+        kept = sorted((key, val, t, d) for (key, val, t), d in sums.items() if d)
+        if kept:
+            tries.append(Trie(kept, depth))
+    c = (changes.data[0], changes.data[1], changes.times, changes.diffs)
+    *cols, bad = kj.join_traced(*c, table(tries), changes_first)
+    want, outside = kj.join_traced_reference(*c, [t.cols for t in tries], changes_first)
+    assert bad < 0 and not outside  # small diffs: no product leaves int64
+    got = sorted(zip(cols[0].tolist(), cols[1].tolist(), cols[2].tolist(), map(tuple, cols[3].tolist()),
+                     cols[4].tolist()))
+    assert got == want
+    assert not changes_first or all(r[1] in {x[1] for x in a_rows} for r in got)  # the changes' vals come first

@@ -6,6 +6,9 @@ nothing in Python has to see them before
 :func:`~ddflow.operators.kernels.reduce.diffs.reduce_emit` turns them into output diffs.
 :func:`reduce_step` runs the two kernels back to back in compiled code: a round of such a reduction
 is one kernel call, and the points and triples never become Python objects.
+:func:`reduce_traced_step` also looks the round's keys up in the input and output traces (their batch
+tables) in the same call, for a logic whose slots are ordered by the val ids themselves (distinct):
+the histories never become Python objects either.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernel
+from ..lookup import lookup, lookup_reference
 from .diffs import reduce_emit, reduce_emit_reference
 from .points import DIFF_OVERFLOW, LEAST, OK, POSITIVE, TOP, reduce_points, reduce_points_reference
 
@@ -56,3 +60,39 @@ def reduce_step_reference(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, ou
         return None, pend_k, pend_t, status, (int(keys[pk[at]]), int(pa[at])) if status == DIFF_OVERFLOW else None
     diffs = reduce_emit_reference(keys, first, pk, pa, dp, dv, dc, out_k, out_v, out_t, out_d, inner)
     return diffs, pend_k, pend_t, status, None
+
+
+@kernel
+def reduce_traced_step(keys, cand_k, cand_t, in_table, out_table, inner, mode, k):
+    """:func:`reduce_step` on the histories of ``keys`` read from two traces, with the vals as their
+    own order (``in_o`` is ``in_v``: the slots of ``POSITIVE``, as distinct plans them).
+
+    Entry: ``keys``, ``cand_k``, ``cand_t``, ``inner``, ``mode`` (of :data:`FINISHED`), ``k`` as for
+    :func:`reduce_step`; ``in_table``, ``out_table``: the batch tables (rows ``(address, nk, nv, n)``)
+    of the input and output traces, whose times have ``len(inner) + 1`` coordinates, as
+    :func:`~ddflow.operators.kernels.lookup.lookup` takes them.
+
+    Returns :func:`reduce_step`'s tuple and, last, the history rows read from the two traces."""
+    depth = inner.shape[0] + 1
+    in_k, in_v, in_t, in_d = lookup(keys, in_table, depth)
+    out_k, out_v, out_t, out_d = lookup(keys, out_table, depth)
+    ek, eo, et, ed, pend_k, pend_t, status, emitted, bad_key, bad_outer = reduce_step(
+        keys, cand_k, cand_t, in_k, in_v, in_v, in_t, in_d, out_k, out_v, out_t, out_d, inner, mode, k)
+    return ek, eo, et, ed, pend_k, pend_t, status, emitted, bad_key, bad_outer, in_k.shape[0] + out_k.shape[0]
+
+
+def reduce_traced_step_reference(keys, cand_k, cand_t, in_batches, out_batches, inner, mode, k):
+    """:func:`reduce_traced_step` from the references: :func:`reduce_step_reference` of the rows
+    :func:`~ddflow.operators.kernels.lookup.lookup_reference` finds in ``in_batches`` and
+    ``out_batches`` (flat ``(keys, vals, times, diffs)`` per batch), and the number of those rows."""
+    in_k, in_v, in_t, in_d = _rows(lookup_reference(keys, in_batches), inner)
+    out_k, out_v, out_t, out_d = _rows(lookup_reference(keys, out_batches), inner)
+    got = reduce_step_reference(keys, cand_k, cand_t, in_k, in_v, in_v, in_t, in_d, out_k, out_v, out_t, out_d,
+                                inner, mode, k)
+    return (*got, len(in_k) + len(out_k))
+
+
+def _rows(found, inner):
+    """Looked-up columns with times of ``len(inner) + 1`` coordinates (also when none were found)."""
+    k, v, t, d = found
+    return k, v, t.reshape(len(k), len(inner) + 1), d

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...kernels.reduce import DIFF_OVERFLOW, GROUPS, POSITIVE, VALUE_OVERFLOW, reduce_points
 from ...kernels.reduce.diffs import OK, reduce_emit
-from ...kernels.reduce.step import FINISHED, reduce_step
+from ...kernels.reduce.step import FINISHED, reduce_step, reduce_traced_step
 from ...traces.batch import Updates, sum_error
 from ...traces.trie import int64
 from .logic import Logic, PointOverflow
@@ -72,3 +72,21 @@ def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray
     if status != OK:  # a diff of -2**63 (no negation in int64) or a sum outside int64, in the last row
         raise sum_error((int(ek[-1]), int(eo[-1])), tuple(et[-1].tolist()))
     return Updates((ek, eo), et, ed), pend_k, pend_t
+
+
+def reduce_traced_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray, inner: np.ndarray,
+                        in_table: np.ndarray, out_table: np.ndarray, mode: int, k: int
+                        ) -> tuple[Updates, np.ndarray, np.ndarray, int] | None:
+    """:func:`reduce_round` for a logic whose ``traced_plan`` is ``(mode, k)``, reading the histories
+    of ``keys`` from the input and output traces' batch tables (``TraceHandle.table``) in the same
+    kernel call: ``(output diffs, keys to revisit, times to revisit, history rows read)``, or
+    ``None`` when the round needs what only :func:`reduce_round` does (a sum beyond int64)."""
+    ek, eo, et, ed, pend_k, pend_t, status, emitted, bad_key, bad_outer, rows = reduce_traced_step(
+        keys, _c(cand_keys), _c(cand_outer), in_table, out_table, _c(inner), mode, k)
+    if status == DIFF_OVERFLOW:
+        raise sum_error((int(bad_key),), (int(bad_outer), *inner.tolist()))
+    if status != OK:
+        return None
+    if emitted != OK:
+        raise sum_error((int(ek[-1]), int(eo[-1])), tuple(et[-1].tolist()))
+    return Updates((ek, eo), et, ed), pend_k, pend_t, rows

@@ -41,6 +41,9 @@ class Logic:
     """Desired output of a reduction at many (key, time) points."""
 
     output_is_key = False  # True: the output record is the key itself (distinct, threshold)
+    # (mode, k) of a plan that reads no val (a mode of ``step.FINISHED``, the val ids their own order):
+    # the compiled round may then read the histories from the traces itself; None: ``plan`` decides
+    traced_plan: tuple[int, int] | None = None
 
     def __init__(self, interner: Interner, *, chunk: int = DEFAULT.user_chunk) -> None:
         self.interner = interner
@@ -224,6 +227,8 @@ class Threshold(Logic):
         super().__init__(interner, **options)
         self.f = f
         self.unit = interner.id(())
+        if f is None:  # distinct: plan's answer whatever the vals
+            self.traced_plan = (POSITIVE, self.unit)
 
     def evaluate(self, keys, offs, vals, counts):
         total = _totals(offs, counts)

@@ -21,12 +21,13 @@ from ...frontier import Antichain
 from ...graph import Node, Scope
 from ...kernels.consolidate import outside_int64, sums_fit
 from ...kernels.sorting import argsort, distinct
+from ...kernels.trie import SMALL
 from ...kernels.sorting import unique_rows as distinct_rows
 from ...lattice import lex_order
 from ...traces.batch import Updates, concat, consolidate, sum_error
 from ...traces.spine import Spine
 from .history import KeyHistory
-from .kernel import reduce_round
+from .kernel import reduce_round, reduce_traced_round
 from .logic import Logic, PointOverflow
 
 
@@ -214,6 +215,21 @@ class Reduce(Node):
         if self.compiled and (inner.shape[0] == 0 or cand_times.shape[0] == 1 or (cand_times[:, 1:] == inner).all()):
             size = self.tuning.reduce_chunk_keys
             if keys.shape[0] <= size:  # one chunk (the common case): no copies of the candidates
+                traced = self.logic.traced_plan
+                if traced is not None and not self.history.count and (
+                        not self.keeps_history or keys.shape[0] < self.tuning.reduce_history_keys):
+                    # a round that keeps no history: the kernel reads the traces itself
+                    done = reduce_traced_round(keys, cand_keys, cand_times[:, 0], inner, self.handle.table(),
+                                               self.output_handle.table(), *traced)
+                    if done is not None:
+                        e, k, t, rows = done
+                        self.rows_read += rows
+                        if t.shape[0] and frontier.split(t)[1] != t.shape[0]:  # already complete: see below
+                            return self._general(cand_keys, cand_times, frontier, self.handle.lookup(keys),
+                                                 self.output.lookup(keys))
+                        self._add_pending(k, t)
+                        self.rounds_compiled += 1
+                        return self._publish(e, frontier)
                 inp, out, keep = self._histories(keys, inner, new)
                 e, k, t = reduce_round(keys, cand_keys, cand_times[:, 0], inner, inp, out, self.logic)
                 if t.shape[0] and frontier.split(t)[1] != t.shape[0]:  # a time to revisit that is already complete
@@ -303,9 +319,19 @@ class Reduce(Node):
 
     def _publish(self, emitted: Updates, frontier: Antichain) -> None:
         """Record output diffs ``(key, out)`` in the output trace and send the output records on."""
-        batch = self.output.insert(emitted, frontier)  # consolidated on the way
-        if batch.n:
-            u = batch.flat()
+        n = emitted.diffs.shape[0]
+        if n == 0:
+            self.output.advance_upper(frontier)
+            return
+        if n <= SMALL:  # sealed and given back flat in one kernel call (all its times are complete)
+            k, o = emitted.data
+            _, u, waiting = self.output.insert_complete(k, o, emitted.times, emitted.diffs, frontier)
+            if waiting is not None:
+                raise AssertionError(f"{self.label}: output diffs at times beyond the frontier {frontier}")
+        else:
+            batch = self.output.insert(emitted, frontier)  # consolidated on the way
+            u = batch.flat() if batch.n else None
+        if u is not None:
             k, o = u.data
             if self.logic.output_is_key:  # one out per key: (key, time) already distinct and sorted
                 self.emit(Updates((k,), u.times, u.diffs))
