@@ -10,11 +10,13 @@ a temporary per id.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from . import kernel
 
 _LOW = (1 << 32) - 1
+_inline = numba.njit(inline="always", cache=True, nogil=True)  # helpers of the kernels, inlined into them
 
 
 @kernel
@@ -23,10 +25,10 @@ def mark(roots: np.ndarray, marks: np.ndarray, kinds: np.ndarray, composite: np.
     """Set ``marks[i]`` for every id ``i`` reachable from ``roots``; returns how many were newly set.
 
     ``marks`` (bool) is written in place and may already hold marks (their ids are not walked again).
-    Roots outside ``0 <= i < len(marks)`` are ignored."""
+    Roots outside ``0 <= i < len(marks)`` are ignored. A composite id's components are marked as it is
+    visited; only components that are composite themselves wait on the stack to be visited."""
     n = marks.shape[0]
     stack = np.empty(1024, dtype=np.int64)
-    top = 0
     added = 0
     for j in range(roots.shape[0]):
         r = roots[j]
@@ -34,26 +36,35 @@ def mark(roots: np.ndarray, marks: np.ndarray, kinds: np.ndarray, composite: np.
             continue
         marks[r] = True
         added += 1
-        stack[0] = r
-        top = 1
-        while top > 0:
-            top -= 1
-            i = stack[top]
-            if not composite[kinds[i]]:
-                continue
+        if not composite[kinds[r]]:
+            continue
+        top = 0
+        i = r
+        while True:
             code = payload[i]
             for c in (code >> 32, code & _LOW):
                 if c < n and not marks[c]:
                     marks[c] = True
                     added += 1
-                    if top == stack.shape[0]:
-                        grown = np.empty(2 * top, dtype=np.int64)
-                        for x in range(top):  # a loop: see kernels.sorting._back
-                            grown[x] = stack[x]
-                        stack = grown
-                    stack[top] = c
-                    top += 1
+                    if composite[kinds[c]]:
+                        if top == stack.shape[0]:
+                            stack = _grown(stack)
+                        stack[top] = c
+                        top += 1
+            if top == 0:
+                break
+            top -= 1
+            i = stack[top]
     return added
+
+
+@_inline
+def _grown(stack: np.ndarray) -> np.ndarray:
+    """The stack in an array twice its size (copied by a loop: see kernels.sorting._back)."""
+    grown = np.empty(2 * stack.shape[0], dtype=np.int64)
+    for x in range(stack.shape[0]):
+        grown[x] = stack[x]
+    return grown
 
 
 @kernel
