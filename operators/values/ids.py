@@ -61,12 +61,13 @@ def unpack(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Table:
-    """A compiled hash table from payloads to the ids of some kinds (its buckets and their count)."""
+    """A compiled hash table from payloads to the ids of some kinds (its buckets, their tags, and the
+    count of full ones)."""
 
-    __slots__ = ("slots", "count")
+    __slots__ = ("slots", "tags", "count")
 
     def __init__(self) -> None:
-        self.slots = np.full(ht.MIN_CAPACITY, ht.EMPTY, dtype=np.int32)
+        self.slots, self.tags = ht.empty()
         self.count = 0
 
 
@@ -94,7 +95,7 @@ class IdSpace:
 
     def nbytes(self) -> int:
         return (self.kinds.nbytes + self.payload.nbytes + self._free.nbytes + self.ints.slots.nbytes
-                + self.pairs.slots.nbytes)
+                + self.ints.tags.nbytes + self.pairs.slots.nbytes + self.pairs.tags.nbytes)
 
     # -- handing ids out -----------------------------------------------------------------------------
     def find(self, table: _Table, keys: np.ndarray) -> np.ndarray:
@@ -103,7 +104,7 @@ class IdSpace:
         if table.count == 0:
             out = np.full(len(keys), -1, dtype=np.int64)
         else:
-            out = ht.find(table.slots, self.payload, keys)
+            out = ht.find_tagged(table.slots, table.tags, self.payload, keys)
         if table is self.ints and self.run_hi > self.run_lo:
             inside = (keys >= self.run_lo) & (keys < self.run_hi)
             out[inside] = keys[inside] + (self.run_base - self.run_lo)
@@ -148,7 +149,8 @@ class IdSpace:
                 held = self.payload.take(table.slots[table.slots >= 0])
                 if ((held >= lo) & (held < hi)).any():
                     return
-            elif (ht.find(table.slots, self.payload, np.arange(lo, hi, dtype=np.int64)) >= 0).any():
+            elif (ht.find_tagged(table.slots, table.tags, self.payload, np.arange(lo, hi, dtype=np.int64))
+                  >= 0).any():
                 return
         self._grow(span, span)
         base = self.next
@@ -162,8 +164,9 @@ class IdSpace:
         parts = []
         while True:
             nfree, first = self._nfree, self.next
-            out, table.slots, table.count, self._nfree, self.next, done = ht.insert(
-                table.slots, self.payload, keys, table.count, self._free, self._nfree, self.next, self.limit)
+            out, table.slots, table.tags, table.count, self._nfree, self.next, done = ht.insert_tagged(
+                table.slots, table.tags, self.payload, keys, table.count, self._free, self._nfree, self.next,
+                self.limit)
             if self._nfree < nfree:
                 self.kinds[self._free[self._nfree : nfree]] = kind
             if self.next > first:
@@ -192,9 +195,9 @@ class IdSpace:
         """Put ids whose payloads are distinct and not in ``table`` yet into it (objects equal to ints or
         pairs): inserted as new keys whose values come from a free list holding exactly these ids."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        _out, table.slots, table.count, _nfree, _next, _done = ht.insert(
-            table.slots, self.payload, self.payload[ids], table.count, ids[::-1].copy(), len(ids), self.next,
-            self.limit)
+        _out, table.slots, table.tags, table.count, _nfree, _next, _done = ht.insert_tagged(
+            table.slots, table.tags, self.payload, self.payload[ids], table.count, ids[::-1].copy(), len(ids),
+            self.next, self.limit)
 
     def reserve(self, n: int) -> None:
         """Room in the columns for ``n`` more new ids than the free list holds (as far as the limit
@@ -213,7 +216,7 @@ class IdSpace:
             return
         wanted = _INT_TABLE if table is self.ints else _PAIR_TABLE
         size = max(capacity, len(table.slots) + len(table.slots) // 2 + 1)
-        table.slots = ht.build(self.payload, self.kinds, wanted, self.next, size, *self._skipped(table))
+        table.slots, table.tags = ht.build(self.payload, self.kinds, wanted, self.next, size, *self._skipped(table))
 
     def _grow(self, need: int, want: int) -> None:
         """Room in the columns for ``need`` more ids beyond ``next`` (:class:`IdLimitError` past the
@@ -269,7 +272,8 @@ class IdSpace:
         n = self.next
         lo, hi = self._skipped(table)
         count = int(np.count_nonzero(wanted.take(self.kinds[:n]))) - (hi - lo)
-        table.slots = ht.build(self.payload, self.kinds, wanted, n, ht.capacity_for(count + count // 4), lo, hi)
+        table.slots, table.tags = ht.build(self.payload, self.kinds, wanted, n, ht.capacity_for(count + count // 4),
+                                           lo, hi)
         table.count = count
 
     def _skipped(self, table: _Table) -> tuple[int, int]:

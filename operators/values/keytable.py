@@ -22,7 +22,7 @@ class KeyTable:
 
     def __init__(self) -> None:
         self._keys = np.empty(16, dtype=np.int64)
-        self._slots = np.full(ht.MIN_CAPACITY, ht.EMPTY, dtype=np.int32)
+        self._slots, self._tags = ht.empty()
         self.n = 0
 
     def __len__(self) -> int:
@@ -34,21 +34,21 @@ class KeyTable:
         return self._keys[: self.n]
 
     def nbytes(self) -> int:
-        return self._keys.nbytes + self._slots.nbytes
+        return self._keys.nbytes + self._slots.nbytes + self._tags.nbytes
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The index of each key, ``-1`` for keys not in the table."""
         if self.n == 0:
             return np.full(len(keys), -1, dtype=np.int64)
-        return ht.find(self._slots, self._keys, np.ascontiguousarray(keys, dtype=np.int64))
+        return ht.find_tagged(self._slots, self._tags, self._keys, np.ascontiguousarray(keys, dtype=np.int64))
 
     def index(self, keys: np.ndarray) -> np.ndarray:
         """The index of each key, numbering the keys not seen before ``n, n + 1, …`` in their order."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         parts = []
         while True:
-            out, self._slots, _count, _nfree, self.n, done = ht.insert(
-                self._slots, self._keys, keys, self.n, _NO_FREE, 0, self.n, _LIMIT)
+            out, self._slots, self._tags, _count, _nfree, self.n, done = ht.insert_tagged(
+                self._slots, self._tags, self._keys, keys, self.n, _NO_FREE, 0, self.n, _LIMIT)
             if done == len(keys):
                 return np.concatenate([*parts, out]) if parts else out
             if self.n >= _LIMIT:
