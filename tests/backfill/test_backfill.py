@@ -100,8 +100,10 @@ def test_a_daemon_from_the_spark_snapshot_equals_one_that_read_the_whole_history
     live = tail(2, F, steps=5, step=STEP, per_step=1000)
     assert sum(map(len, past.values())) == 200_000
     archives = {n: write_archive(tmp_path / "archive" / n, past[n]) for n in INPUTS}
+    # the snapshot names the live topics: the worker from the snapshot reads only the tail
+    tail_topics = {n: make_topic(f"tail-{n}", partitions=3) for n in INPUTS}
     lines = []
-    result = run_backfill([BackfillInput(n, f"topic-{n}", FIELDS, archives[n]) for n in INPUTS],
+    result = run_backfill([BackfillInput(n, tail_topics[n], FIELDS, archives[n]) for n in INPUTS],
                           tmp_path / "snapshot", frontier=F, shards=4, spark=spark, progress=lines.append,
                           progress_interval=0.2)
     print(f"backfill of 200,000 updates: {result.seconds:.1f} s, {result.updates_per_second:,.0f} updates/s, "
@@ -113,14 +115,11 @@ def test_a_daemon_from_the_spark_snapshot_equals_one_that_read_the_whole_history
     for n in INPUTS:
         base, pending = snapshot.read_input(n)
         assert dict(base) == consolidate(past[n], F)[0] and not pending
+        assert snapshot.inputs[n].topic == tail_topics[n]
 
-    # the snapshot names the live topics: the worker from the snapshot reads only the tail
-    tail_topics = {n: make_topic(f"tail-{n}", partitions=3) for n in INPUTS}
     full_topics = {n: make_topic(f"full-{n}", partitions=3) for n in INPUTS}
     out_snap = {n: make_topic(f"snap-{n}", partitions=2) for n in OUTPUTS}
     out_full = {n: make_topic(f"full-{n}", partitions=2) for n in OUTPUTS}
-    result = run_backfill([BackfillInput(n, tail_topics[n], FIELDS, archives[n]) for n in INPUTS],
-                          tmp_path / "snapshot-live", frontier=F, shards=4, spark=spark, progress=lambda _: None)
     end = max(produce(kafka_options, tail_topics[n], live[n], STEP) for n in INPUTS)
     for n in INPUTS:
         produce(kafka_options, full_topics[n], past[n] + live[n], STEP)
