@@ -216,6 +216,9 @@ class IdSpace:
             return
         wanted = _INT_TABLE if table is self.ints else _PAIR_TABLE
         size = max(capacity, len(table.slots) + len(table.slots) // 2 + 1)
+        if table.count == 0:  # nothing to place: no pass over the ids
+            table.slots, table.tags = ht.empty(size)
+            return
         table.slots, table.tags = ht.build(self.payload, self.kinds, wanted, self.next, size, *self._skipped(table))
 
     def _grow(self, need: int, want: int) -> None:
