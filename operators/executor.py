@@ -148,6 +148,7 @@ class PlanExecutor:
         depth = loop.scope.depth
         outer = frontier.array(depth)
         base = [(*f, 0) for f in frontier.elements]
+        round_frontier = _round_frontiers(base, loop.finished._elements)
         while True:
             r = _next_round(inner.holding, outer, self._pending)
             if worker is not None:
@@ -162,7 +163,7 @@ class PlanExecutor:
             loop.round = r
             outside, context.in_round = context.in_round, True
             try:
-                self._pass(s, _round_frontier(base, loop.finished._elements, r), False)
+                self._pass(s, round_frontier(r), False)
             finally:
                 context.in_round = outside
             loop.rounds += 1
@@ -217,17 +218,28 @@ def _route_around(concats: frozenset[int], nodes) -> None:
             node.consumers = rerouted[id(node)]
 
 
-def _round_frontier(base: list[tuple[int, ...]], finished: list[tuple[int, ...]], r: int) -> Antichain:
-    """Round ``r``'s frontier: the enclosing frontier's times at iteration 0 (``base``) and the last
-    finished enclosing frontier's (``finished``) at iteration ``r + 1``. With one time each (the common
-    case) the antichain is made directly: two times, unless the first is ``<=`` the second."""
+def _round_frontiers(base: list[tuple[int, ...]], finished: list[tuple[int, ...]]):
+    """``frontier(r)``: round ``r``'s frontier, the enclosing frontier's times at iteration 0
+    (``base``) and the last finished enclosing frontier's (``finished``) at iteration ``r + 1``, a new
+    object for each call. With one time each (the common case) the antichain is made directly: two
+    times, unless the first is ``<=`` the second (then the first alone, whatever ``r``)."""
     if len(base) == 1 and len(finished) == 1:
         b, f = base[0], finished[0]
-        frontier = Antichain.__new__(Antichain)
-        elements = [b] if all(map(operator.le, b[:-1], f)) else [b, (*f, r + 1)]
-        frontier._elements, frontier._array, frontier._one, frontier._hash = elements, None, None, None
+        if all(map(operator.le, b[:-1], f)):
+
+            def frontier(r: int) -> Antichain:
+                made = Antichain.__new__(Antichain)
+                made._elements, made._array, made._one, made._hash = [b], None, None, None
+                return made
+        else:
+
+            def frontier(r: int) -> Antichain:
+                made = Antichain.__new__(Antichain)
+                made._elements, made._array, made._one, made._hash = [b, (*f, r + 1)], None, None, None
+                return made
+
         return frontier
-    return Antichain([*base, *((*f, r + 1) for f in finished)])
+    return lambda r: Antichain([*base, *((*f, r + 1) for f in finished)])
 
 
 def _next_round(holding, outer: np.ndarray, pending: dict) -> int | None:

@@ -11,7 +11,6 @@ times with positive count.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
 
 import numpy as np
@@ -23,9 +22,10 @@ from .lattice import Time, as_tuple
 
 def _le(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     """Product order on coordinate tuples of equal length."""
-    if len(a) == 2:  # times inside one loop
-        return a[0] <= b[0] and a[1] <= b[1]
-    return all(map(operator.le, a, b))
+    for x, y in zip(a, b):
+        if x > y:
+            return False
+    return True
 
 
 def _covered(elements: list[tuple[int, ...]], t: tuple[int, ...] | list[int]) -> bool:
@@ -91,8 +91,7 @@ class Antichain:
                 return a <= b
         mine, theirs = self._elements, other._elements
         if len(mine) == 1 and len(theirs) == 1:  # one time each: compare them
-            a, b = mine[0], theirs[0]
-            return a <= b if len(a) == 1 else _le(a, b)
+            return _le(mine[0], theirs[0])
         for e in theirs:
             if not _covered(mine, e):
                 return False
@@ -109,7 +108,7 @@ class Antichain:
     def split(self, times: np.ndarray) -> tuple[np.ndarray, int]:
         """``(mask, count)``: :meth:`beyond` of the rows of an ``(n, d)`` int64 array, and how many
         rows are beyond (so ``0``: all complete, ``n``: none). One compiled pass over the rows."""
-        n = len(times)
+        n = times.shape[0]
         elements = self._elements
         if not elements or n == 0:
             return np.zeros(n, dtype=bool), 0

@@ -162,10 +162,11 @@ class Node:
             self.scope.holding.add(self)
 
     def emit(self, updates: Updates) -> None:
-        """Push ``updates`` to every consumer."""
+        """Push ``updates`` to every consumer (what ``push`` does, without a call per consumer)."""
         if updates.diffs.shape[0]:
             for node, port in self.consumers:
-                node.push(port, updates)
+                node.buffers[port].append(updates)
+                node.scope.holding.add(node)
 
     def take_all(self, port: int = 0, width: int = 1) -> Updates:
         """Remove and return every update buffered on ``port``."""

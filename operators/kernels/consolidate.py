@@ -32,6 +32,7 @@ from .sorting import msd_sort
 
 UNCHANGED, DONE, OVERFLOW, WIDE = 0, 1, 2, 3  # kernel status (see :func:`consolidate_kernel`)
 EMPTY = np.empty(0, dtype=np.int64)
+_INT64 = np.dtype(np.int64)
 
 
 class SumOverflow(ArithmeticError):
@@ -410,7 +411,7 @@ def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
     ``data``: int64 columns of equal length ``n``; ``times``: (n, d) int64; ``diffs``: (n,) int64.
     The output columns are views of one new buffer. Raises :class:`SumOverflow` when the diffs of a
     row sum outside int64."""
-    n = len(diffs)
+    n = diffs.shape[0]
     k = len(data)
     d = times.shape[1]
     if n == 0:
@@ -420,13 +421,18 @@ def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
             return None
         return tuple(EMPTY for _ in range(k)), np.empty((0, d), dtype=np.int64), EMPTY
     if k == 1:
-        block = np.ascontiguousarray(data[0], dtype=np.int64).reshape(1, n)
+        c = data[0]
+        if c.dtype != _INT64 or not c.flags.c_contiguous:
+            c = np.ascontiguousarray(c, dtype=np.int64)
+        block = c.reshape(1, n)
     else:
         block = np.empty((k, n), dtype=np.int64)
         for j, c in enumerate(data):
             block[j] = c
-    times = np.ascontiguousarray(times, dtype=np.int64)
-    diffs = np.ascontiguousarray(diffs, dtype=np.int64)
+    if times.dtype != _INT64 or not times.flags.c_contiguous:  # the kernel's types (one specialisation)
+        times = np.ascontiguousarray(times, dtype=np.int64)
+    if diffs.dtype != _INT64 or not diffs.flags.c_contiguous:
+        diffs = np.ascontiguousarray(diffs, dtype=np.int64)
     scratch = np.empty(n, dtype=np.uint64)
     out = np.empty((k + d + 1) * n, dtype=np.int64)
     rows, status = consolidate_kernel(block, times, diffs, scratch, out)

@@ -138,11 +138,25 @@ def join_traced(ck, cv, ct, cd, table, changes_first):
     """:func:`join_sorted` of changes ``(ck, cv, ct, cd)`` (sorted by key) and the rows of a trace
     under their keys (the trace's batch table, rows ``(address, nk, nv, n)``, of ``ct``'s depth, as
     :func:`~ddflow.operators.kernels.lookup.lookup` takes it): the changes as ``a`` and the trace's
-    rows as ``b`` when ``changes_first``, else the other way round; ``sign`` 1."""
-    tk, tv, tt, td = lookup(ck, table, ct.shape[1])
+    rows as ``b`` when ``changes_first``, else the other way round; ``sign`` 1.
+
+    Returns ``(out, n, bad)``: :func:`join_sorted`'s ``n`` rows as the columns of one array (one
+    array to hand back instead of five): keys ``out[:n]``, ``a`` vals ``out[n:2n]``, ``b`` vals
+    ``out[2n:3n]``, diffs ``out[3n:4n]``, times ``out[4n:]`` (row-major ``(n, depth)``); ``bad`` as
+    :func:`join_sorted` returns it."""
+    depth = ct.shape[1]
+    tk, tv, tt, td = lookup(ck, table, depth)
     if changes_first:
-        return join_sorted(ck, cv, ct, cd, tk, tv, tt, td, 1)
-    return join_sorted(tk, tv, tt, td, ck, cv, ct, cd, 1)
+        k, va, vb, t, d, bad = join_sorted(ck, cv, ct, cd, tk, tv, tt, td, 1)
+    else:
+        k, va, vb, t, d, bad = join_sorted(tk, tv, tt, td, ck, cv, ct, cd, 1)
+    n = k.shape[0]
+    out = np.empty(n * (4 + depth), np.int64)
+    for i in range(n):
+        out[i], out[n + i], out[2 * n + i], out[3 * n + i] = k[i], va[i], vb[i], d[i]
+        for c in range(depth):
+            out[4 * n + i * depth + c] = t[i, c]
+    return out, n, bad
 
 
 # -- reference ----------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ class Arrange(Node):
         self.by_self = by_self
         self.source = source  # the node whose collection this arranges (names the arrangement)
         self.trace = Spine(scope.depth, name, config=self.tuning)
-        self.unit = self.interner.id(())
+        self._interner = self.interner  # the dataflow's (read in every step)
+        self.unit = self._interner.id(())
         # a column of ``unit``s: a fused step's by_self vals are a slice of it (the kernel only reads them)
         self._units = np.empty(0, dtype=np.int64)
 
@@ -70,7 +71,7 @@ class Arrange(Node):
                 units = self._units = np.full(max(ids.shape[0], 2 * units.shape[0], 64), self.unit, dtype=np.int64)
             keys, vals = ids, units[: ids.shape[0]]
         else:
-            keys, vals = self.interner.split(ids, self.name)
+            keys, vals = self._interner.split(ids, self.name)
         batch, flat, waiting = self.trace.insert_complete(keys, vals, u.times, u.diffs, frontier)
         if waiting is None:
             self.buffers[0] = []

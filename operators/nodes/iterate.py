@@ -22,7 +22,7 @@ from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..kernels.frontier import least_ready
 from ..lattice import T_MIN
-from ..traces.batch import concat, consolidate
+from ..traces.batch import Updates, concat, consolidate
 
 
 def lift(frontier: Antichain, counter: int) -> list[tuple[int, ...]]:
@@ -103,14 +103,14 @@ class Feedback(Node):
         late, count = frontier.split(u.times)
         if count == 0:
             self.buffers[0] = []
-        elif count == len(late):  # nothing complete: the buffer stays (as one batch)
+        elif count == late.shape[0]:  # nothing complete: the buffer stays (as one batch)
             self.buffers[0] = [u]
             return
         else:
             self.buffers[0] = [u.take(late)]
             u = u.take(~late)
         u = consolidate(u)
-        if len(u.diffs):
+        if u.diffs.shape[0]:
             times = u.times.copy()
             times[:, -1] += 1
-            self.emit(u.with_times(times))
+            self.emit(Updates(u.data, times, u.diffs))

@@ -49,7 +49,10 @@ def traced(changes: Updates, table: np.ndarray, changes_first: bool) -> Columns:
     whose batch table is ``table`` (``TraceHandle.table``) under their keys: ``changes`` as the left
     side when ``changes_first``, else as the right side."""
     k, v = changes.data
-    k, va, vb, t, d, bad = join_traced(k, v, changes.times, changes.diffs, table, changes_first)
+    times = changes.times
+    out, n, bad = join_traced(k, v, times, changes.diffs, table, changes_first)
+    k, va, vb, d, t = out[:n], out[n : 2 * n], out[2 * n : 3 * n], out[3 * n : 4 * n], out[4 * n :]
+    t = t.reshape(n, times.shape[1])
     if bad >= 0:
         raise sum_error((int(k[bad]), int(va[bad]), int(vb[bad])), tuple(t[bad].tolist()))
     return k, va, vb, t, d
@@ -66,6 +69,8 @@ class Join(Node):
         self.left_handle = left.reader(self, 0)
         self.right_handle = right.reader(self, 1)
         self.output = output
+        self._python = getattr(output, "python", True)  # the builder runs user code (its class says)
+        self._no_changes = Updates.empty(2, scope.depth)
 
     def step(self, frontier: Antichain) -> None:
         # an arrangement sends only complete batches, in the pass of the frontier they are complete
@@ -74,14 +79,21 @@ class Join(Node):
         d_b = self._take_by_key(1)
         n_a, n_b = d_a.diffs.shape[0], d_b.diffs.shape[0]
         if n_a or n_b:
-            parts: list[Columns] = []
+            parts: list[Columns] = []  # the non-empty products
             if n_a:  # the changes paired with the other trace's rows under their keys, in one kernel call
-                parts.append(traced(d_a, self.right_handle.table(), True))
+                p = traced(d_a, self.right_handle.table(), True)
+                if p[0].shape[0]:
+                    parts.append(p)
             if n_b:
-                parts.append(traced(d_b, self.left_handle.table(), False))
+                p = traced(d_b, self.left_handle.table(), False)
+                if p[0].shape[0]:
+                    parts.append(p)
                 if n_a:
-                    parts.append(product(d_a, d_b, -1))
-            self._emit([p for p in parts if p[0].shape[0]])
+                    p = product(d_a, d_b, -1)
+                    if p[0].shape[0]:
+                        parts.append(p)
+            if parts:
+                self._emit(parts)
         if self.scope.context.in_round:  # the loop's closing pass moves the compaction
             return
         for h in (self.left_handle, self.right_handle):
@@ -94,20 +106,19 @@ class Join(Node):
         arrangement is (a trie's rows, flat), several are concatenated and sorted."""
         parts = self.buffers[port]
         if not parts:
-            return Updates.empty(2, self.scope.depth)
+            return self._no_changes
         self.buffers[port] = []
         if len(parts) == 1:
             return parts[0]
         return by_key(concat(parts, 2, self.scope.depth))
 
     def _emit(self, parts: list[Columns]) -> None:
-        if not parts:
-            return
+        """Build the records of the non-empty products ``parts`` and send them on, consolidated."""
         if len(parts) == 1:
             k, a, b, t, d = parts[0]
         else:
             k, a, b, t, d = (np.concatenate([p[i] for p in parts]) for i in range(5))
-        if getattr(self.output, "python", True):  # user code sees each record once, consolidated
+        if self._python:  # user code sees each record once, consolidated
             u = consolidate(Updates((k, a, b), t, d))
             if not len(u):
                 return

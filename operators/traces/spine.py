@@ -89,7 +89,10 @@ class Spine:
         return self._compacted
 
     def physical_frontier(self) -> Antichain:
-        held = self._physical_holds.frontier()
+        holds = self._physical_holds
+        held = holds._frontier  # the meet kept since the holds last moved (else asked for)
+        if held is None:
+            held = holds.frontier()
         return held if held._elements else self.upper
 
     # -- writing ---------------------------------------------------------------------------------
@@ -108,15 +111,17 @@ class Spine:
         update was complete: nothing is appended and the upper stays), its updates as flat columns
         (``(key, val)``, sorted as the batch; ``None`` when it is empty), and the indices of the rows
         beyond ``upper``, ascending (``None`` when there are none)."""
-        m, d = len(diffs), self.depth
+        m, d = diffs.shape[0], self.depth
         if not (keys.dtype == vals.dtype == times.dtype == diffs.dtype == _INT64 and keys.flags.c_contiguous
                 and vals.flags.c_contiguous and times.flags.c_contiguous and diffs.flags.c_contiguous):
             keys, vals, times, diffs = int64(keys), int64(vals), int64(times), int64(diffs)
         room = m * (d + 5) + 3  # trie_size(m, m, m, d): room for any result
         buffer = np.empty(room + m * (d + 4), dtype=np.int64)  # the trie, the flat columns, the rows waiting
         out, flat, pending = buffer[:room], buffer[room : room + m * (d + 3)], buffer[room + m * (d + 3) :]
-        address, nk, nv, n, end, bad, waiting = build_complete(keys, vals, times, diffs, upper.array(d), out, flat,
-                                                               pending)
+        frontier = upper._array  # the frontier's array, kept while it stays (else made)
+        if frontier is None or frontier.shape[1] != d:
+            frontier = upper.array(d)
+        address, nk, nv, n, end, bad, waiting = build_complete(keys, vals, times, diffs, frontier, out, flat, pending)
         if bad >= 0:
             raise sum_error((int(keys[bad]), int(vals[bad])), tuple(times[bad].tolist()))
         waits = pending[:waiting] if waiting else None
@@ -136,18 +141,20 @@ class Spine:
         self.upper = upper
         n = batch.n
         self._inserted += n
+        items = self.items
+        count = len(items)
         if n:
-            items = self.items
-            if len(items) < self._scan:
-                self._scan = len(items)
+            if count < self._scan:
+                self._scan = count
             items.append(batch)
+            count += 1
             rows = self._batch_rows
             if rows is not None:
-                count = self._batch_count
-                if count == rows.shape[0]:  # full: a new buffer of twice the room (tables given out stay)
+                written = self._batch_count
+                if written == rows.shape[0]:  # full: a new buffer of twice the room (tables given out stay)
                     rows = self._batch_rows = np.concatenate([rows, np.empty_like(rows)])
-                rows[count] = batch.row
-                self._batch_count = count + 1
+                rows[written] = batch.row
+                self._batch_count = written + 1
             if self._unsealed_tail:
                 self._unsealed_tail += 1
             else:  # the new batch may be sealed: look again
@@ -160,7 +167,7 @@ class Spine:
         # object as at the last check (so the sealed items are as many) and nothing changed since
         held, merges, (version, quiet, most) = self._physical_holds._frontier, self._merges, self._quiet
         if (held is not None and held is self._sealed_for and held._elements and merges is not None and not merges[0]
-                and version == self._version and fuel <= most and len(self.items) - self._unsealed_tail == quiet):
+                and version == self._version and fuel <= most and count - self._unsealed_tail == quiet):
             return
         self._maintain(fuel)
 

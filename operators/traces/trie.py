@@ -10,7 +10,7 @@ those with ``lower <= time`` and not ``upper <= time``, with times advanced to `
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,7 +25,8 @@ _LARGE = 1 << 16  # updates from which a batch's buffer is allocated by numpy
 _INT64 = np.dtype(np.int64)
 
 
-class Description(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Description:
     """The time interval ``[lower, upper)`` of a batch's updates, and the frontier ``since`` they are advanced to."""
 
     lower: Antichain
@@ -47,12 +48,13 @@ class TrieBatch:
     coordinates. The column properties are (strided) views of the buffer: never write into them.
     """
 
-    __slots__ = ("buffer", "nk", "nv", "n", "depth", "desc", "_row")
+    __slots__ = ("buffer", "nk", "nv", "n", "depth", "desc", "row")
 
     def __init__(self, buffer: np.ndarray, nk: int, nv: int, n: int, depth: int, desc: Description,
                  address: int | None = None) -> None:
         self.buffer, self.nk, self.nv, self.n, self.depth, self.desc = buffer, nk, nv, n, depth, desc
-        self._row = None if address is None else (address, nk, nv, n)
+        #: ``(address, nk, nv, n)``: this batch as a row of a kernel table (``address``: the buffer's data)
+        self.row = (addresses.address(buffer) if address is None else address, nk, nv, n)
 
     @staticmethod
     def from_updates(u: Updates, desc: Description) -> TrieBatch:
@@ -104,13 +106,6 @@ class TrieBatch:
     def address(self) -> int:
         """The data address of the buffer (for kernel tables)."""
         return self.row[0]
-
-    @property
-    def row(self) -> tuple[int, int, int, int]:
-        """``(address, nk, nv, n)``: this batch as a row of a kernel table."""
-        if self._row is None:
-            self._row = (addresses.address(self.buffer), self.nk, self.nv, self.n)
-        return self._row
 
     def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         ko, va, up, ri, _ = layout.layout(self.nk, self.nv, self.n, self.depth)

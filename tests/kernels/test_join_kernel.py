@@ -100,7 +100,9 @@ def test_join_traced_pairs_changes_with_the_trace_as_the_references_do(case, cut
         if kept:
             tries.append(Trie(kept, depth))
     c = (changes.data[0], changes.data[1], changes.times, changes.diffs)
-    *cols, bad = kj.join_traced(*c, table(tries), changes_first)
+    out, n, bad = kj.join_traced(*c, table(tries), changes_first)
+    assert out.shape == (n * (4 + depth),)
+    cols = (out[:n], out[n : 2 * n], out[2 * n : 3 * n], out[4 * n :].reshape(n, depth), out[3 * n : 4 * n])
     want, outside = kj.join_traced_reference(*c, [t.cols for t in tries], changes_first)
     assert bad < 0 and not outside  # small diffs: no product leaves int64
     got = sorted(zip(cols[0].tolist(), cols[1].tolist(), cols[2].tolist(), map(tuple, cols[3].tolist()),

@@ -93,7 +93,11 @@ def test_traced_step_reads_the_traces_as_the_references_do(r, in_cuts, out_cuts,
     got = ks.reduce_traced_step(c["keys"], c["cand_k"], c["cand_t"], in_table, out_table, inner, ks.POSITIVE, k)
     want, want_k, want_t, want_status, want_at, want_rows = ks.reduce_traced_step_reference(
         c["keys"], c["cand_k"], c["cand_t"], in_cols, out_cols, inner, ks.POSITIVE, k)
-    ek, eo, et, ed, pend_k, pend_t, status, emitted, bad_key, bad_outer, rows = got
+    out, n, m, status, emitted, bad_key, bad_outer, rows = got
+    at = n * (3 + depth)
+    assert out.shape == (at + m * (1 + depth),)
+    ek, eo, ed, et = out[:n], out[n : 2 * n], out[2 * n : 3 * n], out[3 * n : at].reshape(n, depth)
+    pend_k, pend_t = out[at : at + m], out[at + m :].reshape(m, depth)
     assert rows == want_rows, "history rows read"
     assert status == want_status, "status"
     pending = sorted(set(zip(pend_k.tolist(), map(tuple, pend_t.tolist()))))

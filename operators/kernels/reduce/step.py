@@ -69,16 +69,32 @@ def reduce_traced_step(keys, cand_k, cand_t, in_table, out_table, inner, mode, k
 
     Entry: ``keys``, ``cand_k``, ``cand_t``, ``inner``, ``mode`` (of :data:`FINISHED`), ``k`` as for
     :func:`reduce_step`; ``in_table``, ``out_table``: the batch tables (rows ``(address, nk, nv, n)``)
-    of the input and output traces, whose times have ``len(inner) + 1`` coordinates, as
+    of the input and output traces, whose times have ``d = len(inner) + 1`` coordinates, as
     :func:`~ddflow.operators.kernels.lookup.lookup` takes them.
 
-    Returns :func:`reduce_step`'s tuple and, last, the history rows read from the two traces."""
+    Returns ``(out, n, m, status, emitted, bad_key, bad_outer, rows)``: :func:`reduce_step`'s ``n``
+    output diffs and ``m`` times to revisit as the columns of one array (one array to hand back
+    instead of six): keys ``out[:n]``, outs ``out[n:2n]``, diffs ``out[2n:3n]``, times
+    ``out[3n:3n + n * d]`` (row-major ``(n, d)``), then the keys to revisit (``m``) and their times
+    (row-major ``(m, d)``); its statuses and overflow point; and the history rows read from the two
+    traces."""
     depth = inner.shape[0] + 1
     in_k, in_v, in_t, in_d = lookup(keys, in_table, depth)
     out_k, out_v, out_t, out_d = lookup(keys, out_table, depth)
     ek, eo, et, ed, pend_k, pend_t, status, emitted, bad_key, bad_outer = reduce_step(
         keys, cand_k, cand_t, in_k, in_v, in_v, in_t, in_d, out_k, out_v, out_t, out_d, inner, mode, k)
-    return ek, eo, et, ed, pend_k, pend_t, status, emitted, bad_key, bad_outer, in_k.shape[0] + out_k.shape[0]
+    n, m = ek.shape[0], pend_k.shape[0]
+    out = np.empty(n * (3 + depth) + m * (1 + depth), np.int64)
+    at = n * (3 + depth)
+    for i in range(n):
+        out[i], out[n + i], out[2 * n + i] = ek[i], eo[i], ed[i]
+        for c in range(depth):
+            out[3 * n + i * depth + c] = et[i, c]
+    for i in range(m):
+        out[at + i] = pend_k[i]
+        for c in range(depth):
+            out[at + m + i * depth + c] = pend_t[i, c]
+    return out, n, m, status, emitted, bad_key, bad_outer, in_k.shape[0] + out_k.shape[0]
 
 
 def reduce_traced_step_reference(keys, cand_k, cand_t, in_batches, out_batches, inner, mode, k):

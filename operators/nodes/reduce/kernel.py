@@ -24,6 +24,10 @@ from .logic import Logic, PointOverflow
 
 
 _c = int64  # C-contiguous int64 columns: the kernels' one signature
+_INT64 = np.dtype(np.int64)
+_NO_TIMES = {d: np.empty((0, d), dtype=np.int64) for d in range(1, 5)}  # no times to revisit, by depth
+for _none in _NO_TIMES.values():
+    _none.flags.writeable = False
 
 
 def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray, inner: np.ndarray,
@@ -81,12 +85,22 @@ def reduce_traced_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.
     of ``keys`` from the input and output traces' batch tables (``TraceHandle.table``) in the same
     kernel call: ``(output diffs, keys to revisit, times to revisit, history rows read)``, or
     ``None`` when the round needs what only :func:`reduce_round` does (a sum beyond int64)."""
-    ek, eo, et, ed, pend_k, pend_t, status, emitted, bad_key, bad_outer, rows = reduce_traced_step(
-        keys, _c(cand_keys), _c(cand_outer), in_table, out_table, _c(inner), mode, k)
+    if cand_keys.dtype != _INT64 or not cand_keys.flags.c_contiguous:  # C-contiguous int64, as _c makes them
+        cand_keys = _c(cand_keys)
+    if cand_outer.dtype != _INT64 or not cand_outer.flags.c_contiguous:  # of several coordinates: strided
+        cand_outer = _c(cand_outer)
+    if inner.dtype != _INT64 or not inner.flags.c_contiguous:
+        inner = _c(inner)
+    out, n, m, status, emitted, bad_key, bad_outer, rows = reduce_traced_step(
+        keys, cand_keys, cand_outer, in_table, out_table, inner, mode, k)
     if status == DIFF_OVERFLOW:
         raise sum_error((int(bad_key),), (int(bad_outer), *inner.tolist()))
     if status != OK:
         return None
+    d = inner.shape[0] + 1
+    at = n * (3 + d)
+    ek, eo, ed, et = out[:n], out[n : 2 * n], out[2 * n : 3 * n], out[3 * n : at].reshape(n, d)
     if emitted != OK:
         raise sum_error((int(ek[-1]), int(eo[-1])), tuple(et[-1].tolist()))
+    pend_k, pend_t = out[at : at + m], (out[at + m :].reshape(m, d) if m or d not in _NO_TIMES else _NO_TIMES[d])
     return Updates((ek, eo), et, ed), pend_k, pend_t, rows

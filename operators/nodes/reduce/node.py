@@ -113,10 +113,12 @@ class Reduce(Node):
         super().__init__(scope, name=name)
         self.handle = arranged.reader(self, 0)
         self.logic = logic
+        self._tuning = self.tuning  # the dataflow's, fixed (read in every round)
         self.output = Spine(scope.depth, f"{name}.output", config=self.tuning)
         self.output_handle = self.output.handle()
         d = scope.depth
         self._no_times = np.empty((0, d), dtype=np.int64)
+        self._no_input = Updates.empty(2, d)
         self.pending_keys = _NO_KEYS
         self.pending_at = self._no_times
         self._pending_distinct = 0  # pending entries when last deduplicated
@@ -141,7 +143,7 @@ class Reduce(Node):
         yield from self.history.held_ids()
 
     def step(self, frontier: Antichain) -> None:
-        new = self.take_all(0, 2)  # from the arrangement: complete batches only
+        new = self.take_all(0, 2) if self.buffers[0] else self._no_input  # from the arrangement: complete batches
         pending_at = self.pending_at
         if pending_at.shape[0]:
             late, count = frontier.split(pending_at)
@@ -177,7 +179,7 @@ class Reduce(Node):
         history = self.history
         if history.count and not history.valid_at(inner):
             history.clear()
-        if not self.keeps_history or (not history.count and len(keys) < self.tuning.reduce_history_keys):
+        if not self.keeps_history or (not history.count and len(keys) < self._tuning.reduce_history_keys):
             inp, out = self.handle.lookup(keys), self.output.lookup(keys)
             self.rows_read += inp.diffs.shape[0] + out.diffs.shape[0]
             return inp, out, False
@@ -206,18 +208,18 @@ class Reduce(Node):
         lowest = min(e[0] for e in frontier.elements) if not frontier.is_empty() else None
         if lowest is None or not history.store(keys, inp, out, np.array([lowest, *inner.tolist()], np.int64)):
             history.clear()
-        elif history.rows > self.tuning.reduce_history_rows:
+        elif history.rows > self._tuning.reduce_history_rows:
             history.clear()
 
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain, new: Updates) -> None:
         keys = distinct(cand_keys)
         inner = cand_times[0, 1:]
         if self.compiled and (inner.shape[0] == 0 or cand_times.shape[0] == 1 or (cand_times[:, 1:] == inner).all()):
-            size = self.tuning.reduce_chunk_keys
+            size = self._tuning.reduce_chunk_keys
             if keys.shape[0] <= size:  # one chunk (the common case): no copies of the candidates
                 traced = self.logic.traced_plan
                 if traced is not None and not self.history.count and (
-                        not self.keeps_history or keys.shape[0] < self.tuning.reduce_history_keys):
+                        not self.keeps_history or keys.shape[0] < self._tuning.reduce_history_keys):
                     # a round that keeps no history: the kernel reads the traces itself
                     done = reduce_traced_round(keys, cand_keys, cand_times[:, 0], inner, self.handle.table(),
                                                self.output_handle.table(), *traced)
