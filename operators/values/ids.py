@@ -124,6 +124,8 @@ class IdSpace:
         offset = self.run_base - self.run_lo
         if inside.all():
             return keys + offset
+        if not inside.any():  # (a column of hashes, say): no gather and scatter around the table's call
+            return self._insert(table, kind, keys)
         out = np.empty(len(keys), dtype=np.int64)
         out[inside] = keys[inside] + offset
         outside = ~inside
