@@ -167,15 +167,23 @@ def write_snapshot(path, topics, frontier, *, base=None, offsets=None, topic_of=
     return writer.commit()
 
 
-def test_offsets_the_broker_does_not_hold_are_refused(kafka_options, topics, tmp_path):
+def test_offsets_the_broker_does_not_hold_are_refused(kafka_options, topics, tmp_path, monkeypatch):
     producer = StepProducer(kafka_options, topics, random_stream(13, 2, per_step=30), 2)
     while producer.send_step():
         pass
     producer.close()
-    # resuming at offset 500 of a partition that holds a few dozen messages: a recreated topic
+    # resuming at offset 500 of a partition that holds a few dozen messages: a recreated topic. The
+    # embedded broker answers a read there with silence, which the check takes as the end only after
+    # its timeout (10 s); 1 s here, as every answer and the silence both refuse the offset
+    from functools import partial
+
+    import ddflow.daemon.state.recovery as recovery
+
     beyond = write_snapshot(tmp_path / "beyond", topics, 5000, offsets={"a": {0: 1, 1: 500, 2: 0}})
     worker = make_worker(worker_spec(kafka_options, topics, worker={"snapshot_from": str(beyond)}))
-    with pytest.raises(RecoveryError, match=rf"resuming {topics['a']}\[1\] at offset 500: .*recreated"):
+    with monkeypatch.context() as patch, \
+            pytest.raises(RecoveryError, match=rf"resuming {topics['a']}\[1\] at offset 500: .*recreated"):
+        patch.setattr(recovery, "check_offsets", partial(recovery.check_offsets, timeout=1.0))
         worker.open()
     # a partition the topic no longer has
     gone = write_snapshot(tmp_path / "gone", topics, 5000, offsets={"b": {0: 0, 1: 0, 2: 0, 3: 4}})
