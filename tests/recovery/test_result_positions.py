@@ -11,11 +11,12 @@ recreated. benchmarks/bench_restart.py measures the restart time from 1K to 4M e
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from recovery_support import make_worker
 
 from ddflow.daemon.exceptions import RecoveryError
+from ddflow.daemon.kafka import positions
 from ddflow.daemon.kafka.results import ResultClient
 from ddflow.operators.lattice import T_MIN
 from ddflow.daemon.formats.result_protocol import encode_output_progress
@@ -101,6 +102,32 @@ def test_a_restart_reads_only_what_follows_the_checkpointed_positions(kafka_opti
         assert client.wait_for(t0 + 8 * MS, timeout=30)
         assert client.view == {(2, 1): 1} and client.stats.incomplete_epochs == 0
         assert client.stats.duplicate_epochs == 0  # no epoch published twice
+
+
+class UnderReporting(Consumer):
+    """A consumer whose broker reports every partition's high watermark as 0 (as the embedded broker
+    was seen to do for a partition that held messages)."""
+
+    def get_watermark_offsets(self, *args, **kwargs):
+        low, _ = super().get_watermark_offsets(*args, **kwargs)
+        return low, 0
+
+
+def test_a_high_watermark_under_reported_as_0_does_not_refuse_a_restart(kafka_options, make_topic, tmp_path,
+                                                                         monkeypatch):
+    """The recorded positions are checked by reading from them, not by the high watermark: a broker
+    that under-reports it (even as 0) made a restarted worker refuse its own result topic as
+    recreated (exit 1, then a restart that read it fine)."""
+    topics = {"a": make_topic("a"), "echo_a": make_topic("echo"), "counts": make_topic("counts")}
+    write_history(kafka_options, topics["echo_a"], 20)
+    send(kafka_options, topics["a"], encode_update([1, 1], 100 * MS, 1), encode_progress(102 * MS))
+    run_and_stop(make_worker(spec(kafka_options, topics, tmp_path)), 102 * MS)
+    monkeypatch.setattr(positions, "Consumer", UnderReporting)
+    worker = make_worker(spec(kafka_options, topics, tmp_path))
+    worker.open()
+    assert worker.recovery.restored.frontier == 102 * MS
+    assert worker.sink.final[topics["echo_a"]] == [102 * MS] and worker.sink.resume_stats.messages < 10
+    worker.close()
 
 
 def test_a_recreated_result_topic_is_refused(kafka_options, make_topic, tmp_path):
