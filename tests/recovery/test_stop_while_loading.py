@@ -55,6 +55,7 @@ def test_a_lone_worker_stopped_while_loading_drops_the_load_and_the_next_start_r
     released.set()  # the load goes on: without the fix, the stop waits for it and publishes its epoch
     with caplog.at_level(logging.INFO, logger="ddflow.daemon.worker"):
         epochs = second.run(timeout=120)
+    second.close()  # opened here, so not closed by run()
     assert epochs == 0 and published == [] and second.frontier < half
     assert "stopped while loading" in caplog.text and "the next start restores it again" in caplog.text
     assert [p.name for p in store.checkpoints()] == before  # no checkpoint written on the way out
