@@ -5,9 +5,10 @@ The backfill keeps nothing in the session between calls (no cached tables, views
 the modules share it without seeing each other's work.
 
 Spark's JVMs here (this session's, and those of the ``ddflow backfill`` commands the tests run, which
-inherit the environment) compile with the JIT's first tier only: a JVM that lives for a few small
-jobs spends most of its start-up in the optimising compiler, and this halves the ~20 CPU seconds a
-start costs on two cores (16 s instead of 33 s of wall time at load 6).
+inherit the environment) compile with the JIT's first tier only and serve no web UI: a JVM that
+lives for a few small jobs spends most of its start-up in the optimising compiler, and the two
+take a start from ~21 to ~8 CPU seconds (the stage progress the backfill prints comes from Spark's
+status tracker, which needs no UI).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 
 import pytest
 
-os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
+                      "--driver-java-options -XX:TieredStopAtLevel=1 --conf spark.ui.enabled=false pyspark-shell")
 
 HERE = Path(__file__).parent
 _shared: list[Any] = []  # the running session, if any
