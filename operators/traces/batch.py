@@ -82,7 +82,7 @@ _EMPTY: dict[tuple[int, int], Updates] = {}
 
 def concat(parts: Sequence[Updates], width: int | None = None, depth: int | None = None) -> Updates:
     """One batch holding every update of ``parts`` (in order)."""
-    parts = [p for p in parts if len(p)]
+    parts = [p for p in parts if p.diffs.shape[0]]
     if not parts:
         if width is None or depth is None:
             raise ValueError("concat of nothing needs width and depth")

@@ -128,7 +128,8 @@ class Reduce(Node):
         self.rows_new = 0  # and new input rows added to kept keys
 
     def holds_work(self) -> bool:
-        return len(self.pending_at) > 0 or super().holds_work()
+        """Times to revisit, or buffered batches (one port: ``Node.holds_work`` without its loop)."""
+        return self.pending_at.shape[0] > 0 or bool(self.buffers[0])
 
     def pending_times(self) -> np.ndarray:
         return np.concatenate([super().pending_times(), self.pending_at])
