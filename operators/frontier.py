@@ -117,7 +117,10 @@ class Antichain:
             return (_TRUE if hit else _FALSE), int(hit)
         if not times.flags.c_contiguous:
             times = np.ascontiguousarray(times)
-        return beyond_kernel(times, self.array(times.shape[1]))
+        a = self._array  # array()'s kept answer, read without a call
+        if a is None or a.shape[1] != times.shape[1]:
+            a = self.array(times.shape[1])
+        return beyond_kernel(times, a)
 
     def array(self, depth: int) -> np.ndarray:
         """The times as an ``(n, depth)`` int64 array (read-only; the same array while the elements stay)."""

@@ -81,7 +81,10 @@ class Spine:
         compacted past the upper), so a new handle starts where the trace is exact. Every merge takes
         its frontier from here, and the answers never go backwards, so the last one bounds them all.
         """
-        held = self._logical_holds.frontier()
+        holds = self._logical_holds
+        held = holds._frontier  # the meet kept since the holds last moved (else asked for)
+        if held is None:
+            held = holds.frontier()
         if held._elements:
             self._compacted = held
         else:
@@ -383,7 +386,8 @@ class Spine:
             if type(older) is not TrieBatch or total + older.n > budget:  # the kernel would stop there
                 break
             total += older.n
-            if _stale(older, frontier):
+            since = older.desc.since  # _stale(older, frontier), without a call per batch
+            if since is not frontier and since._elements != frontier._elements:
                 stale = True
             elif lo < hi - 1 or not stale:  # a pair with nothing stale: the merge stops there
                 break
