@@ -125,14 +125,14 @@ def breakdown(profile: cProfile.Profile) -> dict[str, float]:
     of the mesh transport's entry points (send, mark, receive, gather: encoding, sockets, decoding)
     and of the exchange operators' steps (partitioning by owner, then handing batches to the
     transport: their transport calls are counted in both)."""
-    stats = pstats.Stats(profile).stats  # (file, line, name) -> (calls, primitive, tottime, cumtime, callers)
+    stats = pstats.Stats(profile)  # .stats: (file, line, name) -> (calls, primitive, tottime, cumtime, callers)
     transport = exchange = 0.0
-    for (file, _line, name), (_n, _p, _tot, cum, _callers) in stats.items():
+    for (file, _line, name), (_n, _p, _tot, cum, _callers) in stats.stats.items():
         if file.endswith(os.path.join("cluster", "mesh.py")) and name in ("send", "mark", "receive", "gather"):
             transport += cum
         elif file.endswith(os.path.join("nodes", "exchange.py")) and name == "step":
             exchange += cum
-    return {"total": pstats.Stats(profile).total_tt, "transport": transport, "exchange_steps": exchange}
+    return {"total": stats.total_tt, "transport": transport, "exchange_steps": exchange}
 
 
 def transport_of(spec: dict):

@@ -124,16 +124,16 @@ def read_result_positions(
             else:
                 routes.expect[(topic, p)] = at
         assign(consumer, routes, offsets)
+        why, cause = "the partition ends before it", None  # at its end without the recorded message
         try:
             catch_up(consumer, routes, timeout, out_of_range=out_of_range, stop=stop)
         except KafkaClientError as exc:
-            if routes.expect:
-                (topic, p), _ = next(iter(routes.expect.items()))
-                raise recreated(topic, p, f"nothing could be read there ({exc})") from exc
-            raise
-        if routes.expect:  # at the end without the recorded message: the partition ends before it
+            if not routes.expect:
+                raise
+            why, cause = f"nothing could be read there ({exc})", exc
+        if routes.expect:
             (topic, p), _ = next(iter(routes.expect.items()))
-            raise recreated(topic, p, "the partition ends before it")
+            raise recreated(topic, p, why) from cause
     finally:
         consumer.close()
     last = {**recorded, **routes.last}  # offsets that hold a message (none where nothing was read)
