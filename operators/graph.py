@@ -115,9 +115,13 @@ class Node:
     * ``observes_frontier``: a node that must see every new frontier even without input (to advance
       a trace's upper and compaction, or record the output frontier) sets it; others are stepped only
       when they hold work.
+    * ``pair_columns``: a node that accepts a batch whose records are pairs as two id columns (the
+      pairs' components) besides batches of record ids sets it; a producer whose records are pairs
+      built from id columns may then hand them over without interning the pairs.
     """
 
     observes_frontier = False
+    pair_columns = False
     seen: Antichain | None = None  # the frontier of the node's last step
     _label: str | None = None  # given by `Collection.name`, or the kind and the user function
     given_name: str | None = None  # the name a user gave it (`Collection.name`, `Arranged.name`)

@@ -21,6 +21,10 @@ Python call per record:
   group it lands in is ``WATCHED`` from then on (created empty when no record has that hash yet), and
   its record's updates are shown to the rounds as well as mapped in bulk.
 
+* The output is ``(record, id)`` as two id columns (the record's, its id's as an int): a consumer
+  that takes pair columns (a capture, ``Node.pair_columns``) gets them as they are, the others get
+  the pairs' ids, interned once for them all.
+
 The node runs in the outer scope (totally ordered times) of a single-worker dataflow; the library
 uses its loop of reductions elsewhere. It keeps every group it has seen, holding the ids of their
 hashes and first records.
@@ -70,7 +74,27 @@ class Intern(Node):
     def step(self, frontier: Antichain) -> None:
         u = self.take_complete(frontier)
         if len(u):
-            self.emit(self._apply(u))
+            self._emit(self._apply(u))
+
+    def _emit(self, out: Updates) -> None:
+        """Hand the output, ``(record, id)`` as two id columns, to every consumer: as it is to those
+        that take pair columns (a capture), as pair ids to the others (interned once for them all;
+        the id column's buffer is reused when no consumer keeps the columns)."""
+        if not len(out):
+            return
+        paired = None
+        keep = any(node.pair_columns for node, _port in self.consumers)
+        for node, port in self.consumers:
+            if node.pair_columns:
+                batch = out
+            else:
+                if paired is None:
+                    records, ids = out.data
+                    codes = self.interner.pair(records, ids) if keep else self.interner.pair_into(records, ids)
+                    paired = Updates((codes,), out.times, out.diffs)
+                batch = paired
+            node.buffers[port].append(batch)
+            node.scope.holding.add(node)
 
     def _groups(self) -> np.ndarray:
         return np.flatnonzero((self._first >= 0) | (self._status != SINGLE)) + self._base
@@ -94,9 +118,11 @@ class Intern(Node):
     def _apply(self, u: Updates) -> Updates:
         interner = self.interner
         records, times, diffs = u.data[0], u.times[:, 0], u.diffs
-        # at most one new id per record for its hash and one for its output pair: the id columns
-        # grow once here rather than once per interning call (each grow copies them)
-        interner.reserve(2 * len(records))
+        # at most one new id per record for its hash, and one for its output pair unless every
+        # consumer takes pair columns: the id columns grow once here rather than once per interning
+        # call (each grow copies them)
+        pairs = not all(node.pair_columns for node, _port in self.consumers)
+        interner.reserve((1 + pairs) * len(records))
         # an int is its own element hash as far as pair_hashes goes (it hashes its lanes itself)
         groups = interner.int_ids(rounds.pair_hashes(0, self._element_hashes(records), self.modulus % FULL))
         self._fit(groups)
@@ -125,20 +151,18 @@ class Intern(Node):
                 continue
         fast = self._status.take(groups) != MULTI
         rounds.add_counts(groups, diffs, self._status, self._counts)
-        groups += self._base  # the hashes' ids again
-        if fast.all():  # the common case: the group ids become the output's pair codes in place
-            del fast
-            out = Updates((interner.pair_into(records, groups),), u.times, diffs)
+        groups += self._base  # the hashes' ids again: the output's id column
+        if fast.all():  # the common case
+            out = Updates((records, groups), u.times, diffs)
         else:
             keep = np.flatnonzero(fast)
-            out = Updates((interner.pair(records[keep], groups[keep]),), u.times[keep], diffs[keep])
-        del groups
+            out = Updates((records[keep], groups[keep]), u.times[keep], diffs[keep])
+        del groups, fast
         if slow is None or len(slow[0]) == 0:
             return out
         recs, ids, ts, ds = slow
-        extra = Updates((interner.pair(recs, interner.int_ids(ids)),), ts.reshape(-1, 1), ds)
-        return Updates((np.concatenate([out.data[0], extra.data[0]]),), np.concatenate([out.times, extra.times]),
-                       np.concatenate([out.diffs, extra.diffs]))
+        return Updates((np.concatenate([out.data[0], recs]), np.concatenate([out.data[1], interner.int_ids(ids)])),
+                       np.concatenate([out.times, ts.reshape(-1, 1)]), np.concatenate([out.diffs, ds]))
 
     def _element_hashes(self, records: np.ndarray) -> np.ndarray:
         ints = self.interner.int_values(records)

@@ -153,7 +153,8 @@ def test_compiled_intern_with_negative_multiplicities(updates, cuts, modulus, ex
 
 def test_intern_grows_the_id_columns_once_for_hashes_and_pairs(monkeypatch):
     """A batch of new ints: the input's ids grow the id columns once, and the node reserves room for
-    the hashes and the output pairs in one more grow (each grow copies the columns)."""
+    the hashes (and the output pairs, when a consumer needs pair ids) in one more grow (each grow
+    copies the columns)."""
     from ddflow.operators.values.ids import IdSpace
 
     resizes = []
@@ -215,3 +216,53 @@ def test_compiled_intern_reports_its_groups_slice_by_slice(monkeypatch):
             state[pair] = state.get(pair, 0) + diff
         assert df.interner.sweeps == t + 1  # every run ends with a sweep that asks the node what it holds
         assert {p: c for p, c in state.items() if c} == interned({r: c for r, c in counts.items() if c}, hasher), t
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 6), st.sampled_from([-1, 1, 1, 2])), max_size=40),
+       st.integers(13, 30), st.sampled_from(["nodes", "plan"]))
+def test_compiled_intern_output_as_columns_and_as_pair_ids(updates, modulus, executor):
+    """The operator hands a capture its ``(record, id)`` output as two id columns, and other consumers
+    pair ids: a capture fed directly, one fed through a map (pair ids), and one fed by a concat of the
+    operator and another collection (columns and record ids in one capture) agree with the loop of
+    reductions at every time, after sweeps that ask each capture for the columns it holds."""
+    hasher = StableHashModulo(modulus)
+    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1, executor=executor))
+    records = df.new_input()
+    other = df.new_input()
+    interned_ = intern(records.collection, hasher=hasher)
+    direct = interned_.capture()
+    mapped = interned_.map(lambda pair: pair).capture()
+    mixed = interned_.concat(other.collection).capture()
+    loop = _intern_rounds(records.collection, hasher)
+    loop_direct = loop.capture()
+    loop_mixed = loop.concat(other.collection).capture()
+    for t in range(7):
+        for record, s, diff in updates:
+            if s == t:
+                records.update(record, t, diff)
+        other.update((100 + t, t), t, 1)
+        records.advance_to(t + 1)
+        other.advance_to(t + 1)
+        df.run()
+        assert direct.at(t) == mapped.at(t) == loop_direct.at(t), t
+        assert mixed.at(t) == loop_mixed.at(t), t
+    assert df.interner.sweeps == 7
+
+
+def test_compiled_intern_drains_int_records_as_columns():
+    """A capture of the operator drains ``(record, id)`` of int records (ids below ``2**62``) as an
+    ``(n, 2)`` int column, with no pair id interned for the output."""
+    from ddflow.operators.values.interner import Interner
+
+    hasher = StableHashModulo(1 << 40)
+    df = Dataflow()
+    records = df.new_input()
+    probe = intern(records.collection, hasher=hasher).capture(history=False)
+    records.update_many(np.arange(5000, dtype=np.int64), np.zeros(5000, dtype=np.int64), np.ones(5000, dtype=np.int64))
+    records.close()
+    df.run()
+    assert df.interner.stats()["pair_capacity"] == Interner().stats()["pair_capacity"]  # the pairs' table never grew
+    columns, times, diffs = probe.drain_columns()
+    assert columns.shape == (5000, 2) and (diffs == 1).all() and (times == 0).all()
+    assert {tuple(row) for row in columns.tolist()} == set(interned({r: 1 for r in range(5000)}, hasher))
