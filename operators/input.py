@@ -105,6 +105,15 @@ class RecordColumns:
         return tuple(c[i].item() if isinstance(c, np.ndarray) else c[i] for c in self.columns)
 
 
+class _Interned:
+    """Records of an ``update_many`` chunk interned when it was given: their ids."""
+
+    __slots__ = ("ids",)
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = ids
+
+
 class InputNode(Node):
     """Emits the updates given to its session."""
 
@@ -115,7 +124,8 @@ class InputNode(Node):
         self.records: list[object] = []
         self.times: list[int] = []
         self.diffs: list[int] = []
-        self.chunks: list[tuple[list | np.ndarray | RecordColumns, np.ndarray, np.ndarray]] = []  # update_many
+        # update_many's chunks: (records, times, diffs)
+        self.chunks: list[tuple[list | np.ndarray | RecordColumns | _Interned, np.ndarray, np.ndarray]] = []
 
     def _flush(self) -> None:
         if self.records:
@@ -125,14 +135,20 @@ class InputNode(Node):
 
     def step(self, frontier: Antichain) -> None:
         self._flush()
-        if self.chunks:
+        if len(self.chunks) == 1:  # the columns as they are (each chunk's own: nothing else holds them)
+            (records, times, diffs), = self.chunks
+            self.chunks = []
+            self.emit(Updates((self._ids(records),), times.reshape(-1, 1), diffs))
+        elif self.chunks:
             ids = np.concatenate([self._ids(c[0]) for c in self.chunks])
             times = np.concatenate([c[1] for c in self.chunks]).reshape(-1, 1)
             diffs = np.concatenate([c[2] for c in self.chunks])
             self.chunks = []
             self.emit(Updates((ids,), times, diffs))
 
-    def _ids(self, records: list | np.ndarray | RecordColumns) -> np.ndarray:
+    def _ids(self, records: list | np.ndarray | RecordColumns | _Interned) -> np.ndarray:
+        if type(records) is _Interned:
+            return records.ids
         if type(records) is RecordColumns:
             return self.interner.record_ids(records.columns)
         if isinstance(records, np.ndarray):
@@ -145,6 +161,12 @@ class InputNode(Node):
 
     def holds_work(self) -> bool:
         return bool(self.records or self.chunks)
+
+    def held_ids(self):
+        yield from super().held_ids()
+        for records, _times, _diffs in self.chunks:
+            if type(records) is _Interned:
+                yield records.ids
 
     def pending_times(self) -> np.ndarray:
         self._flush()
@@ -230,13 +252,18 @@ class InputSession:
         two-dimensional ``(n, k)``, record ``i`` is the tuple of row ``i``'s ints (``k >= 1``). Such
         records are interned from the columns, without a Python object per record (for ``k == 1``
         and ``k > 2``, tuples are built in bulk). ``records`` may also be `RecordColumns` (records
-        given field by field, interned column by column)."""
+        given field by field, interned column by column). The columns are copied or interned here:
+        the caller may reuse its arrays at once (a one-dimensional records array is interned, not
+        copied, when no earlier update of this input waits for the dataflow to run)."""
+        ints = False  # a column of ints: interned once validated (its ids are the copy kept)
         if type(records) is RecordColumns:
             records = RecordColumns([c.copy() for c in records.columns])
         elif isinstance(records, np.ndarray) and records.ndim in (1, 2) and records.dtype.kind in "iu":
             if records.ndim == 2 and records.shape[1] == 0:
                 raise ShapeError("update_many: a two-dimensional records array needs at least one column")
-            records = records.copy()
+            ints = records.ndim == 1
+            if not ints:
+                records = records.copy()
         else:
             records = list(records)
         t = _int_column(times, "time", TimeError)
@@ -254,8 +281,11 @@ class InputSession:
             i = int(np.argmin(t))
             raise TimeError(f"input {self.name!r}: time {int(t[i])} of record {_record(records, i)!r} is behind "
                             f"the input frontier {self._frontier}")
-        self._node._flush()
-        self._node.chunks.append((records, t, d))
+        node = self._node
+        node._flush()
+        if ints:  # interned now when no update given before waits to be (ids follow the order of updates)
+            records = _Interned(node.interner.int_ids(records)) if not node.chunks else records.copy()
+        node.chunks.append((records, t, d))
 
     def advance_to(self, time: int) -> None:
         """Promise that no later update has a time before ``time`` (the frontier never goes back)."""

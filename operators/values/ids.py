@@ -116,8 +116,8 @@ class IdSpace:
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         if table is not self.ints:
             return self._insert(table, kind, keys)
-        if self.run_hi == self.run_lo and len(keys) >= RUN_MIN:
-            self._start_run(keys)
+        if self.run_hi == self.run_lo and len(keys) >= RUN_MIN and self._start_run(keys):
+            return keys + (self.run_base - self.run_lo)  # the run is these keys' range
         if self.run_hi == self.run_lo:
             return self._insert(table, kind, keys)
         inside = (keys >= self.run_lo) & (keys < self.run_hi)
@@ -132,34 +132,35 @@ class IdSpace:
         out[outside] = self._insert(table, kind, keys[outside])
         return out
 
-    def _start_run(self, keys: np.ndarray) -> None:
+    def _start_run(self, keys: np.ndarray) -> bool:
         """Make ``keys`` the run when they cover a dense range of ints (of at least ``RUN_MIN``, at most
         ``len(keys)``) none of which has an id yet: fresh ids from ``next`` on, one per int of the
-        range, in its order (the free list waits for later ids)."""
+        range, in its order (the free list waits for later ids). Returns whether it did."""
         lo, hi = int(keys.min()), int(keys.max()) + 1
         span = hi - lo
         if span < RUN_MIN or span > len(keys) or self.next + span > self.limit or lo < -(1 << 62):
-            return
+            return False
         covered = np.zeros(span, dtype=bool)
         covered[keys - np.int64(lo)] = True  # (keys - lo fits: it is below span)
         if not covered.all():
-            return
+            return False
         del covered
         table = self.ints
         if table.count:  # none of them may be in the table yet: its keys scanned, or the range looked up
             if len(table.slots) <= span:
                 held = self.payload.take(table.slots[table.slots >= 0])
                 if ((held >= lo) & (held < hi)).any():
-                    return
+                    return False
             elif (ht.find_tagged(table.slots, table.tags, self.payload, np.arange(lo, hi, dtype=np.int64))
                   >= 0).any():
-                return
+                return False
         self._grow(span, span)
         base = self.next
         self.kinds[base : base + span] = INT
         self.payload[base : base + span] = np.arange(lo, hi, dtype=np.int64)
         self.next += span
         self.run_lo, self.run_hi, self.run_base = lo, hi, base
+        return True
 
     def _insert(self, table: _Table, kind: int, keys: np.ndarray) -> np.ndarray:
         """The id of each payload in ``table`` (by the table alone), new ids of ``kind`` for the others."""

@@ -99,3 +99,29 @@ def test_bad_columns_are_named():
     recs = df.new_input("recs")
     with pytest.raises(Exception, match=r"record \('b', 2\)"):
         recs.update_many(RecordColumns([["a", "b"], np.array([1, 2])]), [0, 0], [1, 0])
+
+
+@pytest.mark.parametrize("before", ["nothing", "an insert"])
+def test_update_many_keeps_what_it_was_given_when_the_caller_reuses_its_arrays(before):
+    """An int column is interned when it is given (or copied when an earlier update waits): the
+    caller's arrays may change at once; a sweep before the run gives none of the chunk's ids back."""
+    from ddflow.operators.tuning import EngineConfig
+    from ddflow.operators.values import sweep
+
+    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1))
+    recs = df.new_input("recs")
+    probe = recs.collection.capture()
+    df.run()
+    if before == "an insert":
+        recs.insert(-1, 0)
+    records, times, diffs = np.arange(5000, dtype=np.int64), np.zeros(5000, dtype=np.int64), np.ones(5000, dtype=np.int64)
+    recs.update_many(records, times, diffs)
+    records[:] = 7
+    times[:] = 3
+    diffs[:] = 2
+    sweep.sweep(df.interner, df._all_nodes())  # the input holds its chunk's ids: none given back
+    assert df.interner.reclaimed == 0
+    recs.advance_to(1)
+    df.run()
+    want = {r: 1 for r in range(5000)} | ({-1: 1} if before == "an insert" else {})
+    assert probe.at(0) == want
