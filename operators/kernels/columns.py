@@ -8,6 +8,11 @@ their values as columns; anything else (another kind anywhere, an int out of bou
 and pairs) makes it answer width 0, and the caller takes the values one by one. It only reads.
 
 :func:`int_columns_reference` states the same contract with numpy.
+
+The other way, a column of ints that covers a dense range takes consecutive ids (the *run* of
+``ddflow.operators.values.ids``): :func:`covers_range` says whether a column takes every int of its
+range, :func:`fill_range` writes a range's ints into the payload of its ids, each in one pass with no
+temporary column (:func:`covers_range_reference` and :func:`fill_range_reference` beside them).
 """
 
 from __future__ import annotations
@@ -82,3 +87,34 @@ def int_columns_reference(ids: np.ndarray, kinds: np.ndarray, payload: np.ndarra
     if a is None or b is None:
         return 0, none
     return 2, np.stack([a, b], axis=1)
+
+
+@kernel
+def covers_range(keys: np.ndarray, lo: int, span: int) -> bool:
+    """Whether the ints of ``keys`` (each ``lo <= k < lo + span``, repeats allowed) take every int of
+    that range."""
+    seen = np.zeros(span, dtype=np.bool_)
+    missing = span
+    for i in range(keys.shape[0]):
+        j = keys[i] - lo
+        if not seen[j]:
+            seen[j] = True
+            missing -= 1
+    return missing == 0
+
+
+@kernel
+def fill_range(out: np.ndarray, lo: int) -> None:
+    """``out[j] = lo + j`` for every ``j``, in place (``lo + len(out)`` within int64)."""
+    for j in range(out.shape[0]):
+        out[j] = lo + j
+
+
+def covers_range_reference(keys: np.ndarray, lo: int, span: int) -> bool:
+    """:func:`covers_range` with numpy: the distinct keys counted."""
+    return len(np.unique(keys)) == span
+
+
+def fill_range_reference(out: np.ndarray, lo: int) -> None:
+    """:func:`fill_range` with numpy."""
+    out[:] = np.arange(lo, lo + len(out), dtype=np.int64)

@@ -50,6 +50,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'diffs.reduce_emit': ('int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[1C], int64[2C], int64[1C], int64[1C]',),
     'rounds.pair_hashes': ('int64, int64[1C], int64',),
     'columns.int_columns': ('int64[1C], int8[1C], int64[1C], int64, int64, int64',),
+    'columns.covers_range': ('int64[1C], int64, int64',),
+    'columns.fill_range': ('int64[1C], int64',),
     'address.address': ('int64[1C]',),
     'reclaim.mark': ('int64[1C], bool[1C], int8[1C], bool[1C], int64[1C]',),
     'hashtable.build': ('int64[1C], int8[1C], bool[1C], int64, int64, int64, int64',),

@@ -109,11 +109,11 @@ def traces() -> None:
 
 def edge_cases() -> None:
     """Kernels a small dataflow does not reach: the consolidation of rows wider than 64 bits (times
-    far apart with large diffs), the radix sort's own entry point and the int columns of drained
-    ids. The daemon's msgpack codec kernels have their own: `ddflow.daemon.formats.kernels.warm`."""
+    far apart with large diffs), the radix sort's own entry point, the int columns of drained
+    ids and the run of a dense int column. The daemon's msgpack codec kernels have their own: `ddflow.daemon.formats.kernels.warm`."""
     import numpy as np
 
-    from .columns import int_columns
+    from .columns import covers_range, fill_range, int_columns
     from .consolidate import consolidate
     from .sorting import radix_sort
 
@@ -123,6 +123,9 @@ def edge_cases() -> None:
     int_columns(np.array([2], dtype=np.int64), np.array([0, 0, 1], dtype=np.int8), np.array([5, 6, 1], dtype=np.int64),
                 0, 1, 1 << 62)
     radix_sort(np.array([3, 1, 2], dtype=np.uint64), np.arange(3))
+    # a dense column of ints taking a run of ids (a run spans thousands of ints)
+    covers_range(np.array([4, 3, 5, 3], dtype=np.int64), 3, 3)
+    fill_range(np.zeros(3, dtype=np.int64), 3)
 
 
 def signatures() -> dict[str, tuple[str, ...]]:

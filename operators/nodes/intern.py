@@ -122,7 +122,7 @@ class Intern(Node):
         # consumer takes pair columns: the id columns grow once here rather than once per interning
         # call (each grow copies them)
         pairs = not all(node.pair_columns for node, _port in self.consumers)
-        interner.reserve((1 + pairs) * len(records))
+        interner.reserve((1 + pairs) * len(records), ints=len(records))
         # an int is its own element hash as far as pair_hashes goes (it hashes its lanes itself)
         groups = interner.int_ids(rounds.pair_hashes(0, self._element_hashes(records), self.modulus % FULL))
         self._fit(groups)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import IdLimitError
+from ..kernels import columns
 from ..kernels import hashtable as ht
 from ..kernels import reclaim
 
@@ -140,11 +141,8 @@ class IdSpace:
         span = hi - lo
         if span < RUN_MIN or span > len(keys) or self.next + span > self.limit or lo < -(1 << 62):
             return False
-        covered = np.zeros(span, dtype=bool)
-        covered[keys - np.int64(lo)] = True  # (keys - lo fits: it is below span)
-        if not covered.all():
+        if not columns.covers_range(keys, lo, span):
             return False
-        del covered
         table = self.ints
         if table.count:  # none of them may be in the table yet: its keys scanned, or the range looked up
             if len(table.slots) <= span:
@@ -157,7 +155,7 @@ class IdSpace:
         self._grow(span, span)
         base = self.next
         self.kinds[base : base + span] = INT
-        self.payload[base : base + span] = np.arange(lo, hi, dtype=np.int64)
+        columns.fill_range(self.payload[base : base + span], lo)
         self.next += span
         self.run_lo, self.run_hi, self.run_base = lo, hi, base
         return True

@@ -434,9 +434,15 @@ class Interner:
         firsts, seconds = unpack(space.payload.take(ids[is_pair]))
         return is_pair, firsts, seconds
 
-    def reserve(self, n: int) -> None:
-        """Make room for ``n`` new ids at once (see :meth:`IdSpace.reserve`); ids are unchanged."""
-        self._space.reserve(n)
+    def reserve(self, n: int, *, ints: int = 0) -> None:
+        """Make room for ``n`` new ids at once (see :meth:`IdSpace.reserve`), and buckets in the ints'
+        table for ``ints`` more ints (:meth:`IdSpace.reserve_table`: a table grown here is allocated by
+        numpy, whose large arrays take huge pages, and not once more inside the insert); ids are
+        unchanged."""
+        space = self._space
+        space.reserve(n)
+        if ints:
+            space.reserve_table(space.ints, ints)
 
     def pair(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Ids of the records ``(key, val)`` for id columns ``keys`` and ``vals``."""
@@ -479,7 +485,13 @@ class Interner:
 
     def reclaim(self, marks: np.ndarray) -> int:
         """Give back every id not marked; returns how many. Must run when every id column the dataflow
-        holds has been marked and no batch is in flight (the end of ``Dataflow.run``)."""
+        holds has been marked and no batch is in flight (the end of ``Dataflow.run``). When every id in
+        use is marked (a first run whose records are all held, say), nothing is swept: no id is given
+        back, and the caches keyed by ids stay valid."""
+        if int(np.count_nonzero(marks)) >= len(self):
+            self.sweeps += 1
+            self.live_after_sweep = len(self)
+            return 0
         for cache in list(self._caches):
             cache.clear()
         dead, dead_objects = self._space.reclaim(marks)

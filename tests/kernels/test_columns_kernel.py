@@ -81,3 +81,28 @@ def test_interner_int_columns_round_trips(values):
 def test_interner_int_columns_of_nothing_is_an_empty_int_column():
     got = Interner().int_columns(np.empty(0, dtype=np.int64))
     assert got is not None and got.dtype == np.int64 and got.shape == (0,)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(2**62), 2**62), st.integers(1, 40), st.data())
+def test_covers_range_agrees_with_reference(lo, span, data):
+    """Columns of ints within ``lo .. lo + span - 1`` (repeats, gaps, every int or not) cover it or not."""
+    from ddflow.operators.kernels.columns import covers_range, covers_range_reference
+
+    offsets = data.draw(st.lists(st.integers(0, span - 1), min_size=1, max_size=3 * span))
+    if data.draw(st.booleans()):
+        offsets += list(range(span))  # every int at least once
+    keys = np.array(data.draw(st.permutations(offsets)), dtype=np.int64) + np.int64(lo)
+    assert covers_range(keys, lo, span) == covers_range_reference(keys, lo, span)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(-(2**62), 2**62), st.integers(0, 40), st.integers(0, 5))
+def test_fill_range_agrees_with_reference(lo, n, start):
+    """The ints written into a slice of a longer column; the rest of it unchanged."""
+    from ddflow.operators.kernels.columns import fill_range, fill_range_reference
+
+    got, want = np.full(n + start + 3, 7, dtype=np.int64), np.full(n + start + 3, 7, dtype=np.int64)
+    fill_range(got[start : start + n], lo)
+    fill_range_reference(want[start : start + n], lo)
+    assert np.array_equal(got, want)

@@ -41,6 +41,25 @@ def test_reclaim_keeps_held_records_with_their_parts_and_reuses_the_rest():
     assert interner.split(kept, "step")[0].tolist() == interner.ids([1, 3]).tolist()
 
 
+def test_a_sweep_that_finds_every_id_held_gives_nothing_back_and_keeps_the_caches():
+    """Every id in use marked: nothing swept, a cache keyed by ids is not cleared; one id unmarked: it is
+    given back and the cache cleared."""
+
+    class Cache:
+        cleared = 0
+
+        def clear(self) -> None:
+            self.cleared += 1
+
+    interner = Interner()
+    cache = interner.cache(Cache())
+    held = interner.ids([(1, "a"), 2, "b"])
+    assert _reclaim(interner, held) == 0
+    assert cache.cleared == 0 and interner.sweeps == 1 and interner.live_after_sweep == len(interner) == 5
+    assert _reclaim(interner, held[:2]) == 1  # "b" given back
+    assert cache.cleared == 1 and len(interner) == 4 and interner.value_list(held[:2]) == [(1, "a"), 2]
+
+
 def test_aliases_and_objects_are_forgotten_with_their_ids():
     interner = Interner()
     one, true = interner.ids([1, True]).tolist()
