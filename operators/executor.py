@@ -54,6 +54,7 @@ _ARRANGE = KIND["arrange"]
 _CONCAT = KIND["concat"]
 _BUFFERED = Node.pending_times  # the pending times of a node that holds only buffered batches
 _IN_BUFFERS, _IN_BUFFERS_AND_AT = 1, 2  # where a node's pending times are (see _next_round)
+_REDUCE_PORTS = 3  # _buffered_ports of a reduction: its one buffer and its times to revisit hold its work
 _QUIET = frozenset((KIND["arrange"], KIND["join"], KIND["reduce"]))  # idle observers a round may skip
 # linear nodes: a step takes every buffered update, so it leaves the node without work
 _LINEAR = frozenset(KIND[k] for k in ("concat", "negate", "map", "filter", "flat_map", "inspect", "enter"))
@@ -113,13 +114,9 @@ class PlanExecutor:
                     node.seen = frontier
                     if linear:
                         holding.discard(node)
-                    elif ports == 1:
-                        if not node.buffers[0]:
-                            holding.discard(node)
-                    elif ports == 2:
-                        if not (node.buffers[0] or node.buffers[1]):
-                            holding.discard(node)
-                    elif not node.holds_work():
+                    elif not (node.buffers[0] if ports == 1 else (node.buffers[0] or node.buffers[1]) if ports == 2
+                              else (node.buffers[0] or node.pending_at.shape[0]) if ports == _REDUCE_PORTS
+                              else node.holds_work()):
                         holding.discard(node)
                 elif observes and node.seen is not frontier and (closing or not quiet):
                     if kind == _LOOP:
@@ -127,7 +124,9 @@ class PlanExecutor:
                     else:
                         node.step(frontier)
                     node.seen = frontier
-                    if node.holds_work():
+                    if (node.buffers[0] if ports == 1 else (node.buffers[0] or node.buffers[1]) if ports == 2
+                            else (node.buffers[0] or node.pending_at.shape[0]) if ports == _REDUCE_PORTS
+                            else node.holds_work()):
                         holding.add(node)
         except DiffError as exc:
             located = at_node(exc, node)
@@ -191,9 +190,12 @@ def _pending_where(node: Node) -> int:
 
 def _buffered_ports(node: Node) -> int:
     """The ports of ``node`` when its work is only what its buffers hold (its class keeps
-    ``Node.holds_work``) and it has one or two, else 0 (the pass asks ``holds_work()``)."""
+    ``Node.holds_work``) and it has one or two; ``_REDUCE_PORTS`` for a reduction (its buffer and its
+    times to revisit, ``Reduce.holds_work``); else 0 (the pass asks ``holds_work()``)."""
     if type(node).holds_work is Node.holds_work and len(node.buffers) in (1, 2):
         return len(node.buffers)
+    if type(node).holds_work is Reduce.holds_work:
+        return _REDUCE_PORTS
     return 0
 
 

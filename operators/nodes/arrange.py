@@ -39,6 +39,11 @@ class Arrange(Node):
     fused = False  # set by the plan executor: small steps seal in one kernel call (Spine.insert_complete)
 
     def step(self, frontier: Antichain) -> None:
+        if not self.buffers[0]:  # nothing to seal: the upper follows the frontier
+            upper = self.trace.upper
+            if upper is not frontier and upper != frontier:
+                self.trace.upper = frontier  # Spine.advance_upper, without its call
+            return
         if self.fused and self._step_fused(frontier):
             return
         u = self.take_complete(frontier)
@@ -61,7 +66,7 @@ class Arrange(Node):
         parts = self.buffers[0]
         if not parts:
             return False
-        u = parts[0] if len(parts) == 1 else concat(parts, 1, self.scope.depth)
+        u = concat(parts, 1, self.scope.depth) if parts[1:] else parts[0]
         if u.diffs.shape[0] > SMALL:
             return False
         ids = u.data[0]
@@ -80,8 +85,9 @@ class Arrange(Node):
         else:  # every row waits: the buffer stays as it was (as one batch)
             self.buffers[0] = [u]
         if batch is None:
-            if self.trace.upper is not frontier and self.trace.upper != frontier:
-                self.trace.advance_upper(frontier)
+            upper = self.trace.upper
+            if upper is not frontier and upper != frontier:
+                self.trace.upper = frontier  # Spine.advance_upper, without its call
         elif flat is not None and self.consumers:
             self.emit(flat)
         return True

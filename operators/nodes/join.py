@@ -75,17 +75,22 @@ class Join(Node):
     def step(self, frontier: Antichain) -> None:
         # an arrangement sends only complete batches, in the pass of the frontier they are complete
         # for: everything buffered is complete (no split by the frontier)
-        d_a = self._take_by_key(0)
-        d_b = self._take_by_key(1)
+        buffers = self.buffers
+        d_a = self._take_by_key(0) if buffers[0] else self._no_changes
+        d_b = self._take_by_key(1) if buffers[1] else self._no_changes
         n_a, n_b = d_a.diffs.shape[0], d_b.diffs.shape[0]
         if n_a or n_b:
             parts: list[Columns] = []  # the non-empty products
             if n_a:  # the changes paired with the other trace's rows under their keys, in one kernel call
-                p = traced(d_a, self.right_handle.table(), True)
+                h = self.right_handle  # its table read without a call while the trace keeps it
+                table = h.trace._batch_table
+                p = traced(d_a, table if table is not None and not h._dropped else h.table(), True)
                 if p[0].shape[0]:
                     parts.append(p)
             if n_b:
-                p = traced(d_b, self.left_handle.table(), False)
+                h = self.left_handle
+                table = h.trace._batch_table
+                p = traced(d_b, table if table is not None and not h._dropped else h.table(), False)
                 if p[0].shape[0]:
                     parts.append(p)
                 if n_a:
@@ -108,7 +113,7 @@ class Join(Node):
         if not parts:
             return self._no_changes
         self.buffers[port] = []
-        if len(parts) == 1:
+        if not parts[1:]:
             return parts[0]
         return by_key(concat(parts, 2, self.scope.depth))
 

@@ -22,12 +22,15 @@ class Holds:
     """The frontiers a trace's readers hold, counted per frontier: the trace may compact to their
     meet. Readers of one trace usually stand at one frontier (the frontier they are all stepped
     with), so moving a reader is two dict updates and the meet is that frontier itself, the same
-    object, until the readers part."""
+    object, until the readers part.
+
+    Equal frontiers are one entry, keyed by the frozenset of their times (made and hashed in C: no
+    Python call per reader move), holding the first of them given and how many hold it."""
 
     __slots__ = ("_counts", "_frontier")
 
     def __init__(self) -> None:
-        self._counts: dict[Antichain, int] = {}
+        self._counts: dict[frozenset, list] = {}  # frozenset of times -> [the frontier, holders]
         self._frontier: Antichain | None = None
 
     def update_frontier(self, old: Antichain | None, new: Antichain | None) -> None:
@@ -35,15 +38,20 @@ class Holds:
         or leaves). ``old`` must be held."""
         counts = self._counts
         if new is not None:
-            counts[new] = counts.get(new, 0) + 1
-        if old is not None:
-            c = counts.get(old, 0)
-            if c < 1:
-                raise CompactionError(f"no reader holds the frontier {old}")
-            if c == 1:
-                del counts[old]
+            key = frozenset(new._elements)
+            if key in counts:
+                counts[key][1] += 1
             else:
-                counts[old] = c - 1
+                counts[key] = [new, 1]
+        if old is not None:
+            key = frozenset(old._elements)
+            entry = counts[key] if key in counts else None
+            if entry is None:
+                raise CompactionError(f"no reader holds the frontier {old}")
+            if entry[1] == 1:
+                del counts[key]
+            else:
+                entry[1] -= 1
         self._frontier = None
 
     def frontier(self) -> Antichain:
@@ -52,11 +60,16 @@ class Holds:
         if f is None:
             counts = self._counts
             if len(counts) == 1:
-                (f,) = counts
+                (key,) = counts
+                f = counts[key][0]
             else:
-                f = Antichain(t for held in counts for t in held._elements)
+                f = Antichain(t for key in counts for t in key)
             self._frontier = f
         return f
+
+    def holders(self) -> int:
+        """How many holders hold a frontier."""
+        return sum(count for _, count in self._counts.values())
 
     def is_empty(self) -> bool:
         """True when no holder holds a time."""

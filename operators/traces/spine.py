@@ -212,21 +212,24 @@ class Spine:
         the geometric invariant asks and ``fuel`` allows (one kernel call); any other adjacent pair
         breaking the invariant starts a merge, which gets ``fuel`` at once (and again if it finished
         and another starts)."""
-        merges, table = self._running()
+        merges, table = self._merges if self._merges is not None else self._running()
         if not merges:
             sealed = self._sealed()
             version, quiet, most = self._quiet
             if version == self._version and sealed == quiet and fuel <= most:
                 return  # nothing changed since a check that found nothing to merge with as much fuel
-        version = self._version
-        if merges and merge_work(merges, self._frontier_array(), fuel, table):
-            self._finish()
-        started = self._start_merges(self._cascade(fuel, self._sealed()))
+            version = self._version
+        else:
+            version = self._version
+            if merge_work(merges, self._frontier_array(), fuel, table):
+                self._finish()
+            sealed = self._sealed()
+        started = self._start_merges(self._cascade(fuel, sealed))
         while started and merge_work(started, self._frontier_array(), fuel):
             self._finish()
             started = self._start_merges(self._sealed())
-        if version == self._version and not self._running()[0]:
-            self._quiet = (version, self._sealed(), fuel)
+        if version == self._version and not self._merges[0]:  # unchanged: sealed as many as at first
+            self._quiet = (version, sealed, fuel)
 
     def _sealed(self) -> int:
         """How many items, from the oldest, hold no time the physical frontier has not passed: batches
@@ -235,7 +238,12 @@ class Spine:
         newest items stay unsealed, and appends to them are unsealed), so a trace inserted into in
         every loop round does not re-read its unsealed batches at each insert."""
         items = self.items
-        physical = self.physical_frontier()
+        holds = self._physical_holds  # physical_frontier(), without its call
+        physical = holds._frontier
+        if physical is None:
+            physical = holds.frontier()
+        if not physical._elements:
+            physical = self.upper
         if physical is self._sealed_for:
             return len(items) - self._unsealed_tail
         n = i = len(items)
@@ -346,7 +354,9 @@ class Spine:
         items = self.items
         started: list[Merge] = []
         j = sealed - 1
-        stop = max(min(self._scan, self._unsealed), 1)
+        stop = self._scan if self._scan < self._unsealed else self._unsealed
+        if stop < 1:
+            stop = 1
         while j >= stop:
             older, newer = items[j - 1], items[j]
             if type(older) is TrieBatch and type(newer) is TrieBatch and older.n <= 2 * newer.n:
@@ -412,11 +422,10 @@ class Spine:
             if rows is None:  # a new buffer: the tables given out before stay as they were
                 listed = []
                 for item in self.items:
-                    if type(item) is Merge:
-                        listed.append(item.older.row)
-                        listed.append(item.newer.row)
+                    if type(item) is Merge:  # (extending by a tuple: no call per row)
+                        listed += (item.older.row, item.newer.row)
                     else:
-                        listed.append(item.row)
+                        listed += (item.row,)
                 count = len(listed)
                 rows = self._batch_rows = np.empty((max(2 * count, 8), 4), dtype=np.int64)
                 if count:

@@ -11,7 +11,7 @@ def holds(df: Dataflow) -> dict[str, int]:
     out = {}
     for node in df._all_nodes():
         for name, spine in node.arrangements():
-            out[name] = sum(spine._logical_holds._counts.values())
+            out[name] = spine._logical_holds.holders()
     return out
 
 

@@ -222,8 +222,12 @@ class Reduce(Node):
                 if traced is not None and not self.history.count and (
                         not self.keeps_history or keys.shape[0] < self._tuning.reduce_history_keys):
                     # a round that keeps no history: the kernel reads the traces itself
-                    done = reduce_traced_round(keys, cand_keys, cand_times[:, 0], inner, self.handle.table(),
-                                               self.output_handle.table(), *traced)
+                    h, o = self.handle, self.output_handle  # their tables read without a call while kept
+                    table, out_table = h.trace._batch_table, o.trace._batch_table
+                    done = reduce_traced_round(
+                        keys, cand_keys, cand_times[:, 0], inner,
+                        table if table is not None and not h._dropped else h.table(),
+                        out_table if out_table is not None and not o._dropped else o.table(), *traced)
                     if done is not None:
                         e, k, t, rows = done
                         self.rows_read += rows
