@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import pstats
 import sys
 import time
 from collections import Counter
@@ -99,13 +98,15 @@ def measure(executor: str, e, args) -> dict:
         phase = r.slide(args.rate_changes, epoch)
         rates[epoch] = args.rate_changes / phase.cpu
     r.check()
-    stats = pstats.Stats(profile)
-    by_function: Counter = Counter()
-    for (path, line, name), (_, calls, *_rest) in stats.stats.items():
-        by_function[f"{path.replace(ROOT, '')}:{line}({name})"] += calls / args.epochs
+    by_function: Counter = Counter()  # from the profiler's entries: pstats would key every dataclass's
+    for entry in profile.getstats():  # generated __init__ as one function ('<string>:2') and keep one
+        code = entry.code
+        name = (f"{code.co_filename.replace(ROOT, '')}:{code.co_firstlineno}({code.co_name})"
+                if hasattr(code, "co_filename") else str(code))
+        by_function[name] += entry.callcount / args.epochs
     cpu = np.asarray(timed.epoch_cpu) * 1e3
     wall = np.asarray(timed.latencies) * 1e3
-    return {"calls": stats.total_calls / args.epochs, "rounds": per_round, "top": by_function.most_common(args.top),
+    return {"calls": sum(by_function.values()), "rounds": per_round, "top": by_function.most_common(args.top),
             "kinds": kinds.most_common(),
             "rates": rates, "cpu_p50": np.percentile(cpu, 50), "cpu_p99": np.percentile(cpu, 99),
             "wall_p50": np.percentile(wall, 50), "wall_p99": np.percentile(wall, 99)}

@@ -90,7 +90,7 @@ class Antichain:
             if b is not None:
                 return a <= b
         mine, theirs = self._elements, other._elements
-        if len(mine) == 1 and len(theirs) == 1:  # one time each: compare them
+        if mine and theirs and not mine[1:] and not theirs[1:]:  # one time each: compare them
             return _le(mine[0], theirs[0])
         for e in theirs:
             if not _covered(mine, e):
@@ -127,8 +127,12 @@ class Antichain:
         a = self._array
         if a is None or a.shape[1] != depth:
             # the elements are tuples of ints already: no conversion of each
-            a = self._array = np.array(self._elements, dtype=np.int64).reshape(len(self._elements), depth)
+            elements = self._elements
+            a = np.array(elements, dtype=np.int64) if elements else np.empty((0, depth), dtype=np.int64)
+            if a.shape[1] != depth:
+                raise ValueError(f"the times of {self!r} have {a.shape[1]} coordinates, not {depth}")
             a.flags.writeable = False
+            self._array = a
         return a
 
     def is_empty(self) -> bool:
@@ -144,14 +148,12 @@ class Antichain:
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True
-        if not isinstance(other, Antichain):
+        if type(other) is not Antichain:
             return False
         if self._one is not None and other._one is not None:
             return self._one == other._one
         a, b = self._elements, other._elements
-        if len(a) != len(b):
-            return False
-        return a[0] == b[0] if len(a) == 1 else set(a) == set(b)
+        return a == b or set(a) == set(b)  # (no repeats in an antichain: equal sets, equal lengths)
 
     def __hash__(self) -> int:
         h = self._hash

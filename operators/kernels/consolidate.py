@@ -445,7 +445,12 @@ def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
     if 2 * rows < n:  # mostly cancelled: keep only what is used
         out_data = tuple(out[j * n : j * n + rows].copy() for j in range(k))
         return out_data, out[k * n : k * n + rows * d].reshape(rows, d).copy(), out[(k + d) * n :][:rows].copy()
-    out_data = tuple(out[j * n : j * n + rows] for j in range(k))
+    if k == 1:  # (one data column, or two: no generator to step through)
+        out_data = (out[:rows],)
+    elif k == 2:
+        out_data = (out[:rows], out[n : n + rows])
+    else:
+        out_data = tuple(out[j * n : j * n + rows] for j in range(k))
     return out_data, out[k * n : k * n + rows * d].reshape(rows, d), out[(k + d) * n : (k + d) * n + rows]
 
 

@@ -76,7 +76,7 @@ class Merge:
         d = self.older.depth
         nk, nv, n = int(b[kernel.OUT_KEYS]), int(b[kernel.OUT_VALS]), int(b[kernel.OUT_UPDATES])
         since = self.frontier if since is None else since
-        desc = Description(self.older.desc.lower, self.newer.desc.upper, since)
+        desc = Description((self.older.desc.lower, self.newer.desc.upper, since))
         end = kernel.HEADER + layout.size(nk, nv, n, d)
         if end < _TRIM * len(b):
             return TrieBatch(b[kernel.HEADER : end].copy(), nk, nv, n, d, desc)

@@ -101,7 +101,7 @@ class Spine:
     # -- writing ---------------------------------------------------------------------------------
     def insert(self, updates: Updates, upper: Antichain) -> TrieBatch:
         """Append the keyed ``updates`` (consolidated here) holding all times in ``[self.upper, upper)``."""
-        batch = TrieBatch.consolidating(updates, Description(self.upper, upper, self._since))
+        batch = TrieBatch.consolidating(updates, Description((self.upper, upper, self._since)))
         self._append(batch, upper)
         return batch
 
@@ -130,7 +130,7 @@ class Spine:
         waits = pending[:waiting] if waiting else None
         if waiting == m:
             return None, None, waits
-        desc = Description(self.upper, upper, self._since)
+        desc = Description((self.upper, upper, self._since))
         if not n:
             self._append(TrieBatch.empty(d, desc), upper)
             return None, None, waits
@@ -338,7 +338,7 @@ class Spine:
                 address = None
             else:
                 buffer = out[:end]
-            desc = Description(items[first].desc.lower, items[hi - 1].desc.upper, self._frontier[0])
+            desc = Description((items[first].desc.lower, items[hi - 1].desc.upper, self._frontier[0]))
             items[first:hi] = [TrieBatch(buffer, nk, nv, n, self.depth, desc, address)]
         else:
             del items[first:hi]

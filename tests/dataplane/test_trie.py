@@ -24,7 +24,7 @@ from ddflow.operators.traces.trie import Description, TrieBatch
 
 def desc(depth: int, since: Antichain | None = None) -> Description:
     low = Antichain([(T_MIN,) * depth])
-    return Description(low, Antichain(), since if since is not None else low)
+    return Description((low, Antichain(), since if since is not None else low))
 
 
 def batch_of(u: Updates) -> TrieBatch:
@@ -98,7 +98,7 @@ def test_fueled_merge_equals_advanced_consolidated_concat(data):
     result = m.result()
     want = consolidate(concat([older.flat(), newer.flat()], 2, d).advance_by(f))
     assert rows(result.flat()) == rows(want)
-    assert result.desc == Description(older.desc.lower, newer.desc.upper, f)
+    assert result.desc == Description((older.desc.lower, newer.desc.upper, f))
     for s in grid(d):
         if f.less_equal(s):
             assert accumulation(result.flat(), s) == accumulation(concat([older.flat(), newer.flat()], 2, d), s)
