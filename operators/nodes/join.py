@@ -119,7 +119,7 @@ class Join(Node):
 
     def _emit(self, parts: list[Columns]) -> None:
         """Build the records of the non-empty products ``parts`` and send them on, consolidated."""
-        if len(parts) == 1:
+        if not parts[1:]:
             k, a, b, t, d = parts[0]
         else:
             k, a, b, t, d = (np.concatenate([p[i] for p in parts]) for i in range(5))

@@ -152,17 +152,19 @@ class Spine:
             items.append(batch)
             count += 1
             rows = self._batch_rows
-            if rows is not None:
-                written = self._batch_count
+            if rows is not None:  # the table is the rows written, the new one too (no merge added: the
+                written = self._batch_count  # merge table stays)
                 if written == rows.shape[0]:  # full: a new buffer of twice the room (tables given out stay)
                     rows = self._batch_rows = np.concatenate([rows, np.empty_like(rows)])
                 rows[written] = batch.row
                 self._batch_count = written + 1
+                self._batch_table = rows[: written + 1]
+            else:
+                self._batch_table = None
             if self._unsealed_tail:
                 self._unsealed_tail += 1
             else:  # the new batch may be sealed: look again
                 self._sealed_for = None
-            self._batch_table = None  # no merge added: the merge table stays
         fuel = self.fuel_per_update * n
         if fuel < self.min_fuel:
             fuel = self.min_fuel
