@@ -144,7 +144,12 @@ class Reduce(Node):
         yield from self.history.held_ids()
 
     def step(self, frontier: Antichain) -> None:
-        new = self.take_all(0, 2) if self.buffers[0] else self._no_input  # from the arrangement: complete batches
+        parts = self.buffers[0]  # from the arrangement: complete batches (Node.take_all, without its call)
+        if parts:
+            self.buffers[0] = []
+            new = concat(parts, 2, self.scope.depth) if parts[1:] else parts[0]
+        else:
+            new = self._no_input
         pending_at = self.pending_at
         if pending_at.shape[0]:
             late, count = frontier.split(pending_at)
@@ -155,12 +160,13 @@ class Reduce(Node):
                 cand_times = np.concatenate([new.times, pending_at])
                 self.pending_keys, self.pending_at = _NO_KEYS, self._no_times
                 self._pending_distinct = 0
-            else:
+            else:  # (masks as indices: no method call each)
                 ready = ~late
-                cand_keys = np.concatenate([new.data[0], self.pending_keys.compress(ready)])
-                cand_times = np.concatenate([new.times, pending_at.compress(ready, axis=0)])
-                self.pending_keys, self.pending_at = self.pending_keys.compress(late), pending_at.compress(late, axis=0)
-                self._pending_distinct = min(self._pending_distinct, len(self.pending_keys))
+                cand_keys = np.concatenate([new.data[0], self.pending_keys[ready]])
+                cand_times = np.concatenate([new.times, pending_at[ready]])
+                self.pending_keys, self.pending_at = self.pending_keys[late], pending_at[late]
+                if count < self._pending_distinct:
+                    self._pending_distinct = count
         else:
             cand_keys, cand_times = new.data[0], new.times
         if cand_keys.shape[0]:
