@@ -40,7 +40,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import kernel
+from . import helper, kernel
 
 _inline = numba.njit(inline="always", cache=True, nogil=True)  # helpers of the kernels, inlined into them
 
@@ -151,7 +151,24 @@ def insert_tagged(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query: 
     stopped before key ``done`` because its value would have reached ``limit`` or ``len(keys)`` (grow
     ``keys``, or raise, and call again with the rest). Values ``out[:done]`` are final; the rest are
     ``-1``."""
-    out = np.full(query.shape[0], -1, dtype=np.int64)
+    return _insert_tagged(slots, tags, keys, query, np.full(query.shape[0], -1, dtype=np.int64), count, free, nfree,
+                          next_value, limit)
+
+
+@kernel
+def insert_tagged_into(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query: np.ndarray, count: int,
+                       free: np.ndarray, nfree: int, next_value: int, limit: int):
+    """:func:`insert_tagged` writing the values over the keys of ``query`` (the values returned are
+    ``query`` itself): a caller that gives its column of keys up saves a column. Past ``done``,
+    ``query`` still holds its keys."""
+    return _insert_tagged(slots, tags, keys, query, query, count, free, nfree, next_value, limit)
+
+
+@helper
+def _insert_tagged(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query: np.ndarray, out: np.ndarray,
+                   count: int, free: np.ndarray, nfree: int, next_value: int, limit: int):
+    """The body of :func:`insert_tagged`, writing the value of ``query[i]`` into ``out[i]`` (``out`` may
+    be ``query``: each key is read before its value is written, and the keys ahead are not written)."""
     cap = slots.shape[0]
     room = min(limit, keys.shape[0])
     added = 0
@@ -209,7 +226,7 @@ def insert_tagged(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query: 
         count += 1
         out[i] = v
     if seen == 1 << 62 and n > 0:  # looks the first key up again (its value as found): the reads ahead are used
-        out[0] = _lookup(slots, tags, keys, query[0])
+        out[0] = _lookup(slots, tags, keys, keys[out[0]])
     return out, slots, tags, count, nfree, next_value, query.shape[0]
 
 

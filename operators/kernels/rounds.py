@@ -8,7 +8,8 @@ records or more need the collision rounds, so the bulk of a batch is decided by 
 
 * :func:`pair_hashes`: ``key_hash((round, record))`` modulo ``modulus`` from the record's element
   hash (``Interner.element_hashes``), the same value :func:`~ddflow.operators.partition.key_hash`
-  gives the pair, computed without a Python object;
+  gives the pair, computed without a Python object (:func:`pair_hashes_into`: over the element
+  hashes, in place);
 * :func:`claim`: every group takes the first record seen in it, and a group that sees a second,
   different record becomes ``MULTI`` (its records go through the rounds from then on).
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import kernel
+from . import helper, kernel
 
 _inline = numba.njit(inline="always", cache=True, nogil=True)  # helpers of the kernels, inlined into them
 
@@ -62,8 +63,21 @@ def pair_hashes(round_: int, elements: np.ndarray, modulus: int) -> np.ndarray:
     ``key_hash`` of a pair is CPython's hash of the 1-tuple of ``hash((round_, e))``, its top bit
     cleared: CPython hashes an int modulo ``2**61 - 1`` keeping its sign (``-1`` becomes ``-2``) and
     combines a tuple's item hashes xxHash-style."""
+    return _pair_hashes(round_, elements, modulus, np.empty(elements.shape[0], dtype=np.int64))
+
+
+@kernel
+def pair_hashes_into(round_: int, elements: np.ndarray, modulus: int) -> np.ndarray:
+    """:func:`pair_hashes` written over ``elements`` (returned): a caller that gives its column of
+    element hashes up saves a column."""
+    return _pair_hashes(round_, elements, modulus, elements)
+
+
+@helper
+def _pair_hashes(round_: int, elements: np.ndarray, modulus: int, out: np.ndarray) -> np.ndarray:
+    """The body of :func:`pair_hashes`, the hash of ``elements[i]`` written into ``out[i]`` (``out`` may
+    be ``elements``)."""
     n = elements.shape[0]
-    out = np.empty(n, dtype=np.int64)
     r = _int_hash(round_)
     for i in range(n):
         acc = _lane(_lane(_P5, r), _int_hash(elements[i])) + _LEN2

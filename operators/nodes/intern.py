@@ -124,7 +124,8 @@ class Intern(Node):
         pairs = not all(node.pair_columns for node, _port in self.consumers)
         interner.reserve((1 + pairs) * len(records), ints=len(records))
         # an int is its own element hash as far as pair_hashes goes (it hashes its lanes itself)
-        groups = interner.int_ids(rounds.pair_hashes(0, self._element_hashes(records), self.modulus % FULL))
+        # the element hashes (a column of the node's own), the pairs' hashes over them, their ids over those
+        groups = interner.int_ids_into(rounds.pair_hashes_into(0, self._element_hashes(records), self.modulus % FULL))
         self._fit(groups)
         groups -= self._base  # indexes into the group arrays (in place) until the output is built
         became = rounds.claim(groups, records, self._first, self._status)

@@ -111,22 +111,23 @@ class IdSpace:
             out[inside] = keys[inside] + (self.run_base - self.run_lo)
         return out
 
-    def intern(self, table: _Table, kind: int, keys: np.ndarray) -> np.ndarray:
+    def intern(self, table: _Table, kind: int, keys: np.ndarray, *, in_place: bool = False) -> np.ndarray:
         """The id of each payload in ``table``, new ids of ``kind`` for payloads not there yet (ints of a
-        dense range not seen yet start the run, when there is none)."""
+        dense range not seen yet start the run, when there is none). ``in_place``: ``keys`` is a
+        contiguous int64 column the caller gives up, and the ids may be written over it."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         if table is not self.ints:
-            return self._insert(table, kind, keys)
+            return self._insert(table, kind, keys, in_place)
         if self.run_hi == self.run_lo and len(keys) >= RUN_MIN and self._start_run(keys):
             return keys + (self.run_base - self.run_lo)  # the run is these keys' range
         if self.run_hi == self.run_lo:
-            return self._insert(table, kind, keys)
+            return self._insert(table, kind, keys, in_place)
         inside = (keys >= self.run_lo) & (keys < self.run_hi)
         offset = self.run_base - self.run_lo
         if inside.all():
             return keys + offset
         if not inside.any():  # (a column of hashes, say): no gather and scatter around the table's call
-            return self._insert(table, kind, keys)
+            return self._insert(table, kind, keys, in_place)
         out = np.empty(len(keys), dtype=np.int64)
         out[inside] = keys[inside] + offset
         outside = ~inside
@@ -160,12 +161,14 @@ class IdSpace:
         self.run_lo, self.run_hi, self.run_base = lo, hi, base
         return True
 
-    def _insert(self, table: _Table, kind: int, keys: np.ndarray) -> np.ndarray:
-        """The id of each payload in ``table`` (by the table alone), new ids of ``kind`` for the others."""
+    def _insert(self, table: _Table, kind: int, keys: np.ndarray, in_place: bool = False) -> np.ndarray:
+        """The id of each payload in ``table`` (by the table alone), new ids of ``kind`` for the others
+        (written over ``keys`` when ``in_place``)."""
         parts = []
+        insert = ht.insert_tagged_into if in_place else ht.insert_tagged
         while True:
             nfree, first = self._nfree, self.next
-            out, table.slots, table.tags, table.count, self._nfree, self.next, done = ht.insert_tagged(
+            out, table.slots, table.tags, table.count, self._nfree, self.next, done = insert(
                 table.slots, table.tags, self.payload, keys, table.count, self._free, self._nfree, self.next,
                 self.limit)
             if self._nfree < nfree:

@@ -138,6 +138,14 @@ class Interner:
             return self.ids(values.tolist())
         return self._int_ids(values.astype(np.int64, copy=False))
 
+    def int_ids_into(self, values: np.ndarray) -> np.ndarray:
+        """:meth:`int_ids` of an int64 column the caller gives up: the ids may be written over it (a
+        large batch needs no column of ids beside it)."""
+        if values.dtype != np.int64 or not values.flags.c_contiguous or not values.flags.writeable:
+            return self.int_ids(values)
+        space = self._space
+        return space.intern(space.ints, INT, values, in_place=True)
+
     # A plan is a batch of values decomposed into columns, to be interned later:
     #   ("ids", ids)  values known to have these ids     ("ints", int64 array)  exact ints
     #   ("const", value, n)  n values equal to one        ("objects", list)  values of NEVER_INT types

@@ -15,11 +15,11 @@ KEYS = st.lists(st.integers(-8, 8) | I64 | st.sampled_from([0, -1, 2**63 - 1, -(
                 max_size=60)
 
 
-FLAVOURS = pytest.mark.parametrize("tagged", [True, False], ids=["tagged", "untagged"])
+FLAVOURS = pytest.mark.parametrize("tagged", [True, False, "into"], ids=["tagged", "untagged", "tagged-into"])
 
 
 def _table(tagged: bool, capacity: int = ht.MIN_CAPACITY) -> tuple[tuple, int]:
-    """An empty table, ``((slots, tags) or (slots,), count)``."""
+    """An empty table, ``((slots, tags) or (slots,), count)`` (``tagged`` true or ``"into"``: tags)."""
     return (ht.empty(capacity) if tagged else (np.full(capacity, ht.EMPTY, dtype=np.int32),)), 0
 
 
@@ -27,8 +27,19 @@ def _find(table: tuple, keys: np.ndarray, query: np.ndarray) -> np.ndarray:
     return ht.find_tagged(*table, keys, query) if len(table) == 2 else ht.find(table[0], keys, query)
 
 
-def _insert(table: tuple, keys, query, count, free, nfree, nxt, limit):
-    """``(values, table, count, nfree, next_value, done)`` by the flavour's insert kernel."""
+def _insert(table: tuple, keys, query, count, free, nfree, nxt, limit, into: bool = False):
+    """``(values, table, count, nfree, next_value, done)`` by the flavour's insert kernel (for
+    ``insert_tagged_into``, the values written over a copy of ``query``, whose keys past ``done`` must
+    stay, shown as ``-1`` as ``insert_tagged`` leaves them)."""
+    if into:
+        given = query.copy()
+        out, slots, tags, count, nfree, nxt, done = ht.insert_tagged_into(*table, keys, given, count, free, nfree,
+                                                                          nxt, limit)
+        assert out is given or np.shares_memory(out, given)
+        assert np.array_equal(given[done:], query[done:])
+        out = given.copy()
+        out[done:] = -1
+        return out, (slots, tags), count, nfree, nxt, done
     if len(table) == 2:
         out, slots, tags, count, nfree, nxt, done = ht.insert_tagged(*table, keys, query, count, free, nfree, nxt,
                                                                      limit)
@@ -56,7 +67,8 @@ def test_insert_and_find_agree_with_a_dict(tagged, batches, free_list, start, li
     for batch in batches:
         query = np.array(batch, dtype=np.int64)
         assert _find(table, keys, query).tolist() == ht.ref_find(ref, query).tolist()
-        out, table, count, nfree, nxt, done = _insert(table, keys, query, count, free, nfree, nxt, limit)
+        out, table, count, nfree, nxt, done = _insert(table, keys, query, count, free, nfree, nxt, limit,
+                                                      into=tagged == "into")
         slots = table[0]
         want, r_nfree, r_next, r_done = ht.ref_insert(ref, ref_keys, query, r_free, r_nfree, r_next, limit)
         assert (out.tolist(), nfree, nxt, done) == (want.tolist(), r_nfree, r_next, r_done)
@@ -100,13 +112,13 @@ def test_edge_cases_empty_one_equal_and_extremes(tagged):
     keys = np.zeros(8, dtype=np.int64)
     table, count = _table(tagged)
     empty = np.empty(0, dtype=np.int64)
-    out, table, count, nfree, nxt, done = _insert(table, keys, empty, count, empty, 0, 0, 8)
+    out, table, count, nfree, nxt, done = _insert(table, keys, empty, count, empty, 0, 0, 8, into=tagged == "into")
     assert (len(out), count, nxt, done) == (0, 0, 0, 0)
     same = np.full(5, -(2**63), dtype=np.int64)
-    out, table, count, nfree, nxt, done = _insert(table, keys, same, count, empty, 0, 0, 8)
+    out, table, count, nfree, nxt, done = _insert(table, keys, same, count, empty, 0, 0, 8, into=tagged == "into")
     assert out.tolist() == [0] * 5 and count == 1 and nxt == 1 and done == 5
     ext = np.array([2**63 - 1, -(2**63), 0, -1], dtype=np.int64)
-    out, table, count, nfree, nxt, done = _insert(table, keys, ext, count, empty, 0, nxt, 8)
+    out, table, count, nfree, nxt, done = _insert(table, keys, ext, count, empty, 0, nxt, 8, into=tagged == "into")
     assert out.tolist() == [1, 0, 2, 3] and _find(table, keys, ext).tolist() == [1, 0, 2, 3]
 
 
@@ -117,7 +129,8 @@ def test_many_keys_grow_the_table_and_stay_findable(tagged):
     keys = np.zeros(len(query), dtype=np.int64)
     table, count = _table(tagged)
     empty = np.empty(0, dtype=np.int64)
-    out, table, count, _nfree, nxt, done = _insert(table, keys, query, count, empty, 0, 0, 2**31 - 1)
+    out, table, count, _nfree, nxt, done = _insert(table, keys, query, count, empty, 0, 0, 2**31 - 1,
+                                                   into=tagged == "into")
     slots = table[0]
     distinct = len(np.unique(query))
     assert done == len(query) and count == nxt == distinct

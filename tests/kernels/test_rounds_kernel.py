@@ -46,3 +46,12 @@ def test_claim_and_add_counts_agree_with_references(updates, status, first):
     rounds.add_counts(groups, diffs, got_status, counts)
     rounds.ref_add_counts(groups, diffs, ref_status, ref_counts)
     assert np.array_equal(counts, ref_counts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**40), st.lists(I64 | EDGES, max_size=40), st.sampled_from([0, 1, 24, 2**62 + 7]))
+def test_pair_hashes_into_writes_the_hashes_over_the_elements(round_, elements, modulus):
+    e = np.array(elements, dtype=np.int64)
+    want = rounds.ref_pair_hashes(round_, e, modulus)
+    got = rounds.pair_hashes_into(round_, e, modulus)
+    assert np.array_equal(got, want) and np.array_equal(e, want)  # over the column given
