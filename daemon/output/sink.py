@@ -16,7 +16,10 @@ instead, partitioned by their key, and the progress markers to the output's comp
 topic; the rules above are the same.
 
 On open, the sink reads the output topics back and does not re-publish times that a partition
-already marks final (a restarted daemon replays its inputs and recomputes them). It reads from
+already marks final (a restarted daemon replays its inputs and recomputes them); an epoch that
+reaches past a partition's final frontier is marked there from that frontier (``[final, upper)``,
+the times it holds), so a reader that never saw the times below it finds an epoch missing rather
+than accepting one that leaves them out. It reads from
 the beginning, or from the positions a checkpoint recorded (`positions`: each partition's final
 frontier, and per partition written or read the offset of the last message there, kept from the
 delivery reports of what it writes), so a restart reads what was published since the checkpoint,
@@ -331,11 +334,13 @@ class KafkaSink(WindowCommits, TransactionalPublisher):
                 if upper is not None and upper <= final[p]:
                     suppressed += len(entries)  # the whole range is already final on this partition
                     continue
-                if final[p] > lower:  # partly final (a restart): publish only the times beyond it
-                    kept = entries.take(entries.times >= final[p])
+                start = lower
+                if final[p] > lower:  # partly final (a restart): publish only the times beyond it, and
+                    start = final[p]  # say so: the epoch this partition gets is [final, upper)
+                    kept = entries.take(entries.times >= start)
                     suppressed += len(entries) - len(kept)
                     entries = kept
-                data, marker = o.encoder.epoch_block(lower, upper, self.incarnation, p, entries, writer,
+                data, marker = o.encoder.epoch_block(start, upper, self.incarnation, p, entries, writer,
                                                      snapshot=snapshot)
                 messages.extend(data)
                 messages.append(marker)

@@ -15,11 +15,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ddflow.daemon.deadletter import decode_dead_letter
 from ddflow.daemon.exceptions import KafkaClientError, OptionsError, ProtocolError
+from ddflow.daemon.kafka.following import ProtocolStats, _Follower
 from ddflow.daemon.kafka.results import ResultClient, read_final_frontiers
 from ddflow.daemon.output.sink import KafkaSink, OutputSpec
 from ddflow.operators.lattice import T_MIN
 from ddflow.daemon.formats.types import Malformed
 from ddflow.daemon.formats.result_protocol import (
+    OutputProgress,
+    decode_output,
     encode_output_batch,
     encode_output_progress,
     pack_output_update,
@@ -158,6 +161,35 @@ def test_restarted_sink_does_not_republish_final_times(kafka_options, make_topic
         assert client.stats.duplicate_epochs == 0
 
 
+def test_a_partly_final_epoch_is_marked_from_the_final_frontier(kafka_options, make_topic):
+    """A restarted sink whose replayed epoch straddles a partition's final frontier publishes only
+    the times beyond it, and its marker says so: the epoch it marks is [final, upper). A reader
+    that did not see the times below (it is behind that frontier) then finds an epoch missing
+    instead of accepting an epoch that leaves them out."""
+    topic = make_topic("out", partitions=3)
+    epochs = random_epochs(5, [10, 20, 30])
+    all_updates = [u for _, _, ups in epochs for u in ups]
+    sink = sink_for(kafka_options, topic)
+    for lower, upper, ups in epochs[:2]:
+        sink.publish(lower, upper, {"out": ups})
+    sink.close()
+    restarted = sink_for(kafka_options, topic)
+    restarted.publish(10, 30, {"out": [u for u in all_updates if u[1] >= 10]})  # one replayed epoch over 20
+    restarted.close()
+    messages = read_topic(kafka_options["bootstrap.servers"], topic, 3)
+    markers = [m for m in (decode_output(msg.value()) for msg in messages)
+               if isinstance(m, OutputProgress) and m.incarnation == restarted.incarnation]
+    assert sorted((m.lower, m.upper) for m in markers) == [(20, 30)] * 3
+    assert sum(m.count for m in markers) == sum(1 for u in all_updates if u[1] >= 20)
+    with ResultClient(topic, kafka_options) as client:
+        assert client.wait_for(30, timeout=20)
+        assert client.view == accumulate(all_updates, 30)
+    behind = _Follower(topic, 1, keep_view=True, stats=ProtocolStats())
+    behind.apply(0, 0, encode_output_progress(T_MIN, 10, "a", 0))
+    with pytest.raises(ProtocolError, match="starts after the final frontier 10: epochs are missing"):
+        behind.apply(0, 1, encode_output_progress(20, 30, "b", 0))
+
+
 def test_closing_epoch_and_offsets_and_dead_letters_commit_together(kafka_options, make_topic):
     topic, dlq, source_topic = make_topic("out"), make_topic("dlq"), make_topic("in")
     sink = KafkaSink([OutputSpec("out", topic)], kafka_options, transactional_id=f"tx-{topic}",
@@ -256,7 +288,6 @@ def test_catching_up_gives_up_after_a_stall_not_after_a_long_read():
     """A long result topic takes as long as it takes (a fixed 30 s deadline made every restart of
     a daemon with a long history fail); only 30 s without a message is an error. The clock is
     fake: each consume takes one second."""
-    from ddflow.daemon.kafka.following import ProtocolStats, _Follower
     from ddflow.daemon.kafka.reading import Routes, catch_up
 
     now = [0.0]
