@@ -13,14 +13,22 @@ warm means the cache the cold run left. Two figures each:
     .venv/bin/python benchmarks/bench_startup.py --warm-only [--runs 3]
 
 A cold ``ddflow run`` compiles the kernels in parallel processes first and says so on stderr; the
-cold figure includes that. ``--warm-only`` times ``ddflow run`` to ready on the cache already there
-(``NUMBA_CACHE_DIR`` or beside the sources), compiling first what it lacks, untimed.
+cold figure includes that. ``--warm-only`` times, on the cache already there (``NUMBA_CACHE_DIR`` or
+beside the sources; what it lacks compiled first, untimed), each run: ``python -c "import numba"``
+(the same-run baseline), ``ddflow compile`` with nothing to compile, and ``ddflow run`` to ready,
+in wall and CPU seconds (the daemon's CPU includes its stop after ready). The project's modules
+are byte-compiled first, as an installed package has them (where ``PYTHONDONTWRITEBYTECODE`` is
+set a checkout would compile them again in every process); ``--no-bytecode`` instead finds no
+``.pyc`` at all (``PYTHONPYCACHEPREFIX`` an empty directory), as an image that ships none and
+writes none.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -64,8 +72,20 @@ def config(directory: Path, bootstrap: str) -> tuple[Path, str]:
     return path, bootstrap
 
 
-def run_to_ready(path: Path, bootstrap: str, cache: Path | None) -> float:
-    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap}
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of a command run to its end."""
+    cpu, start = children_cpu(), time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, env=env, timeout=600)
+    return time.perf_counter() - start, children_cpu() - cpu
+
+
+def run_to_ready(path: Path, bootstrap: str, cache: Path | None, env: dict[str, str] | None = None) -> float:
+    env = {**(os.environ if env is None else env), "KAFKA_BOOTSTRAP": bootstrap}
     if cache is not None:
         env["NUMBA_CACHE_DIR"] = str(cache)
     start = time.perf_counter()
@@ -94,19 +114,41 @@ def run_to_ready(path: Path, bootstrap: str, cache: Path | None) -> float:
         proc.wait(60)
 
 
+def warm_only(tmp_path: Path, bootstrap: str, runs: int, no_bytecode: bool) -> None:
+    from ddflow.daemon.cli.commands import compile_kernels
+
+    compile_kernels()
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ)
+    if no_bytecode:
+        (tmp_path / "no-pyc").mkdir()
+        env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "no-pyc")
+    else:
+        for package in ("config", "daemon", "operators"):
+            compileall.compile_dir(root / package, quiet=1)
+    for _ in range(runs):
+        numba_wall, numba_cpu = timed([sys.executable, "-c", "import numba"], env)
+        compile_wall, compile_cpu = timed([DDFLOW, "compile"], env)
+        cpu = children_cpu()
+        ready = run_to_ready(*config(tmp_path, bootstrap), None, env)
+        ready_cpu = children_cpu() - cpu
+        print(f"warm{' (no .pyc)' if no_bytecode else ''}: import numba {numba_wall:.2f} s ({numba_cpu:.2f} CPU); "
+              f"ddflow compile {compile_wall:.2f} s ({compile_cpu:.2f} CPU, x{compile_cpu / numba_cpu:.2f}); "
+              f"ddflow run to ready {ready:.2f} s ({ready_cpu:.2f} CPU to its stop, x{ready_cpu / numba_cpu:.2f})",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2, help="cold/warm pairs (each cold one with a fresh cache)")
-    parser.add_argument("--warm-only", action="store_true", help="only ddflow run to ready, on the cache there")
+    parser.add_argument("--warm-only", action="store_true",
+                        help="only warm starts (import numba, ddflow compile, ddflow run to ready) on the cache there")
+    parser.add_argument("--no-bytecode", action="store_true", help="warm starts finding no .pyc (with --warm-only)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
         tmp_path = Path(tmp)
         if args.warm_only:
-            from ddflow.daemon.cli.commands import compile_kernels
-
-            compile_kernels()
-            times = [run_to_ready(*config(tmp_path, broker.bootstrap), None) for _ in range(args.runs)]
-            print("ddflow run to ready, warm: " + ", ".join(f"{t:.2f} s" for t in times))
+            warm_only(tmp_path, broker.bootstrap, args.runs, args.no_bytecode)
             return
         for i in range(args.runs):
             cache = tmp_path / f"cache{i}"

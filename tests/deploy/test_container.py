@@ -106,7 +106,16 @@ def test_build_copies_exactly_what_the_project_packages() -> None:
         directory = PYPROJECT["tool"]["setuptools"]["package-dir"][package]
         for pattern in globs:
             assert list((REPO / directory).glob(pattern)), f"{directory}/{pattern} matches nothing"
-    assert "pip install --no-compile ." in build.one("RUN")
+    assert "pip install ." in build.one("RUN")
+
+
+def test_the_image_ships_its_modules_byte_compiled() -> None:
+    """The runtime writes no bytecode, so every install byte-compiles (no ``--no-compile``): a module
+    without its .pyc would be compiled from source at every start."""
+    s = stages()
+    assert "PYTHONDONTWRITEBYTECODE=1" in s["base"].all("ENV")[0]
+    for name in ("build", "build-backfill"):
+        assert "pip install" in s[name].one("RUN") and "--no-compile" not in s[name].one("RUN"), name
 
 
 def test_build_context_keeps_what_the_build_copies() -> None:
@@ -175,8 +184,8 @@ def test_only_the_backfill_image_has_the_backfill_extra() -> None:
     """The daemon's image is ddflow alone; the backfill image's virtualenv adds the `backfill` extra."""
     s = stages()
     assert s["build-backfill"].base == "build"
-    assert s["build-backfill"].one("RUN") == '/opt/ddflow/bin/pip install --no-compile ".[backfill]"'
-    assert "[" not in s["build"].one("RUN").split("pip install --no-compile ", 1)[1].split()[0]
+    assert s["build-backfill"].one("RUN") == '/opt/ddflow/bin/pip install ".[backfill]"'
+    assert "[" not in s["build"].one("RUN").split("pip install ", 1)[1].split()[0]
     venv = {name: [c for c in stage.all("COPY") if c.endswith(" /opt/ddflow /opt/ddflow")] for name, stage in s.items()}
     assert venv["runtime"] == ["--from=build /opt/ddflow /opt/ddflow"]
     assert venv["backfill"] == ["--from=build-backfill /opt/ddflow /opt/ddflow"]
