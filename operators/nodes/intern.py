@@ -184,7 +184,8 @@ class Intern(Node):
         stop = end if hi <= end else max(hi, end + size // 2)
         for name, fill in (("_first", -1), ("_status", SINGLE), ("_counts", 0)):
             old = getattr(self, name)
-            new = np.full(stop - start, fill, dtype=old.dtype)
+            # zeros by calloc: pages the batch never writes (statuses of lone groups) are never touched
+            new = np.zeros(stop - start, dtype=old.dtype) if fill == 0 else np.full(stop - start, fill, dtype=old.dtype)
             new[base - start : base - start + size] = old
             setattr(self, name, new)
         self._base = start
