@@ -21,8 +21,6 @@ import os
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
 
 # "module.kernel" -> the argument types of each specialisation: a scalar type by its numba name, an
 # array as dtype[<ndim><layout>] with an "r" when read-only. Longest compilation first.
@@ -209,6 +207,9 @@ def _one_compiler():
 
 
 def _compile(todo: Jobs, names: list[str], processes: int | None, progress: Progress | None) -> int:
+    from concurrent.futures import ProcessPoolExecutor, as_completed  # a cold cache's only: a warm start
+    from multiprocessing import get_context  # imports neither (~10-20 ms)
+
     if processes is None:
         processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     processes = max(1, min(processes, len(names)))

@@ -38,6 +38,15 @@ def test_a_kernel_listed_but_gone_is_left_to_compile_when_called():
     assert precompile.missing(todo) == [] and precompile.ensure_compiled(todo) == 0
 
 
+def test_a_warm_cache_is_checked_without_the_process_pool_imports():
+    """A warm start pays for reading the index files only, not for importing the process pool."""
+    code = ("import sys; from ddflow.daemon.cli.commands import compile_kernels; "
+            "print(compile_kernels(), 'multiprocessing' in sys.modules, 'concurrent.futures.process' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "False", "False"]
+
+
 def test_a_signature_reads_back_as_the_same_numba_types():
     from numba.core import types
 
