@@ -123,8 +123,8 @@ class Intern(Node):
         # call (each grow copies them)
         pairs = not all(node.pair_columns for node, _port in self.consumers)
         interner.reserve((1 + pairs) * len(records), ints=len(records))
-        # an int is its own element hash as far as pair_hashes goes (it hashes its lanes itself)
-        # the element hashes (a column of the node's own), the pairs' hashes over them, their ids over those
+        # the element hashes (a column of the node's own; an int is its own, as far as pair_hashes goes),
+        # the pairs' hashes written over them, and their ids over those
         groups = interner.int_ids_into(rounds.pair_hashes_into(0, self._element_hashes(records), self.modulus % FULL))
         self._fit(groups)
         groups -= self._base  # indexes into the group arrays (in place) until the output is built
@@ -138,8 +138,8 @@ class Intern(Node):
                     self._multi[first] = count
                     self._out[first] = (int(interner.value(g + self._base)), count)
         slow = None
-        while (self._status.take(groups) != SINGLE).any():  # the batch touches groups in the rounds
-            status = self._status.take(groups)
+        status = self._status.take(groups)
+        while (status != SINGLE).any():  # the batch touches groups in the rounds
             events = np.flatnonzero(status != SINGLE)
             base = self._base
             try:
@@ -149,8 +149,10 @@ class Intern(Node):
                 break
             except _Restart:  # a group is watched now (the arrays may start lower): its updates are events too
                 groups += base - self._base
+                status = self._status.take(groups)
                 continue
-        fast = self._status.take(groups) != MULTI
+        fast = status != MULTI  # (the rounds change no status but by a restart)
+        del status
         rounds.add_counts(groups, diffs, self._status, self._counts)
         groups += self._base  # the hashes' ids again: the output's id column
         if fast.all():  # the common case
