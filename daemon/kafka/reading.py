@@ -60,12 +60,17 @@ class Routes:
         return changes
 
 
-def consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping[str, Any] | None) -> dict[str, Any]:
+def consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping[str, Any] | None, *,
+                    isolation: str = "read_committed") -> dict[str, Any]:
+    """The config of a consumer of result topics. ``isolation``: ``read_committed`` for a
+    restarting sink (what it finds final it does not publish again, so an aborted epoch must not
+    count: a consumer reading committed records only would never get it); a `results.ResultClient`
+    reads ``read_uncommitted`` (see there)."""
     role = {
         "group.id": f"ddflow-results-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
-        "isolation.level": "read_committed",
+        "isolation.level": isolation,
     }
     config = client_config({**kafka_options, **(consumer_options or {})}, role, who="result client")
     config.setdefault("fetch.wait.max.ms", 100)

@@ -10,6 +10,8 @@ recreated. benchmarks/bench_restart.py measures the restart time from 1K to 4M e
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
@@ -128,6 +130,29 @@ def test_a_high_watermark_under_reported_as_0_does_not_refuse_a_restart(kafka_op
     assert worker.recovery.restored.frontier == 102 * MS
     assert worker.sink.final[topics["echo_a"]] == [102 * MS] and worker.sink.resume_stats.messages < 10
     worker.close()
+
+
+def test_a_recorded_message_held_back_from_read_committed_readers_is_no_recreated_topic(kafka_options, make_topic,
+                                                                                       caplog):
+    """A recorded message that a read_committed read-back does not reach, but that is there (the
+    broker holds it back: here an open transaction, which the embedded broker hides from such
+    readers; it was also seen to hold back a killed producer's committed transactions for good), is
+    no sign of a recreated topic: the read-back warns and goes on from what it was shown (the
+    sink publishes the epochs after that again, and readers drop what they already hold)."""
+    topic = make_topic("out")
+    producer = Producer({"bootstrap.servers": kafka_options["bootstrap.servers"], "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, encode_output_progress(T_MIN, 10, "a", 0), partition=0)
+    producer.flush(30)
+    try:
+        with caplog.at_level(logging.WARNING, logger="ddflow.daemon.kafka.positions"):
+            finals, last = positions.read_result_positions([topic], kafka_options, timeout=5, finals={topic: [T_MIN]},
+                                                           starts={(topic, 0): 0})
+        assert finals == {topic: [T_MIN]} and last == {(topic, 0): 0}
+        assert "holds back committed messages from offset 0" in caplog.text
+    finally:
+        producer.abort_transaction(30)
 
 
 def test_a_recreated_result_topic_is_refused(kafka_options, make_topic, tmp_path):
