@@ -412,7 +412,7 @@ def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
     The output columns are views of one new buffer. Raises :class:`SumOverflow` when the diffs of a
     row sum outside int64."""
     n = diffs.shape[0]
-    k = len(data)
+    k = 1 if data and not data[1:] else len(data)  # (one column, the common case: no len() call)
     d = times.shape[1]
     if n == 0:
         return None
@@ -424,7 +424,7 @@ def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
         c = data[0]
         if c.dtype != _INT64 or not c.flags.c_contiguous:
             c = np.ascontiguousarray(c, dtype=np.int64)
-        block = c.reshape(1, n)
+        block = c[None, :]  # the column as a (1, n) view
     else:
         block = np.empty((k, n), dtype=np.int64)
         for j, c in enumerate(data):
@@ -443,7 +443,7 @@ def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
     if status == OVERFLOW:
         raise SumOverflow(tuple(int(out[j * n]) for j in range(k)), tuple(out[k * n : k * n + d].tolist()))
     if 2 * rows < n:  # mostly cancelled: keep only what is used
-        out_data = tuple(out[j * n : j * n + rows].copy() for j in range(k))
+        out_data = (out[:rows].copy(),) if k == 1 else tuple(out[j * n : j * n + rows].copy() for j in range(k))
         return out_data, out[k * n : k * n + rows * d].reshape(rows, d).copy(), out[(k + d) * n :][:rows].copy()
     if k == 1:  # (one data column, or two: no generator to step through)
         out_data = (out[:rows],)
