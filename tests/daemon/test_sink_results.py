@@ -138,16 +138,21 @@ def test_aborted_transaction_records_are_dropped(kafka_options, make_topic):
         assert client.stats.incomplete_epochs == 2  # both partitions hold junk of the same incarnation
 
 
-def test_restarted_sink_does_not_republish_final_times(kafka_options, make_topic):
-    topic = make_topic("out", partitions=3)
-    epochs = random_epochs(4, [10, 20, 30])
-    all_updates = [u for _, _, ups in epochs for u in ups]
+def published_then_restarted(kafka_options, topic, seed):
+    """Random epochs up to 30 on a 3-partition ``topic``, those up to 20 published and committed:
+    the epochs, all their updates, and a sink opened afresh on the topic (it reads 20 as final)."""
+    epochs = random_epochs(seed, [10, 20, 30])
     sink = sink_for(kafka_options, topic)
     for lower, upper, ups in epochs[:2]:
         sink.publish(lower, upper, {"out": ups})
     sink.close()
+    return epochs, [u for _, _, ups in epochs for u in ups], sink_for(kafka_options, topic)
+
+
+def test_restarted_sink_does_not_republish_final_times(kafka_options, make_topic):
+    topic = make_topic("out", partitions=3)
+    epochs, all_updates, restarted = published_then_restarted(kafka_options, topic, 4)
     assert read_final_frontiers([topic], kafka_options) == {topic: [20, 20, 20]}
-    restarted = sink_for(kafka_options, topic)
     assert restarted.final[topic] == [20, 20, 20]
     restarted.publish(T_MIN, 20, {"out": [u for u in all_updates if u[1] < 20]})  # replayed: nothing written
     restarted.publish(20, 30, {"out": epochs[2][2]})
@@ -167,13 +172,7 @@ def test_a_partly_final_epoch_is_marked_from_the_final_frontier(kafka_options, m
     that did not see the times below (it is behind that frontier) then finds an epoch missing
     instead of accepting an epoch that leaves them out."""
     topic = make_topic("out", partitions=3)
-    epochs = random_epochs(5, [10, 20, 30])
-    all_updates = [u for _, _, ups in epochs for u in ups]
-    sink = sink_for(kafka_options, topic)
-    for lower, upper, ups in epochs[:2]:
-        sink.publish(lower, upper, {"out": ups})
-    sink.close()
-    restarted = sink_for(kafka_options, topic)
+    _, all_updates, restarted = published_then_restarted(kafka_options, topic, 5)
     restarted.publish(10, 30, {"out": [u for u in all_updates if u[1] >= 10]})  # one replayed epoch over 20
     restarted.close()
     messages = read_topic(kafka_options["bootstrap.servers"], topic, 3)
