@@ -104,11 +104,12 @@ class ProbeFirstServer:
                 self._closed.wait(0.05)  # the listening socket stays readable: do not spin on it
                 return
             sock.setblocking(False)
-            if len(self._reading) >= self.max_connections:
-                oldest = next(iter(self._reading))
-                self.evicted += 1
-                self._drop(oldest)
+            # the newcomer goes in first and the count last, so whoever reads ``evicted`` (another
+            # thread) sees the half-sent requests it left held, never a moment in between
             self._reading[sock] = _Reading(time.monotonic() + self.request_timeout)
+            if len(self._reading) > self.max_connections:
+                self._drop(next(iter(self._reading)))
+                self.evicted += 1
             self.peak_pending = max(self.peak_pending, len(self._reading))
             self._selector.register(sock, selectors.EVENT_READ)
             self._read(sock)  # a probe's request has often arrived with its connection
