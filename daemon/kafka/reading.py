@@ -62,10 +62,10 @@ class Routes:
 
 def consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping[str, Any] | None, *,
                     isolation: str = "read_committed") -> dict[str, Any]:
-    """The config of a consumer of result topics. ``isolation``: ``read_committed`` for the
-    followers (a restarting sink must not count an aborted epoch as final: a consumer reading
-    committed records only would never get it); ``read_uncommitted`` to look at what a partition
-    holds whatever its transactions (`positions`)."""
+    """The config of a consumer of result topics. ``isolation``: ``read_committed`` for a
+    restarting sink (what it finds final it does not publish again, so an aborted epoch must not
+    count: a consumer reading committed records only would never get it); a `results.ResultClient`
+    reads ``read_uncommitted`` (see there)."""
     role = {
         "group.id": f"ddflow-results-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,

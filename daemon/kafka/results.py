@@ -8,6 +8,12 @@ however often it was written; re-sent epochs, broker retries, and records of abo
 (shown by brokers that do not hide them) are dropped - the latter never get a marker of their own,
 or carry exactly the deterministic output when they do.
 
+The client reads uncommitted records: the protocol needs no more (an aborted epoch is dropped, or
+carries the deterministic output its re-sent epoch will), and it does not wait on the broker's
+bookkeeping of open transactions. That bookkeeping can fail: the embedded broker was seen to hold
+back committed transactions of a producer killed in an open one from every ``read_committed``
+consumer for more than a minute, although it served them to ``read_uncommitted`` ones.
+
 The topic's frontier is the minimum over partitions. `view` is the collection accumulated over
 every time below it; only complete times are ever visible. `poll` returns a `Change` each time
 the frontier moves, with the updates that became final; `changes()` iterates them live.
@@ -76,7 +82,7 @@ class ResultClient:
         self.mode = mode
         self.keep_view = keep_view
         self._kafka_options = dict(kafka_options)
-        self._config = consumer_config(kafka_options, consumer_options)
+        self._config = consumer_config(kafka_options, consumer_options, isolation="read_uncommitted")
         self._consumer: Consumer | None = None
         self.stats = ProtocolStats()
         self._follower: _View = _Follower(topic, 0, keep_view=keep_view, stats=self.stats)

@@ -189,6 +189,27 @@ def test_a_partly_final_epoch_is_marked_from_the_final_frontier(kafka_options, m
         behind.apply(0, 1, encode_output_progress(20, 30, "b", 0))
 
 
+def test_the_client_reads_an_epoch_before_its_transaction_commits(kafka_options, make_topic):
+    """The result client reads uncommitted records: an epoch whose batches and marker are written
+    is final for it while their transaction is still open (a broker holding back committed
+    transactions from read_committed consumers, as the embedded one was seen to, cannot stall it).
+    The protocol keeps that exact: an aborted epoch is re-sent with the same output."""
+    topic = make_topic("out")
+    producer = Producer({"bootstrap.servers": kafka_options["bootstrap.servers"], "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    update = pack_output_update(pack_record(("k", 1), "out"), 5, 1)
+    producer.produce(topic, encode_output_batch(T_MIN, 10, "a", [update]), partition=0)
+    producer.produce(topic, encode_output_progress(T_MIN, 10, "a", 1), partition=0)
+    producer.flush(30)
+    try:
+        with ResultClient(topic, kafka_options) as client:
+            assert client.wait_for(10, timeout=20)
+            assert client.view == {("k", 1): 1}
+    finally:
+        producer.abort_transaction(30)
+
+
 def test_closing_epoch_and_offsets_and_dead_letters_commit_together(kafka_options, make_topic):
     topic, dlq, source_topic = make_topic("out"), make_topic("dlq"), make_topic("in")
     sink = KafkaSink([OutputSpec("out", topic)], kafka_options, transactional_id=f"tx-{topic}",
