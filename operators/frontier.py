@@ -29,9 +29,12 @@ def _le(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 
 def _covered(elements: list[tuple[int, ...]], t: tuple[int, ...] | list[int]) -> bool:
-    """True when some of ``elements`` is ``<= t``."""
+    """True when some of ``elements`` is ``<= t`` (:func:`_le` written out: no call per element)."""
     for e in elements:
-        if _le(e, t):
+        for x, y in zip(e, t):
+            if x > y:
+                break
+        else:
             return True
     return False
 
@@ -113,8 +116,14 @@ class Antichain:
         if not elements or n == 0:
             return np.zeros(n, dtype=bool), 0
         if n == 1:  # one row (common at one change per epoch): compared as a list, no array passes
-            hit = _covered(elements, times[0].tolist())
-            return (_TRUE if hit else _FALSE), int(hit)
+            t = times[0].tolist()
+            for e in elements:  # _covered(elements, t), without its call
+                for x, y in zip(e, t):
+                    if x > y:
+                        break
+                else:
+                    return _TRUE, 1
+            return _FALSE, 0
         if not times.flags.c_contiguous:
             times = np.ascontiguousarray(times)
         a = self._array  # array()'s kept answer, read without a call

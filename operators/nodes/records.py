@@ -93,8 +93,16 @@ class PairBuilder:
 
     def __init__(self, interner: Interner, shape: Shape) -> None:
         self.interner, self.shape = interner, shape
+        # a pair of two arguments (``(dst, root)``, ``(key, (v1, v2))``'s inner pair): their positions,
+        # built by one ``pair`` without walking the shape
+        parts = shape[1] if shape[0] == "tuple" else ()
+        self._args = (parts[0][1], parts[1][1]) if parts and parts[0][0] == parts[1][0] == "arg" else None
 
     def __call__(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        args = self._args
+        if args is not None:
+            columns = (keys, a, b)
+            return self.interner.pair(columns[args[0]], columns[args[1]])
         return build(self.interner, self.shape, (keys, a, b))
 
 

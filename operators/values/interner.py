@@ -38,7 +38,7 @@ from ..partition import combine, element_hash, int_elements
 from .equality import (
     I64_MAX, I64_MIN, NEVER_INT, Unhashable, all_equal, all_plain, distinct, distinct_rows, int_equal, plain,
 )
-from .ids import COMPOSITE, ID_LIMIT, INT, OBJ, OBJ_INT, OBJ_PAIR, PAIR, SHIFT, IdSpace, pack, unpack
+from .ids import COMPOSITE, ID_LIMIT, INT, LOW, OBJ, OBJ_INT, OBJ_PAIR, PAIR, SHIFT, IdSpace, pack, unpack
 
 _DEEP = 64  # nesting below which tuples are interned level by level in bulk
 _PENDING = 1 << 24  # values decomposed into columns before they are interned together
@@ -425,14 +425,15 @@ class Interner:
     # -- keyed records ----------------------------------------------------------------------------
     def split(self, ids: np.ndarray, step: str) -> tuple[np.ndarray, np.ndarray]:
         """``(key ids, val ids)`` of records that must be ``(key, val)`` pairs."""
-        if len(ids) == 0:
+        if ids.shape[0] == 0:
             return ids, ids
         space = self._space
         is_pair = COMPOSITE.take(space.kinds.take(ids))
-        if not is_pair.all():
+        if False in is_pair:  # (is_pair.all(), without the calls of its Python wrapper)
             rec = self.value(ids[int(np.argmin(is_pair))])
             raise ShapeError(f"{step} needs (key, val) records, got {rec!r}")
-        return unpack(space.payload.take(ids))
+        codes = space.payload.take(ids)
+        return codes >> SHIFT, codes & LOW  # unpack(codes), without its call
 
     def plain_pairs(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(is_pair, firsts, seconds)``: which of ``ids`` name plain 2-tuples (not tuple subclasses),
@@ -454,9 +455,13 @@ class Interner:
 
     def pair(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Ids of the records ``(key, val)`` for id columns ``keys`` and ``vals``."""
-        if len(keys) == 0:
+        if keys.shape[0] == 0:
             return np.empty(0, dtype=np.int64)
-        return self._pair_ids(pack(keys, vals))
+        codes = keys.astype(np.int64)  # pack(keys, vals), and _pair_ids of them, without their calls:
+        codes <<= SHIFT  # the codes are a new contiguous int64 column, which the pairs' table takes as is
+        codes |= vals
+        space = self._space
+        return space._insert(space.pairs, PAIR, codes)
 
     def pair_into(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """:meth:`pair` for an int64 column ``vals`` the caller gives up, which it returns: a slice at

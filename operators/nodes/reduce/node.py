@@ -219,7 +219,14 @@ class Reduce(Node):
             history.clear()
 
     def _process(self, cand_keys: np.ndarray, cand_times: np.ndarray, frontier: Antichain, new: Updates) -> None:
-        keys = distinct(cand_keys)
+        n = cand_keys.shape[0]
+        keys = cand_keys.copy()  # sorting.distinct(cand_keys) written out: its sort and mask without their wrappers
+        if n > 1:
+            keys.sort()
+            first = np.empty(n, dtype=bool)
+            first[0] = True
+            np.not_equal(keys[1:], keys[:-1], out=first[1:])
+            keys = keys.compress(first)
         inner = cand_times[0, 1:]
         if self.compiled and (inner.shape[0] == 0 or cand_times.shape[0] == 1 or (cand_times[:, 1:] == inner).all()):
             size = self._tuning.reduce_chunk_keys
