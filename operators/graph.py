@@ -170,7 +170,9 @@ class Node:
         if updates.diffs.shape[0]:
             for node, port in self.consumers:
                 node.buffers[port].append(updates)
-                node.scope.holding.add(node)
+                holding = node.scope.holding
+                if node not in holding:  # (often it is: a membership test is no call)
+                    holding.add(node)
 
     def take_all(self, port: int = 0, width: int = 1) -> Updates:
         """Remove and return every update buffered on ``port``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter, methodcaller
 
 import numpy as np
 
@@ -17,7 +18,6 @@ from ..errors import DiffError
 from ..frontier import Antichain, advance_by
 from ..kernels.consolidate import SumOverflow
 from ..kernels.consolidate import consolidate as kernel_consolidate
-from ..kernels.sorting import take
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,9 @@ class Updates:
 
     def take(self, index: np.ndarray) -> Updates:
         """The updates at ``index``: a boolean mask or an integer index array."""
-        return Updates(tuple(take(c, index) for c in self.data), take(self.times, index), take(self.diffs, index))
+        # sorting.take's choice (compress or take, never fancy indexing) made once for every column
+        pick = methodcaller("compress" if index.dtype == bool else "take", index, 0)
+        return Updates(tuple(map(pick, self.data)), pick(self.times), pick(self.diffs))
 
     def with_times(self, times: np.ndarray) -> Updates:
         return Updates(self.data, times, self.diffs)
@@ -80,21 +82,25 @@ class Updates:
 _EMPTY: dict[tuple[int, int], Updates] = {}
 
 
+_DATA, _TIMES, _DIFFS = attrgetter("data"), attrgetter("times"), attrgetter("diffs")
+
+
 def concat(parts: Sequence[Updates], width: int | None = None, depth: int | None = None) -> Updates:
     """One batch holding every update of ``parts`` (in order)."""
-    parts = [p for p in parts if p.diffs.shape[0]]
+    for p in parts:
+        if not p.diffs.shape[0]:  # an empty one (nodes buffer none): left out
+            parts = [p for p in parts if p.diffs.shape[0]]
+            break
     if not parts:
         if width is None or depth is None:
             raise ValueError("concat of nothing needs width and depth")
         return Updates.empty(width, depth)
-    if len(parts) == 1:
+    if not parts[1:]:
         return parts[0]
-    w = len(parts[0].data)
-    return Updates(
-        tuple(np.concatenate([p.data[i] for p in parts]) for i in range(w)),
-        np.concatenate([p.times for p in parts]),
-        np.concatenate([p.diffs for p in parts]),
-    )
+    # the columns gathered by C getters over the parts (no Python call per part or column)
+    columns = zip(*map(_DATA, parts))
+    return Updates(tuple(map(np.concatenate, columns)), np.concatenate(list(map(_TIMES, parts))),
+                   np.concatenate(list(map(_DIFFS, parts))))
 
 
 def consolidate(u: Updates, runs: bool = False) -> Updates:

@@ -228,7 +228,7 @@ class Reduce(Node):
             np.not_equal(keys[1:], keys[:-1], out=first[1:])
             keys = keys.compress(first)
         inner = cand_times[0, 1:]
-        if self.compiled and (inner.shape[0] == 0 or cand_times.shape[0] == 1 or (cand_times[:, 1:] == inner).all()):
+        if self.compiled and (inner.shape[0] == 0 or cand_times.shape[0] == 1 or False not in (cand_times[:, 1:] == inner)):
             size = self._tuning.reduce_chunk_keys
             if keys.shape[0] <= size:  # one chunk (the common case): no copies of the candidates
                 traced = self.logic.traced_plan
