@@ -124,9 +124,9 @@ class IdSpace:
             return self._insert(table, kind, keys, in_place)
         inside = (keys >= self.run_lo) & (keys < self.run_hi)
         offset = self.run_base - self.run_lo
-        if inside.all():
+        if False not in inside:  # (inside.all(), without the calls of its Python wrapper)
             return keys + offset
-        if not inside.any():  # (a column of hashes, say): no gather and scatter around the table's call
+        if True not in inside:  # (a column of hashes, say): no gather and scatter around the table's call
             return self._insert(table, kind, keys, in_place)
         out = np.empty(len(keys), dtype=np.int64)
         out[inside] = keys[inside] + offset

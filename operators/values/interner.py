@@ -182,7 +182,7 @@ class Interner:
         if tag == "ints":
             return self._int_ids(plan[1])
         if tag == "pairs":
-            return self._pair_ids(pack(self._intern(plan[2]), self._intern(plan[3])))
+            return self.pair(self._intern(plan[2]), self._intern(plan[3]))
         if tag == "const":
             return np.full(plan[2], self._intern(self._plan([plan[1]], (), 0))[0], dtype=np.int64)
         if tag == "objects":
