@@ -109,8 +109,8 @@ class PlanExecutor:
                 if node in holding:
                     if kind == _LOOP:
                         self._loop(node, frontier)
-                    else:
-                        node.step(frontier)
+                    elif kind != _ARRANGE or not node._step_fused(frontier):  # (a fused arrangement's step
+                        node.step(frontier)  # of buffered updates, without the call of Arrange.step)
                     node.seen = frontier
                     if linear:
                         holding.discard(node)
