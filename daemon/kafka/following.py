@@ -27,11 +27,27 @@ from ..exceptions import ProtocolError, WireError
 from ..formats.result_protocol import OutputBatch, decode_output
 from ..formats.rows import read_epoch_header, read_marker, record_from_row
 
-__all__ = ["CLOSED", "Change", "ProtocolStats"]
+__all__ = ["CLOSED", "Change", "ProtocolStats", "ReadAgain"]
 
 CLOSED = 2**63  # internal frontier of a partition whose writer closed it (upper nil)
 
 Update = tuple[Any, int, int]
+
+REREADS = 3  # times a msgpack partition is read again up to one marker that finds epochs missing
+
+
+class ReadAgain(ProtocolError):
+    """Epochs of a writer are missing before the marker at ``at`` on ``topic[partition]``: read the
+    partition again from ``start`` (raised by `_Follower`; `reading.Routes` seeks its consumer).
+
+    A broker may deliver a partition with messages left out that a later read finds where they
+    belong (the embedded development broker was seen to, under transactions of several producers).
+    Reading again is exact: what was accepted is dropped as a duplicate, what was pending is read
+    again. Where nothing can seek, it is the `ProtocolError` it says."""
+
+    def __init__(self, message: str, topic: str, partition: int, start: int, at: int) -> None:
+        super().__init__(message)
+        self.topic, self.partition, self.start, self.at = topic, partition, start, at
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,7 @@ class ProtocolStats:
     dropped_updates: int = 0  # updates of re-sent, duplicated or aborted epochs
     incomplete_epochs: int = 0  # markers whose count does not match what was read (ignored)
     messages: int = 0
+    reread: int = 0  # partitions read again from an earlier offset after a gap (see `ReadAgain`)
 
 
 @dataclass
@@ -60,6 +77,9 @@ class _Partition:
     counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # data messages (companion)
     waiting: list[Any] = field(default_factory=list)  # markers waiting for their data (companion)
     writer_of: dict[str, int] = field(default_factory=dict)  # incarnation -> writer, from its markers
+    first: int | None = None  # offset of the first message read (reading began there)
+    marked_at: dict[int, int] = field(default_factory=dict)  # writer -> offset of its last accepted marker
+    reread: dict[int, int] = field(default_factory=dict)  # offset of a marker that found a gap -> times read again
     rows: dict[bytes | None, Any] = field(default_factory=dict)  # an upsert output's row per key (final)
 
     @property
@@ -180,6 +200,8 @@ class _Follower(_View):
         except Exception as exc:
             raise ProtocolError(f"{self.topic}[{partition}] offset {offset}: {exc}") from exc
         state = self.partitions[partition]
+        if state.first is None:
+            state.first = offset
         upper = CLOSED if msg.upper is None else msg.upper
         key = (msg.incarnation, msg.lower, msg.upper)
         if isinstance(msg, OutputBatch):
@@ -200,11 +222,10 @@ class _Follower(_View):
             self.stats.dropped_updates += len(found)
             return None
         if msg.lower > final:
-            raise ProtocolError(
-                f"{where} starts after the final frontier {final}"
-                + (f" of writer {writer}" if msg.writers > 1 else "") + ": epochs are missing"
-                + (f" (the last one seen was not complete: {state.mismatch})" if state.mismatch else "")
-            )
+            missing = (f"{where} starts after the final frontier {final}"
+                       + (f" of writer {writer}" if msg.writers > 1 else "") + ": epochs are missing"
+                       + (f" (the last one seen was not complete: {state.mismatch})" if state.mismatch else ""))
+            self._read_again(state, partition, offset, missing)
         if len(found) != msg.count:
             # not this attempt's records alone (e.g. an aborted attempt of the same incarnation is
             # visible): ignore it and wait for a re-sent epoch; a gap after it raises above
@@ -213,7 +234,26 @@ class _Follower(_View):
             self.stats.dropped_updates += len(found)
             return None
         self._accept(state, found, msg.lower, upper, where, writer)
+        state.marked_at[writer] = offset
         return self._advance()
+
+    def _read_again(self, state: _Partition, partition: int, offset: int, missing: str) -> None:
+        """A marker at ``offset`` found a writer's epochs missing: raise `ReadAgain` from just after
+        the oldest of the followed writers' last accepted markers (or where reading began; what is
+        pending is read again with it), or `ProtocolError` once the partition was read again
+        ``REREADS`` times up to this marker."""
+        tries = state.reread.get(offset, 0)
+        if tries >= REREADS:
+            raise ProtocolError(f"{missing}; read again {tries} times from before it")
+        state.reread[offset] = tries + 1
+        writers = range(len(state.finals)) if self.only is None else [self.only]
+        began = (offset if state.first is None else state.first) - 1
+        start = min(state.marked_at.get(w, began) for w in writers) + 1
+        for key in list(state.pending):
+            self.stats.dropped_updates += len(state.pending.pop(key))
+        state.mismatch = ""
+        self.stats.reread += 1
+        raise ReadAgain(missing, self.topic, partition, start, offset)
 
 
 class _CompanionFollower(_View):

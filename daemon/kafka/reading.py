@@ -9,6 +9,7 @@ Used by the live `results.ResultClient` and by a restart's `positions.read_resul
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,11 +19,13 @@ from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException
 
 from ..exceptions import KafkaClientError, OptionsError, RecoveryError, Stopped
 from .client import client_config, topic_partitions
-from .following import Change, ProtocolStats, _CompanionFollower, _Follower, _UpsertFollower, _View
+from .following import Change, ProtocolStats, ReadAgain, _CompanionFollower, _Follower, _UpsertFollower, _View
 
 __all__ = [
     "REBUILD", "OutOfRange", "Routes", "assign", "catch_up", "consumer_config", "follower_of", "messages", "read_once",
 ]
+
+log = logging.getLogger("ddflow.daemon.kafka.reading")
 
 
 class Routes:
@@ -38,12 +41,19 @@ class Routes:
         self.at_end = {(t, p): False for t, n in self.counts.items() for p in range(n)}
         self.last: dict[tuple[str, int], int] = {}  # offset of the last message read per partition
         self.expect: dict[tuple[str, int], int] = {}  # reading resumes at a message recorded there
+        self.consumer: Consumer | None = None  # set by `assign`: a follower's `ReadAgain` seeks it
+        self.rereading: dict[tuple[str, int], int] = {}  # sought back from the marker at this offset
 
     def take(self, msg: Any) -> list[Change]:
         """Apply one message (not an error); the Changes it caused."""
         topic, partition = msg.topic(), msg.partition()
-        self.at_end[(topic, partition)] = False
         offset = msg.offset()
+        at = self.rereading.get((topic, partition))
+        if at is not None:
+            if offset > at:  # fetched before the seek: it comes again
+                return []
+            del self.rereading[(topic, partition)]
+        self.at_end[(topic, partition)] = False
         expected = self.expect.pop((topic, partition), None)
         if expected is not None and offset != expected:
             raise RecoveryError(
@@ -54,10 +64,26 @@ class Routes:
         self.last[(topic, partition)] = offset
         changes = []
         for follower in self.followers[topic]:
-            change = follower.take(topic, partition, msg.offset(), msg.value(), msg.headers(), msg.key())
+            try:
+                change = follower.take(topic, partition, offset, msg.value(), msg.headers(), msg.key())
+            except ReadAgain as again:
+                if self.consumer is None:
+                    raise
+                self._seek(again)
+                return changes
             if change is not None:
                 changes.append(change)
         return changes
+
+    def _seek(self, again: ReadAgain) -> None:
+        log.warning("%s; reading %s[%d] again from offset %d", again, again.topic, again.partition, again.start)
+        assert self.consumer is not None
+        try:
+            self.consumer.seek(TopicPartition(again.topic, again.partition, again.start))
+        except KafkaException as exc:
+            raise KafkaClientError(f"reading {again.topic}[{again.partition}] again from offset {again.start} "
+                                   f"({again}): {exc}") from exc
+        self.rereading[(again.topic, again.partition)] = again.at
 
 
 def consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping[str, Any] | None, *,
@@ -164,6 +190,7 @@ def assign(consumer: Consumer, routes: Routes, start: Mapping[tuple[str, int], i
         consumer.assign(assignment)
     except KafkaException as exc:
         raise KafkaClientError(f"assigning result topics {sorted(routes.counts)}: {exc}") from exc
+    routes.consumer = consumer
 
 
 def follower_of(topic: str, kafka_options: Mapping[str, Any], *, format: str, progress_topic: str | None,

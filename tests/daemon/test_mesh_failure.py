@@ -145,11 +145,13 @@ def reader_state(client: ResultClient) -> str:
 # Known gap, open: after kills, a reader of the result topic failed to accept one epoch of one
 # writer on a partition in about one of ten to thirty runs. It then refused that writer's next epoch
 # as "epochs are missing" (ProtocolError), or stopped short of the end while every writer had marked
-# it (ReaderStuck), or once showed a record more than the engine's (WrongView). Two causes are
+# it (ReaderStuck), or once showed a record more than the engine's (WrongView). Three causes are
 # removed (docs/deployment.md): the embedded broker holding back a killed producer's committed
-# transactions from read_committed readers for good (the reader now reads uncommitted records), and
-# a restarted writer marking a replayed epoch whole where it published only the times beyond a
-# partition's final frontier (a reader behind it took the epoch without the times below). Until runs
+# transactions from read_committed readers for good (the reader now reads uncommitted records); a
+# restarted writer marking a replayed epoch whole where it published only the times beyond a
+# partition's final frontier (a reader behind it took the epoch without the times below); and a
+# reader delivered a partition with a writer's epoch left out that a fresh read found in place (the
+# reader now reads the partition again, `following.ReadAgain`). Until runs
 # show the rest gone, only those three errors are expected: any other failure (a timeout, an exit
 # code, a restore) fails the test. When one happens, the test writes the reader's protocol state and
 # every message of the result topic (`dump_topic`) beside the workers' logs.

@@ -1,0 +1,108 @@
+"""A result reader that was delivered a partition with messages left out reads it again.
+
+The embedded broker was seen to leave messages out of what a consumer was delivered (a writer's
+epoch missing on one partition, which a later read found in place) while several transactional
+writers published. Here the broker is the real one and the fault is made in the consumer the
+client reads through: chosen offsets are dropped the first time they are delivered. The follower
+finds a writer's epochs missing at that writer's next marker, the client seeks back and reads
+the partition again, and the view is exact; where the epoch is really missing, it still raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from ddflow.daemon.exceptions import ProtocolError
+from ddflow.daemon.formats.result_protocol import (
+    encode_output_batch,
+    encode_output_progress,
+    pack_output_update,
+    pack_record,
+)
+from ddflow.daemon.kafka.following import ProtocolStats, ReadAgain, _Follower
+from ddflow.daemon.kafka.results import ResultClient
+from ddflow.operators.lattice import T_MIN
+
+pytestmark = pytest.mark.kafka
+
+
+class Leaving:
+    """A consumer that leaves ``out`` ((partition, offset) pairs) out the first time it gets them."""
+
+    def __init__(self, consumer: Any, out: set[tuple[int, int]]) -> None:
+        self.consumer, self.out = consumer, set(out)
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        got = self.consumer.consume(num_messages=num_messages, timeout=timeout)
+        kept = []
+        for msg in got:
+            if msg.error() is None and (msg.partition(), msg.offset()) in self.out:
+                self.out.discard((msg.partition(), msg.offset()))
+                continue
+            kept.append(msg)
+        return kept
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.consumer, name)
+
+
+def epoch(lower: int, upper: int, incarnation: str, writer: int, records: list[tuple[str, int, int]]) -> list[bytes]:
+    """The batch (if any) and the marker of one writer's epoch of two."""
+    updates = [pack_output_update(pack_record((key,), "out"), t, d) for key, t, d in records]
+    batch = [encode_output_batch(lower, upper, incarnation, updates)] if updates else []
+    return batch + [encode_output_progress(lower, upper, incarnation, len(updates), (writer, 2))]
+
+
+def publish(kafka_options: dict[str, Any], topic: str, messages: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": kafka_options["bootstrap.servers"]})
+    for value in messages:
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+
+
+def test_a_partition_delivered_with_an_epoch_left_out_is_read_again_and_exact(kafka_options, make_topic):
+    topic = make_topic("out")
+    publish(kafka_options, topic, [
+        *epoch(T_MIN, 10, "a", 0, [("x", 1, 1)]),  # offsets 0, 1
+        *epoch(T_MIN, 10, "b", 1, [("y", 2, 1)]),  # offsets 2, 3: left out the first time
+        *epoch(10, 20, "a", 0, [("x", 11, -1)]),  # offsets 4, 5
+        *epoch(10, 20, "b", 1, [("z", 12, 1)]),  # offsets 6, 7: b's epochs look missing here
+    ])
+    with ResultClient(topic, kafka_options) as client:
+        client._consumer = Leaving(client._consumer, {(0, 2), (0, 3)})
+        assert client.wait_for(20, timeout=30)
+        assert client.view == {("y",): 1, ("z",): 1}
+        assert client.stats.reread == 1 and client.stats.incomplete_epochs == 0
+        assert client.stats.duplicate_epochs == 2  # a's two epochs, accepted before reading again
+
+
+def test_an_epoch_missing_from_the_topic_is_still_a_protocol_error(kafka_options, make_topic):
+    topic = make_topic("out")
+    publish(kafka_options, topic, [
+        *epoch(T_MIN, 10, "a", 0, [("x", 1, 1)]),
+        *epoch(T_MIN, 10, "b", 1, []),
+        *epoch(20, 30, "b", 1, [("z", 22, 1)]),  # b's [10, 20) was never written
+    ])
+    with ResultClient(topic, kafka_options) as client:
+        with pytest.raises(ProtocolError, match=r"epochs are missing; read again 3 times from before it"):
+            client.wait_for(30, timeout=30)
+        assert client.stats.reread == 3
+
+
+def test_the_follower_reads_again_from_after_the_oldest_last_accepted_marker():
+    """Without a consumer to seek, `ReadAgain` is the protocol error; it names where to read from:
+    just after the oldest of the writers' last accepted markers, and what was pending is dropped."""
+    follower = _Follower("out", 1, keep_view=True, stats=ProtocolStats())
+    messages = [*epoch(T_MIN, 10, "a", 0, [("x", 1, 1)]), *epoch(T_MIN, 10, "b", 1, []),
+                *epoch(10, 20, "a", 0, [("x", 11, 1)]), *epoch(10, 20, "b", 1, [])]
+    for offset, value in enumerate(messages):
+        follower.apply(0, offset, value)
+    assert follower.frontier == 20
+    follower.apply(0, 6, epoch(20, 30, "a", 0, [("w", 21, 1)])[0])  # a batch, pending
+    with pytest.raises(ReadAgain) as raised:
+        follower.apply(0, 7, epoch(30, 40, "b", 1, [])[0])  # b's [20, 30) is missing
+    assert (raised.value.start, raised.value.at) == (5, 7)  # a last marked at 4, b at 5: from 4 + 1
+    assert not follower.partitions[0].pending
