@@ -116,14 +116,8 @@ class Antichain:
         if not elements or n == 0:
             return np.zeros(n, dtype=bool), 0
         if n == 1:  # one row (common at one change per epoch): compared as a list, no array passes
-            t = times[0].tolist()
-            for e in elements:  # _covered(elements, t), without its call
-                for x, y in zip(e, t):
-                    if x > y:
-                        break
-                else:
-                    return _TRUE, 1
-            return _FALSE, 0
+            hit = _covered(elements, times[0].tolist())
+            return (_TRUE if hit else _FALSE), int(hit)
         if not times.flags.c_contiguous:
             times = np.ascontiguousarray(times)
         a = self._array  # array()'s kept answer, read without a call

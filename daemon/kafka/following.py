@@ -225,7 +225,7 @@ class _Follower(_View):
             missing = (f"{where} starts after the final frontier {final}"
                        + (f" of writer {writer}" if msg.writers > 1 else "") + ": epochs are missing"
                        + (f" (the last one seen was not complete: {state.mismatch})" if state.mismatch else ""))
-            self._read_again(state, partition, offset, missing)
+            raise self._read_again(state, partition, offset, missing)
         if len(found) != msg.count:
             # not this attempt's records alone (e.g. an aborted attempt of the same incarnation is
             # visible): ignore it and wait for a re-sent epoch; a gap after it raises above
@@ -237,14 +237,14 @@ class _Follower(_View):
         state.marked_at[writer] = offset
         return self._advance()
 
-    def _read_again(self, state: _Partition, partition: int, offset: int, missing: str) -> None:
-        """A marker at ``offset`` found a writer's epochs missing: raise `ReadAgain` from just after
-        the oldest of the followed writers' last accepted markers (or where reading began; what is
-        pending is read again with it), or `ProtocolError` once the partition was read again
-        ``REREADS`` times up to this marker."""
+    def _read_again(self, state: _Partition, partition: int, offset: int, missing: str) -> ProtocolError:
+        """A marker at ``offset`` found a writer's epochs missing: the error to raise. `ReadAgain`
+        from just after the oldest of the followed writers' last accepted markers (or where reading
+        began; what is pending is dropped, to be read again), or a plain `ProtocolError` once the
+        partition was read again ``REREADS`` times up to this marker."""
         tries = state.reread.get(offset, 0)
         if tries >= REREADS:
-            raise ProtocolError(f"{missing}; read again {tries} times from before it")
+            return ProtocolError(f"{missing}; read again {tries} times from before it")
         state.reread[offset] = tries + 1
         writers = range(len(state.finals)) if self.only is None else [self.only]
         began = (offset if state.first is None else state.first) - 1
@@ -253,7 +253,7 @@ class _Follower(_View):
             self.stats.dropped_updates += len(state.pending.pop(key))
         state.mismatch = ""
         self.stats.reread += 1
-        raise ReadAgain(missing, self.topic, partition, start, offset)
+        return ReadAgain(missing, self.topic, partition, start, offset)
 
 
 class _CompanionFollower(_View):
