@@ -10,7 +10,9 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import re
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,10 @@ from support.daemons import terminate
 
 pytestmark = pytest.mark.kafka
 
+# the metrics that say how far a worker got (read, closed, published, waiting on the mesh)
+PROGRESS = ("ddflow_input_updates_total", "ddflow_input_partition_frontier", "ddflow_consumer_lag", "ddflow_epochs_total",
+            "ddflow_output_frontier", "ddflow_output_updates_total", "ddflow_exchange_waiting", "ddflow_ready",
+            "ddflow_worker_loop_timestamp")
 DDFLOW = str(Path(sys.executable).parent / "ddflow")
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -124,6 +130,24 @@ class Daemons:
     def log(self) -> str:
         return "\n".join(f"--- worker {i}\n" + "".join(lines[-40:]) for i, lines in enumerate(self.logs))
 
+    def state(self, client: ResultClient) -> str:
+        """What a failure needs to say where the results stopped: the log, each worker's readiness
+        and progress counters, and what the result client read."""
+        said = [self.log(), f"--- result client: frontiers {client.partition_frontiers}, {client.stats}"]
+        for i, lines in enumerate(self.logs):
+            found = re.search(r"metrics on (http://[\d.]+:\d+)/metrics", "".join(lines))
+            if found is None:
+                continue
+            try:
+                with urllib.request.urlopen(found.group(1) + "/metrics", timeout=5) as response:
+                    text = response.read().decode()
+            except OSError as exc:
+                said.append(f"--- worker {i} metrics: {exc}")
+                continue
+            kept = [line for line in text.splitlines() if line.startswith(PROGRESS)]
+            said.append(f"--- worker {i} metrics\n" + "\n".join(kept))
+        return "\n".join(said)
+
     def stop(self) -> list[int | None]:
         return terminate(self.processes)
 
@@ -151,7 +175,7 @@ def test_workers_through_ddflow_run_equal_the_engine(kafka_broker, make_topic, t
                 assert client.view == want.at(change.frontier - 1), (change.frontier, daemons.log())
                 if change.frontier >= final:
                     break
-            assert frontiers and frontiers[-1] >= final, daemons.log()
+            assert frontiers and frontiers[-1] >= final, daemons.state(client)
             assert client.view == want.at(final - 1) and client.view
             assert len(set(client.partition_frontiers)) == 1
     finally:
