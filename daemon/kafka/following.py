@@ -67,6 +67,7 @@ class ProtocolStats:
     incomplete_epochs: int = 0  # markers whose count does not match what was read (ignored)
     messages: int = 0
     reread: int = 0  # partitions read again from an earlier offset after a gap (see `ReadAgain`)
+    idle_rereads: int = 0  # partitions read again by a reader idle at their end (see `_Follower.held_back`)
 
 
 @dataclass
@@ -132,6 +133,10 @@ class _View:
         """Apply one message (value, headers, key) of one of `topics`; a Change when it moved the frontier."""
         raise NotImplementedError
 
+    def held_back(self) -> list[tuple[int, int]]:
+        """The partitions to read again when idle (see `_Follower.held_back`); none here."""
+        return []
+
     def _advance(self) -> Change | None:
         frontier = min(p.final for p in self.partitions)
         if frontier <= self.frontier:
@@ -149,7 +154,6 @@ class _View:
                 else:
                     del view[record]
         return Change(None if frontier >= CLOSED else frontier, final)
-
 
     def _accept(self, state: _Partition, found: list[Update], lower: int, upper: int, where: str,
                 writer: int = 0) -> None:
@@ -246,14 +250,27 @@ class _Follower(_View):
         if tries >= REREADS:
             return ProtocolError(f"{missing}; read again {tries} times from before it")
         state.reread[offset] = tries + 1
+        self.stats.reread += 1
+        return ReadAgain(missing, self.topic, partition, self._again_from(state, offset), offset)
+
+    def held_back(self) -> list[tuple[int, int]]:
+        """``(partition, start)`` for each partition holding the frontier back (nothing pending
+        kept: it is read again from ``start``, just after the oldest of its followed writers' last
+        accepted markers). A reader idle at the end of every partition asks this: if a broker left
+        out a writer's last epochs, no later marker of that writer would show the gap."""
+        if self.frontier >= CLOSED:
+            return []
+        return [(p, self._again_from(state, state.first)) for p, state in enumerate(self.partitions)
+                if state.first is not None and state.final <= self.frontier]
+
+    def _again_from(self, state: _Partition, offset: int) -> int:
+        """Where to read ``state``'s partition again (see `_read_again`); drops what is pending."""
         writers = range(len(state.finals)) if self.only is None else [self.only]
         began = (offset if state.first is None else state.first) - 1
-        start = min(state.marked_at.get(w, began) for w in writers) + 1
         for key in list(state.pending):
             self.stats.dropped_updates += len(state.pending.pop(key))
         state.mismatch = ""
-        self.stats.reread += 1
-        return ReadAgain(missing, self.topic, partition, start, offset)
+        return min(state.marked_at.get(w, began) for w in writers) + 1
 
 
 class _CompanionFollower(_View):

@@ -28,10 +28,17 @@ __all__ = [
 log = logging.getLogger("ddflow.daemon.kafka.reading")
 
 
-class Routes:
-    """Which follower reads which topic; where every assigned partition is (at its end or not)."""
+IDLE_REREAD_S = 5.0  # a reader at the end of every partition, frontier held back, reads them again after
+IDLE_REREAD_MAX_S = 320.0  # ... this long, doubling up to this while nothing moves
 
-    def __init__(self, followers: Sequence[_View]) -> None:
+
+class Routes:
+    """Which follower reads which topic; where every assigned partition is (at its end or not).
+
+    ``idle_reread``: seconds a reader stays at the end of every partition before the partitions
+    holding a follower's frontier back are read again (`idle`)."""
+
+    def __init__(self, followers: Sequence[_View], idle_reread: float = IDLE_REREAD_S) -> None:
         self.counts: dict[str, int] = {}
         self.followers: dict[str, list[_View]] = {}
         for f in followers:
@@ -43,6 +50,8 @@ class Routes:
         self.expect: dict[tuple[str, int], int] = {}  # reading resumes at a message recorded there
         self.consumer: Consumer | None = None  # set by `assign`: a follower's `ReadAgain` seeks it
         self.rereading: dict[tuple[str, int], int] = {}  # sought back from the marker at this offset
+        self.idle_reread = self.idle_wait = idle_reread
+        self.quiet_since: float | None = None  # every partition at its end since, nothing new read
 
     def take(self, msg: Any) -> list[Change]:
         """Apply one message (not an error); the Changes it caused."""
@@ -54,6 +63,7 @@ class Routes:
                 return []
             del self.rereading[(topic, partition)]
         self.at_end[(topic, partition)] = False
+        self.quiet_since = None
         expected = self.expect.pop((topic, partition), None)
         if expected is not None and offset != expected:
             raise RecoveryError(
@@ -69,21 +79,48 @@ class Routes:
             except ReadAgain as again:
                 if self.consumer is None:
                     raise
-                self._seek(again)
+                log.warning("%s; reading %s[%d] again from offset %d", again, topic, partition, again.start)
+                self._seek(topic, partition, again.start, again.at, str(again))
                 return changes
             if change is not None:
                 changes.append(change)
+                self.idle_wait = self.idle_reread
         return changes
 
-    def _seek(self, again: ReadAgain) -> None:
-        log.warning("%s; reading %s[%d] again from offset %d", again, again.topic, again.partition, again.start)
+    def idle(self) -> None:
+        """A read found nothing new. Once every partition has been at its end for ``idle_wait``
+        seconds, the partitions holding a follower's frontier back are read again from just after
+        their writers' last accepted markers (`_Follower.held_back`: a broker that left out a
+        writer's last epochs shows no gap until that writer's next marker, which may never come);
+        the wait then doubles, up to ``IDLE_REREAD_MAX_S``, until the frontier moves."""
+        if self.consumer is None or not all(self.at_end.values()):
+            self.quiet_since = None
+            return
+        now = time.monotonic()
+        if self.quiet_since is None:
+            self.quiet_since = now
+        if now - self.quiet_since < self.idle_wait:
+            return
+        self.quiet_since, self.idle_wait = None, min(2 * self.idle_wait, IDLE_REREAD_MAX_S)
+        for follower in {id(f): f for fs in self.followers.values() for f in fs}.values():
+            for partition, start in follower.held_back():
+                last = self.last.get((follower.topic, partition), -1)
+                if start <= last:  # else nothing followed the last accepted marker
+                    log.debug("%s[%d] holds the frontier back at its end: reading it again from offset %d",
+                              follower.topic, partition, start)
+                    follower.stats.idle_rereads += 1
+                    self._seek(follower.topic, partition, start, last, "idle at its end")
+
+    def _seek(self, topic: str, partition: int, start: int, at: int, why: str) -> None:
+        """Read ``topic[partition]`` again from ``start``; what was fetched before, after offset
+        ``at``, is skipped (it comes again)."""
         assert self.consumer is not None
         try:
-            self.consumer.seek(TopicPartition(again.topic, again.partition, again.start))
+            self.consumer.seek(TopicPartition(topic, partition, start))
         except KafkaException as exc:
-            raise KafkaClientError(f"reading {again.topic}[{again.partition}] again from offset {again.start} "
-                                   f"({again}): {exc}") from exc
-        self.rereading[(again.topic, again.partition)] = again.at
+            raise KafkaClientError(f"reading {topic}[{partition}] again from offset {start} ({why}): {exc}") from exc
+        self.rereading[(topic, partition)] = at
+        self.at_end[(topic, partition)] = False
 
 
 def consumer_config(kafka_options: Mapping[str, Any], consumer_options: Mapping[str, Any] | None, *,
@@ -138,6 +175,8 @@ def messages(
                 continue
             raise KafkaClientError(f"reading {msg.topic()}[{msg.partition()}]: {err}")
         yield msg
+    if all(msg.error() is not None for msg in messages):
+        routes.idle()
 
 
 def read_once(consumer: Consumer, routes: Routes, timeout: float, max_messages: int,

@@ -45,7 +45,7 @@ from confluent_kafka import Consumer
 from ..exceptions import KafkaClientError, OptionsError
 from .following import CLOSED, Change, ProtocolStats, _Follower, _View
 from .positions import read_final_frontiers, read_result_positions
-from .reading import Routes, assign, catch_up, consumer_config, follower_of, messages, read_once
+from .reading import IDLE_REREAD_S, Routes, assign, catch_up, consumer_config, follower_of, messages, read_once
 
 __all__ = ["Change", "ResultClient", "read_final_frontiers", "read_result_positions", "CLOSED"]
 
@@ -57,7 +57,9 @@ class ResultClient:
     ``progress_topic``, and ``fields`` (the output's field names, or name -> type to read
     ``bytes`` fields back from base64) gives the order of a record's values (default: each row's
     own order). A record with one field is its value, with several a tuple. ``mode``: a json
-    output's ``changelog`` (the default) or ``upsert``."""
+    output's ``changelog`` (the default) or ``upsert``. ``idle_reread``: seconds at the end of every
+    partition, the frontier held back, before a msgpack topic's partitions holding it back are read
+    again (doubling while nothing moves; see `reading.Routes.idle`)."""
 
     def __init__(
         self,
@@ -70,6 +72,7 @@ class ResultClient:
         consumer_options: Mapping[str, Any] | None = None,
         keep_view: bool = True,
         mode: str = "changelog",
+        idle_reread: float = IDLE_REREAD_S,
     ) -> None:
         from ..formats import FORMATS
 
@@ -81,6 +84,7 @@ class ResultClient:
         self.fields = fields
         self.mode = mode
         self.keep_view = keep_view
+        self.idle_reread = idle_reread
         self._kafka_options = dict(kafka_options)
         self._config = consumer_config(kafka_options, consumer_options, isolation="read_uncommitted")
         self._consumer: Consumer | None = None
@@ -94,7 +98,7 @@ class ResultClient:
         self._follower = follower_of(self.topic, self._kafka_options, format=self.format,
                                    progress_topic=self.progress_topic, fields=self.fields, keep_view=self.keep_view,
                                    stats=self.stats, mode=self.mode)
-        self._routes = Routes([self._follower])
+        self._routes = Routes([self._follower], self.idle_reread)
         self._consumer = Consumer(self._config)
         assign(self._consumer, self._routes)
         return self

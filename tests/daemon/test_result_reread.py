@@ -106,3 +106,43 @@ def test_the_follower_reads_again_from_after_the_oldest_last_accepted_marker():
         follower.apply(0, 7, epoch(30, 40, "b", 1, [])[0])  # b's [20, 30) is missing
     assert (raised.value.start, raised.value.at) == (5, 7)  # a last marked at 4, b at 5: from 4 + 1
     assert not follower.partitions[0].pending
+
+
+def test_a_writers_last_epoch_left_out_is_read_again_once_the_reader_idles_at_the_end(kafka_options, make_topic):
+    """No later marker of writer b shows its last epoch missing: the reader, at the end of the
+    partition with the frontier held back, reads it again from after b's last accepted marker."""
+    topic = make_topic("out")
+    publish(kafka_options, topic, [
+        *epoch(T_MIN, 10, "a", 0, [("x", 1, 1)]),  # offsets 0, 1
+        *epoch(T_MIN, 10, "b", 1, [("y", 2, 1)]),  # offsets 2, 3
+        *epoch(10, 20, "a", 0, [("x", 11, -1)]),  # offsets 4, 5
+        *epoch(10, 20, "b", 1, [("z", 12, 1)]),  # offsets 6, 7: left out the first time
+    ])
+    with ResultClient(topic, kafka_options, idle_reread=0.2) as client:
+        client._consumer = Leaving(client._consumer, {(0, 6), (0, 7)})
+        assert client.wait_for(20, timeout=30)
+        assert client.view == {("y",): 1, ("z",): 1}
+        assert client.stats.idle_rereads >= 1 and client.stats.reread == 0
+        assert client.stats.incomplete_epochs == 0
+
+
+def test_an_idle_reader_reads_again_only_what_follows_the_last_accepted_markers(kafka_options, make_topic):
+    """Idle at the end of a complete topic, nothing follows the last accepted marker: nothing is
+    read again. An epoch's batch without its marker yet is read again (once per doubling wait) and
+    counted once when its marker comes."""
+    topic = make_topic("out")
+    publish(kafka_options, topic, epoch(T_MIN, 10, "a", 0, [("x", 1, 1)])[:1]
+            + [encode_output_progress(T_MIN, 10, "a", 1, (0, 1))])
+    with ResultClient(topic, kafka_options, idle_reread=0.1) as client:
+        assert client.wait_for(10, timeout=30)
+        for _ in range(20):  # ~1 s at the end
+            client.poll(0.05)
+        assert client.stats.idle_rereads == 0
+        publish(kafka_options, topic, [encode_output_batch(10, 20, "a", [pack_output_update(pack_record(("w",), "out"), 11, 2)])])
+        for _ in range(30):  # the batch read, then read again while its marker is missing
+            client.poll(0.05)
+        assert client.stats.idle_rereads >= 1 and client.frontier == 10
+        publish(kafka_options, topic, [encode_output_progress(10, 20, "a", 1, (0, 1))])
+        assert client.wait_for(20, timeout=30)
+        assert client.view == {("x",): 1, ("w",): 2}
+        assert client.stats.incomplete_epochs == 0 and client.stats.reread == 0
