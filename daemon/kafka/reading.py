@@ -104,22 +104,33 @@ class Routes:
         self.quiet_since, self.idle_wait = None, min(2 * self.idle_wait, IDLE_REREAD_MAX_S)
         for follower in {id(f): f for fs in self.followers.values() for f in fs}.values():
             for partition, start in follower.held_back():
-                last = self.last.get((follower.topic, partition), -1)
-                if start <= last:  # else nothing followed the last accepted marker
+                topic, last = follower.topic, self.last.get((follower.topic, partition), -1)
+                # nothing to read again when the last message read is the last accepted marker
+                # and nothing follows it (a transaction's commit marker does: read, it is nothing)
+                if start <= last or self._position(topic, partition) > last + 1:
                     log.debug("%s[%d] holds the frontier back at its end: reading it again from offset %d",
-                              follower.topic, partition, start)
+                              topic, partition, start)
                     follower.stats.idle_rereads += 1
-                    self._seek(follower.topic, partition, start, last, "idle at its end")
+                    self._seek(topic, partition, start, None, "idle at its end")
 
-    def _seek(self, topic: str, partition: int, start: int, at: int, why: str) -> None:
-        """Read ``topic[partition]`` again from ``start``; what was fetched before, after offset
-        ``at``, is skipped (it comes again)."""
+    def _position(self, topic: str, partition: int) -> int:
+        """The offset the consumer reads next in ``topic[partition]`` (-1 when it cannot say)."""
+        assert self.consumer is not None
+        try:
+            return self.consumer.position([TopicPartition(topic, partition)])[0].offset
+        except KafkaException:
+            return -1
+
+    def _seek(self, topic: str, partition: int, start: int, at: int | None, why: str) -> None:
+        """Read ``topic[partition]`` again from ``start``; with ``at``, what the consume that
+        asked for it returned after offset ``at`` is skipped (it comes again after ``start``)."""
         assert self.consumer is not None
         try:
             self.consumer.seek(TopicPartition(topic, partition, start))
         except KafkaException as exc:
             raise KafkaClientError(f"reading {topic}[{partition}] again from offset {start} ({why}): {exc}") from exc
-        self.rereading[(topic, partition)] = at
+        if at is not None:
+            self.rereading[(topic, partition)] = at
         self.at_end[(topic, partition)] = False
 
 

@@ -109,6 +109,24 @@ def test_the_follower_reads_again_from_after_the_oldest_last_accepted_marker():
     assert not follower.partitions[0].pending
 
 
+def test_the_last_epoch_of_a_lone_writer_left_out_is_read_again_once_the_reader_idles_at_the_end(
+        kafka_options, make_topic):
+    """The last messages of the partition left out: the reader's position is past the last message
+    it was delivered, so it reads again from after the last accepted marker."""
+    topic = make_topic("out")
+    publish(kafka_options, topic, [
+        encode_output_batch(T_MIN, 10, "a", [pack_output_update(pack_record(("x",), "out"), 1, 1)]),
+        encode_output_progress(T_MIN, 10, "a", 1, (0, 1)),
+        encode_output_batch(10, 20, "a", [pack_output_update(pack_record(("y",), "out"), 11, 1)]),
+        encode_output_progress(10, 20, "a", 1, (0, 1)),  # offsets 2, 3: left out the first time
+    ])
+    with ResultClient(topic, kafka_options, idle_reread=0.2) as client:
+        client._consumer = Leaving(client._consumer, {(0, 2), (0, 3)})
+        assert client.wait_for(20, timeout=30)
+        assert client.view == {("x",): 1, ("y",): 1}
+        assert client.stats.idle_rereads >= 1 and client.stats.reread == 0
+
+
 def test_a_writers_last_epoch_left_out_is_read_again_once_the_reader_idles_at_the_end(kafka_options, make_topic):
     """No later marker of writer b shows its last epoch missing: the reader, at the end of the
     partition with the frontier held back, reads it again from after b's last accepted marker."""
