@@ -232,6 +232,9 @@ class ReplaySource(KafkaSource):
     def _high_watermark(self, topic: str, partition: int) -> int | None:
         return len(self._logs[topic][partition])
 
+    def _position(self, topic: str, partition: int) -> int | None:
+        return None  # no transaction markers: the next offset is the last message's + 1
+
     def _committed(self, assignment: list[Any]) -> dict[tuple[str, int], int]:
         return {}  # no consumer group: every dead letter is written
 

@@ -311,7 +311,8 @@ class Worker(EpochCloser):
         if dead_letters is not None:
             dead_letters.tick()  # the dead-letter counts due in the log
         self.stalls.check(frontier=self.frontier, open_updates=self.open_updates, stats=self.stats,
-                          topics=self._topics, resolution_ns=self.epoch_policy.resolution_ns)
+                          topics=self._topics, resolution_ns=self.epoch_policy.resolution_ns,
+                          paused=getattr(self.source, "paused", ()))
         if self.sink.staged_for() > self.dead_letter_commit_s:
             self._committing()
             self.sink.commit_dead_letters()

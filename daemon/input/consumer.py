@@ -6,7 +6,7 @@ consumer, the sink commits them; ``read_committed``; end-of-partition events on)
 partitions, reading, pausing and resuming them, their high watermarks and the consumer lag they
 give, and the group's committed offsets. A failed call raises `KafkaClientError` naming what it
 did, never a confluent_kafka exception. A test double (`testing.ReplaySource`) replaces
-`_client_config` and the seven calls under "the transport"; everything above them (decoding, progress, floors, pacing) then runs unchanged.
+`_client_config` and the eight calls under "the transport"; everything above them (decoding, progress, floors, pacing) then runs unchanged.
 
 The source sets ``_config`` (from `_client_config`), ``_kafka_options``, ``_inputs`` (topic -> an
 input's state, with its ``stats``) and ``_consumer`` (None until `_assign`'s result is stored;
@@ -56,7 +56,7 @@ class ConsumerTransport:
         config.setdefault("auto.offset.reset", "earliest")
         return config
 
-    # -- the transport: the Kafka consumer (`testing.ReplaySource` replaces these seven) -----------
+    # -- the transport: the Kafka consumer (`testing.ReplaySource` replaces these eight) -----------
 
     def _partition_count(self, topic: str) -> int:
         return topic_partitions(self._kafka_options, topic)
@@ -103,6 +103,15 @@ class ConsumerTransport:
             return None
         return high
 
+    def _position(self, topic: str, partition: int) -> int | None:
+        """The next offset the consumer reads (past the transaction markers it skipped, which no
+        message shows), None before it read any."""
+        try:
+            at = self.consumer.position([TopicPartition(topic, partition)])[0].offset
+        except KafkaException:
+            return None
+        return at if at >= 0 else None
+
     def _committed(self, assignment: list[TopicPartition]) -> dict[tuple[str, int], int]:
         """The consumer group's committed offset per partition of ``assignment`` that has one
         (the sink commits them with each epoch's outputs and dead letters)."""
@@ -140,5 +149,5 @@ class ConsumerTransport:
                 high = self._high_watermark(topic, p)
                 if high is not None and high >= 0:
                     pstats.high_watermark = high
-                    pstats.lag = max(0, high - pstats.offset)
+                    pstats.lag = max(0, high - max(pstats.offset, self._position(topic, p) or -1))
 

@@ -7,13 +7,21 @@ moved for ``after`` seconds, `StallWatch.check` names the partition holding it b
 progress marker read from it yet, or its last marker promises too little to reach the next epoch
 boundary (``epoch.resolution``). The reason is logged once (a WARNING), kept as ``reason`` (the
 service's ``/readyz`` shows it), and cleared, with an INFO line, when the frontier moves again.
+
+A partition can also hold messages the worker is not delivered: the broker's high watermark is
+past the next offset to read, the partition is not paused, and nothing came for ``after``
+seconds. A ``read_committed`` consumer stops at the first record of a transaction still open (a
+producer that died in one holds it open until its ``transaction.timeout.ms``), and reports the
+partition at its end meanwhile: nothing else would say why the input stands still. Each such
+partition is said once (a WARNING naming it, the offset and the watermark), kept in ``unread``,
+and cleared with an INFO line when its messages come.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 __all__ = ["StallWatch"]
@@ -33,12 +41,16 @@ class StallWatch:
         self._frontier: int | None = None
         self._since = clock()
         self.reason: str | None = None  # why the frontier is held back, while it is
+        self.unread: dict[tuple[str, int], str] = {}  # (input, partition) -> why its messages do not come
+        self._reading: dict[tuple[str, int], tuple[int, float]] = {}  # -> (next offset, since when)
 
     def check(self, *, frontier: int, open_updates: int, stats: Any, topics: Mapping[str, str],
-              resolution_ns: int | None) -> str | None:
+              resolution_ns: int | None, paused: Collection[tuple[str, int]] = ()) -> str | None:
         """The stall's reason (None: no stall), from the worker's output ``frontier``, the updates
-        waiting, its `observe.stats.Stats` and its inputs' topics by name."""
+        waiting, its `observe.stats.Stats` and its inputs' topics by name; ``paused``: the
+        (topic, partition)s the source does not read for now (their messages wait by design)."""
         now = self._clock()
+        self._check_unread(now, stats, topics, paused)
         if frontier != self._frontier or open_updates == 0:
             if self.reason is not None:
                 log.info("the output frontier moves again (it was held back: %s)", self.reason)
@@ -52,6 +64,27 @@ class StallWatch:
                         now - self._since, open_updates, reason)
         self.reason = reason
         return reason
+
+    def _check_unread(self, now: float, stats: Any, topics: Mapping[str, str],
+                      paused: Collection[tuple[str, int]]) -> None:
+        """Say the partitions whose messages past the next offset have not come for ``after`` s."""
+        for name, s in list(stats.inputs.items()):
+            topic = topics.get(name, name)
+            for p, ps in list(s.partitions.items()):
+                key, seen = (name, p), self._reading.get((name, p))
+                moved = seen is None or seen[0] != ps.offset
+                if moved and self.unread.pop(key, None) is not None:
+                    log.info("input %r %s[%d]: its messages come again (next offset %d)", name, topic, p, ps.offset)
+                if moved or not ps.lag or (topic, p) in paused:  # counted from when messages wait unread
+                    self._reading[key] = (ps.offset, now)
+                    continue
+                if key not in self.unread and now - seen[1] >= self.after:
+                    self.unread[key] = (
+                        f"input {name!r} {topic}[{p}]: the broker's high watermark is {ps.high_watermark}, past the "
+                        f"next offset {ps.offset}, but nothing was delivered for {now - seen[1]:.0f} s: a read_committed "
+                        "consumer stops at the first record of a transaction still open (a producer that died in "
+                        "one holds it open until its transaction.timeout.ms), or the broker is not serving it")
+                    log.warning("%s", self.unread[key])
 
     @staticmethod
     def _explain(frontier: int, stats: Any, topics: Mapping[str, str], resolution_ns: int | None) -> str:
