@@ -3,16 +3,15 @@
 Per partition a follower keeps, for each of its writers, the frontier below which that writer's
 times are final, and the updates read per (incarnation, lower, upper) that are not final yet. When
 writer ``w``'s marker arrives for a range reaching past ``w``'s frontier, the updates of the same
-incarnation and range must number exactly ``count``; those at times at or beyond ``w``'s frontier
-become final and it moves to ``upper``. So an epoch counts once per writer however often it was
-written (re-sent epochs, broker retries, records of aborted transactions). A partition's ``final``
-is the least of its writers' frontiers: a time is final once every writer marked it. A topic with
-``W`` writers says so in its markers (``writers``); one whose markers do not has one writer. `_Follower` reads msgpack result topics (batches and markers on the data topic);
-`_CompanionFollower` reads json/debezium outputs, whose markers are on a companion progress topic
-and wait until their data messages were read; `_UpsertFollower` reads a json output in ``mode =
-"upsert"`` (a table: the row per message key, a tombstone when it leaves) by the same protocol,
-turning each accepted epoch's rows into updates against the table as of the previous one.
-`results.ResultClient` drives them from a consumer.
+incarnation and range must number exactly ``count``; those at or beyond ``w``'s frontier become
+final and it moves to ``upper``: an epoch counts once per writer however often it was written
+(re-sent epochs, broker retries, records of aborted transactions). A partition's ``final`` is the
+least of its writers' frontiers (``W`` writers say so in their markers' ``writers``, else one).
+`_Follower` reads msgpack result topics (batches and markers on the data topic);
+`_CompanionFollower` json/debezium outputs, whose markers on a companion progress topic wait for
+their data messages; `_UpsertFollower` a json output in ``mode = "upsert"`` (the row per message
+key, a tombstone when it leaves), each accepted epoch's rows turned into updates against the table
+as of the previous one. `results.ResultClient` drives them from a consumer.
 """
 
 from __future__ import annotations
@@ -40,10 +39,9 @@ class ReadAgain(ProtocolError):
     """Epochs of a writer are missing before the marker at ``at`` on ``topic[partition]``: read the
     partition again from ``start`` (raised by `_Follower`; `reading.Routes` seeks its consumer).
 
-    A broker may deliver a partition with messages left out that a later read finds where they
-    belong (the embedded development broker was seen to, under transactions of several producers).
-    Reading again is exact: what was accepted is dropped as a duplicate, what was pending is read
-    again. Where nothing can seek, it is the `ProtocolError` it says."""
+    A broker may deliver a partition with messages left out that a later read finds in place (the
+    embedded development broker did, under several transactional writers). Reading again is exact:
+    what was accepted comes as duplicates, what was pending again. Unsought, a `ProtocolError`."""
 
     def __init__(self, message: str, topic: str, partition: int, start: int, at: int) -> None:
         super().__init__(message)
@@ -133,9 +131,8 @@ class _View:
         """Apply one message (value, headers, key) of one of `topics`; a Change when it moved the frontier."""
         raise NotImplementedError
 
-    def held_back(self) -> list[tuple[int, int]]:
-        """The partitions to read again when idle (see `_Follower.held_back`); none here."""
-        return []
+    def held_back(self) -> list[tuple[int, int]]:  # see `_Follower.held_back`: json/debezium outputs'
+        return []  # markers are on a shared progress topic, whose partitions are not read again
 
     def _advance(self) -> Change | None:
         frontier = min(p.final for p in self.partitions)
@@ -242,34 +239,37 @@ class _Follower(_View):
         return self._advance()
 
     def _read_again(self, state: _Partition, partition: int, offset: int, missing: str) -> ProtocolError:
-        """A marker at ``offset`` found a writer's epochs missing: the error to raise. `ReadAgain`
-        from just after the oldest of the followed writers' last accepted markers (or where reading
-        began; what is pending is dropped, to be read again), or a plain `ProtocolError` once the
-        partition was read again ``REREADS`` times up to this marker."""
+        """A marker at ``offset`` found a writer's epochs missing: the error to raise, `ReadAgain`
+        from `_again_from` (what is pending is dropped, to be read again), or a plain
+        `ProtocolError` once the partition was read again ``REREADS`` times up to this marker."""
         tries = state.reread.get(offset, 0)
         if tries >= REREADS:
             return ProtocolError(f"{missing}; read again {tries} times from before it")
         state.reread[offset] = tries + 1
         self.stats.reread += 1
+        self.reading_again(partition)
         return ReadAgain(missing, self.topic, partition, self._again_from(state, offset), offset)
 
     def held_back(self) -> list[tuple[int, int]]:
-        """``(partition, start)`` for each partition holding the frontier back (nothing pending
-        kept: it is read again from ``start``, just after the oldest of its followed writers' last
-        accepted markers). A reader idle at the end of every partition asks this: if a broker left
-        out a writer's last epochs, no later marker of that writer would show the gap."""
+        """``(partition, start)`` per partition holding the frontier back (`_again_from`): a reader
+        idle at its end reads it again (calling `reading_again`); a writer's last epochs left out show no gap."""
         if self.frontier >= CLOSED:
             return []
         return [(p, self._again_from(state, state.first)) for p, state in enumerate(self.partitions)
                 if state.first is not None and state.final <= self.frontier]
 
-    def _again_from(self, state: _Partition, offset: int) -> int:
-        """Where to read ``state``'s partition again (see `_read_again`); drops what is pending."""
-        writers = range(len(state.finals)) if self.only is None else [self.only]
-        began = (offset if state.first is None else state.first) - 1
+    def reading_again(self, partition: int) -> None:
+        """``partition`` is read again from a `held_back` start: what is pending comes again."""
+        state = self.partitions[partition]
         for key in list(state.pending):
             self.stats.dropped_updates += len(state.pending.pop(key))
         state.mismatch = ""
+
+    def _again_from(self, state: _Partition, offset: int) -> int:
+        """Just after the oldest of the followed writers' last accepted markers (or where reading
+        began, or ``offset`` before anything was read): where ``state``'s partition is read again."""
+        writers = range(len(state.finals)) if self.only is None else [self.only]
+        began = (offset if state.first is None else state.first) - 1
         return min(state.marked_at.get(w, began) for w in writers) + 1
 
 

@@ -111,6 +111,7 @@ class Routes:
                     log.debug("%s[%d] holds the frontier back at its end: reading it again from offset %d",
                               topic, partition, start)
                     follower.stats.idle_rereads += 1
+                    follower.reading_again(partition)
                     self._seek(topic, partition, start, None, "idle at its end")
 
     def _position(self, topic: str, partition: int) -> int:
