@@ -9,6 +9,12 @@ and pairs) makes it answer width 0, and the caller takes the values one by one. 
 
 :func:`int_columns_reference` states the same contract with numpy.
 
+:func:`key_owners` places a batch of ids by their values' stable key hash
+(``ddflow.operators.partition``: ``key_hash(value) % count``) in one pass for ids of ints and of
+pairs of two ints, whose element hashes are Python's numeric and tuple hashes computed from the
+payloads; any other id is left to the caller (owner ``-1``). :func:`key_owners_reference` computes
+the same with the partition module's numpy columns.
+
 The other way, a column of ints that covers a dense range takes consecutive ids (the *run* of
 ``ddflow.operators.values.ids``): :func:`covers_range` says whether a column takes every int of its
 range, :func:`fill_range` writes a range's ints into the payload of its ids, each in one pass with no
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernel
+from . import helper, kernel
 
 _SHIFT = 32
 _LOW = (1 << 32) - 1
@@ -118,3 +124,97 @@ def covers_range_reference(keys: np.ndarray, lo: int, span: int) -> bool:
 def fill_range_reference(out: np.ndarray, lo: int) -> None:
     """:func:`fill_range` with numpy."""
     out[:] = np.arange(lo, lo + len(out), dtype=np.int64)
+
+
+_MODULUS = (1 << 61) - 1  # Python's numeric hash: n mod (2**61 - 1), with the sign
+_PRIME_1, _PRIME_2, _PRIME_5 = 11400714785074694791, 14029467366897019727, 2870177450012600261  # its tuple hash
+_MASK63 = (1 << 63) - 1
+
+
+@helper
+def _int_element(v):
+    """Python's ``hash`` of the int64 ``v``."""
+    if v >= 0:
+        h = np.int64(np.uint64(v) % np.uint64(_MODULUS))
+    else:
+        h = -np.int64((np.uint64(-(v + 1)) + np.uint64(1)) % np.uint64(_MODULUS))
+    return np.int64(-2) if h == -1 else h
+
+
+@helper
+def _lane(acc, element):
+    """One item of CPython's tuple hash: ``acc`` (uint64) with the int ``element`` mixed in."""
+    acc += np.uint64(_int_element(element)) * np.uint64(_PRIME_2)
+    acc = (acc << np.uint64(31)) | (acc >> np.uint64(33))
+    return acc * np.uint64(_PRIME_1)
+
+
+@helper
+def _tuple_hash(acc, lanes):
+    """CPython's tuple hash of ``lanes`` items, from the accumulator after them."""
+    h = np.int64(acc + np.uint64(lanes ^ 2870177450012600261 ^ 3527539))
+    return np.int64(1546275796) if h == -1 else h
+
+
+@kernel
+def key_owners(ids: np.ndarray, kinds: np.ndarray, payload: np.ndarray, int_kinds: np.ndarray,
+               pair_kinds: np.ndarray, count: int):
+    """``(owners, left)``: ``owners[i] = key_hash(value of ids[i]) % count`` for ids whose value is
+    an int (a kind of ``int_kinds``, payload the int) or a pair of two such ints (a kind of
+    ``pair_kinds``, payload the pair code), else ``-1``; ``left`` counts the ``-1``. ``kinds`` (int8)
+    and ``payload`` (int64) are the per-id columns; ``count >= 1``."""
+    n = ids.shape[0]
+    owners = np.empty(n, np.int64)
+    left = 0
+    for i in range(n):
+        j = ids[i]
+        kind = kinds[j]
+        is_int = False
+        for k in int_kinds:
+            is_int = is_int or kind == k
+        is_pair = False
+        for k in pair_kinds:
+            is_pair = is_pair or kind == k
+        if is_int:
+            element = _int_element(payload[j])
+        elif is_pair:
+            code = payload[j]
+            a, b = code >> _SHIFT, code & _LOW
+            both = True
+            for c in (a, b):
+                ok = False
+                for k in int_kinds:
+                    ok = ok or kinds[c] == k
+                both = both and ok
+            if not both:
+                owners[i] = -1
+                left += 1
+                continue
+            acc = _lane(_lane(np.uint64(_PRIME_5), _int_element(payload[a])), _int_element(payload[b]))
+            element = _tuple_hash(acc, 2)
+        else:
+            owners[i] = -1
+            left += 1
+            continue
+        key = _tuple_hash(_lane(np.uint64(_PRIME_5), element), 1) & _MASK63
+        owners[i] = key % count
+    return owners, left
+
+
+def key_owners_reference(ids: np.ndarray, kinds: np.ndarray, payload: np.ndarray, int_kinds: np.ndarray,
+                         pair_kinds: np.ndarray, count: int) -> tuple[np.ndarray, int]:
+    """:func:`key_owners` with the partition module's column hashes (``int_elements``,
+    ``combine``, ``finish``)."""
+    from ..partition import combine, finish, int_elements
+
+    owners = np.full(len(ids), -1, dtype=np.int64)
+    k = kinds[ids]
+    ints = np.isin(k, int_kinds)
+    owners[ints] = finish(int_elements(payload[ids[ints]])) % count
+    pairs = np.flatnonzero(np.isin(k, pair_kinds))
+    codes = payload[ids[pairs]]
+    a, b = codes >> _SHIFT, codes & _LOW
+    plain = np.isin(kinds[a], int_kinds) & np.isin(kinds[b], int_kinds)
+    elements = combine(int_elements(payload[a[plain]]), int_elements(payload[b[plain]]))
+    owners[pairs[plain]] = finish(elements) % count
+    return owners, int((owners == -1).sum())

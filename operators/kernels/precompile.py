@@ -50,6 +50,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     'rounds.pair_hashes': ('int64, int64[1C], int64',),
     'rounds.pair_hashes_into': ('int64, int64[1C], int64',),
     'columns.int_columns': ('int64[1C], int8[1C], int64[1C], int64, int64, int64',),
+    'columns.key_owners': ('int64[1C], int8[1C], int64[1C], int64[1C], int64[1C], int64',),
     'columns.covers_range': ('int64[1C], int64, int64',),
     'columns.fill_range': ('int64[1C], int64',),
     'address.address': ('int64[1C]',),

@@ -75,6 +75,10 @@ def workload() -> None:
         plain.run()
     assert distinct.at(3) == {0: 1, 1: 1}
     traces()
+    from ..values.interner import Interner
+
+    interner = Interner()  # the owners of keys an exchange between workers routes
+    interner.owners(interner.ids([1, (2, 3), "a"]), 2)
 
 
 def traces() -> None:

@@ -19,7 +19,6 @@ import numpy as np
 
 from ..frontier import Antichain
 from ..graph import Node, Scope
-from ..partition import finish
 from ..traces.batch import Updates, concat
 from ..transport import ExchangeBatch, ExchangeMarker
 
@@ -92,7 +91,7 @@ class Exchange(Node):
 
     def _owners(self, ids: np.ndarray, count: int) -> np.ndarray:
         keys = ids if self.by_self else self.interner.split(ids, self.arrangement)[0]
-        return finish(self.interner.element_hashes(keys)) % count
+        return self.interner.owners(keys, count)
 
     def _rounds(self) -> tuple[int, ...]:
         rounds = []

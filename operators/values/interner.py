@@ -34,11 +34,14 @@ import numpy as np
 from ..tuning import DEFAULT
 from ..errors import ShapeError
 from ..kernels import columns
-from ..partition import combine, element_hash, int_elements
+from ..partition import combine, element_hash, finish, int_elements
 from .equality import (
     I64_MAX, I64_MIN, NEVER_INT, Unhashable, all_equal, all_plain, distinct, distinct_rows, int_equal, plain,
 )
 from .ids import COMPOSITE, ID_LIMIT, INT, LOW, OBJ, OBJ_INT, OBJ_PAIR, PAIR, SHIFT, IdSpace, pack, unpack
+
+_INT_KINDS = np.array([INT, OBJ_INT], dtype=np.int64)  # ids whose payload is their int
+_PAIR_KINDS = np.array([PAIR, OBJ_PAIR], dtype=np.int64)  # ids whose payload is a pair code
 
 _DEEP = 64  # nesting below which tuples are interned level by level in bulk
 _PENDING = 1 << 24  # values decomposed into columns before they are interned together
@@ -371,6 +374,18 @@ class Interner:
             table = self._objects
             out[objects] = [element_hash(table[i]) for i in ids[objects].tolist()]
         return out
+
+    def owners(self, ids: np.ndarray, count: int) -> np.ndarray:
+        """``key_hash(value) % count`` (:mod:`ddflow.operators.partition`) of the values behind
+        ``ids``, as int64: ints and pairs of ints in one compiled pass
+        (:func:`ddflow.operators.kernels.columns.key_owners`), the others from `element_hashes`."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        space = self._space
+        owners, left = columns.key_owners(ids, space.kinds, space.payload, _INT_KINDS, _PAIR_KINDS, count)
+        if left:
+            rest = np.flatnonzero(owners < 0)
+            owners[rest] = finish(self.element_hashes(ids[rest])) % count
+        return owners
 
     def int_columns(self, ids: np.ndarray) -> np.ndarray | None:
         """The values of ``ids`` as int columns when that loses nothing: an int64 column when every
