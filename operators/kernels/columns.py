@@ -126,8 +126,11 @@ def fill_range_reference(out: np.ndarray, lo: int) -> None:
     out[:] = np.arange(lo, lo + len(out), dtype=np.int64)
 
 
+# ddflow.operators.partition's constants, here so that the kernels' cache stamp covers them (the
+# property tests hold the two to each other and to key_hash)
 _MODULUS = (1 << 61) - 1  # Python's numeric hash: n mod (2**61 - 1), with the sign
 _PRIME_1, _PRIME_2, _PRIME_5 = 11400714785074694791, 14029467366897019727, 2870177450012600261  # its tuple hash
+_LEN_SALT = _PRIME_5 ^ 3527539
 _MASK63 = (1 << 63) - 1
 
 
@@ -152,7 +155,7 @@ def _lane(acc, element):
 @helper
 def _tuple_hash(acc, lanes):
     """CPython's tuple hash of ``lanes`` items, from the accumulator after them."""
-    h = np.int64(acc + np.uint64(lanes ^ 2870177450012600261 ^ 3527539))
+    h = np.int64(acc + np.uint64(lanes ^ _LEN_SALT))
     return np.int64(1546275796) if h == -1 else h
 
 
