@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..exceptions import KafkaClientError
-from ..kafka.client import client_config, topic_partitions
+from ..kafka.client import client_config, read_position, topic_partitions
 
 log = logging.getLogger("ddflow.daemon.input.consumer")
 
@@ -104,13 +104,7 @@ class ConsumerTransport:
         return high
 
     def _position(self, topic: str, partition: int) -> int | None:
-        """The next offset the consumer reads (past the transaction markers it skipped, which no
-        message shows), None before it read any."""
-        try:
-            at = self.consumer.position([TopicPartition(topic, partition)])[0].offset
-        except KafkaException:
-            return None
-        return at if at >= 0 else None
+        return read_position(self.consumer, topic, partition)
 
     def _committed(self, assignment: list[TopicPartition]) -> dict[tuple[str, int], int]:
         """The consumer group's committed offset per partition of ``assignment`` that has one

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ...config.secrets import mask
@@ -160,6 +160,16 @@ def unreachable(kafka_options: Mapping[str, Any], exc: KafkaException, waited: f
         return None
     return (f"the broker at {kafka_options.get('bootstrap.servers')} is unreachable: {error.str()} "
             f"(no answer within {waited:.1f} s); is it running, and is kafka.bootstrap right?")
+
+
+def read_position(consumer: Consumer, topic: str, partition: int) -> int | None:
+    """The offset ``consumer`` reads next in ``topic[partition]``: past the transaction markers it
+    skipped, which no message shows. None before it read any, or when it cannot say."""
+    try:
+        at = consumer.position([TopicPartition(topic, partition)])[0].offset
+    except KafkaException:
+        return None
+    return at if at >= 0 else None
 
 
 def topic_partitions(kafka_options: Mapping[str, Any], topic: str, *, timeout: float = 10.0) -> int:

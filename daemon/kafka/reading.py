@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException, TopicPartition
 
 from ..exceptions import KafkaClientError, OptionsError, RecoveryError, Stopped
-from .client import client_config, topic_partitions
+from .client import client_config, read_position, topic_partitions
 from .following import Change, ProtocolStats, ReadAgain, _CompanionFollower, _Follower, _UpsertFollower, _View
 
 __all__ = [
@@ -39,6 +39,7 @@ class Routes:
     holding a follower's frontier back are read again (`idle`)."""
 
     def __init__(self, followers: Sequence[_View], idle_reread: float = IDLE_REREAD_S) -> None:
+        self.views = list(followers)
         self.counts: dict[str, int] = {}
         self.followers: dict[str, list[_View]] = {}
         for f in followers:
@@ -102,25 +103,17 @@ class Routes:
         if now - self.quiet_since < self.idle_wait:
             return
         self.quiet_since, self.idle_wait = None, min(2 * self.idle_wait, IDLE_REREAD_MAX_S)
-        for follower in {id(f): f for fs in self.followers.values() for f in fs}.values():
+        for follower in self.views:
             for partition, start in follower.held_back():
                 topic, last = follower.topic, self.last.get((follower.topic, partition), -1)
                 # nothing to read again when the last message read is the last accepted marker
                 # and nothing follows it (a transaction's commit marker does: read, it is nothing)
-                if start <= last or self._position(topic, partition) > last + 1:
+                if start <= last or (read_position(self.consumer, topic, partition) or -1) > last + 1:
                     log.debug("%s[%d] holds the frontier back at its end: reading it again from offset %d",
                               topic, partition, start)
                     follower.stats.idle_rereads += 1
                     follower.reading_again(partition)
                     self._seek(topic, partition, start, None, "idle at its end")
-
-    def _position(self, topic: str, partition: int) -> int:
-        """The offset the consumer reads next in ``topic[partition]`` (-1 when it cannot say)."""
-        assert self.consumer is not None
-        try:
-            return self.consumer.position([TopicPartition(topic, partition)])[0].offset
-        except KafkaException:
-            return -1
 
     def _seek(self, topic: str, partition: int, start: int, at: int | None, why: str) -> None:
         """Read ``topic[partition]`` again from ``start``; with ``at``, what the consume that

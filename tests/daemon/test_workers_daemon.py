@@ -8,9 +8,9 @@ engine's on the same input, for 1, 2 and 4 workers, for count-per-page and for r
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
-import re
 import threading
 import urllib.request
 from pathlib import Path
