@@ -76,7 +76,8 @@ class _Partition:
     counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # data messages (companion)
     waiting: list[Any] = field(default_factory=list)  # markers waiting for their data (companion)
     writer_of: dict[str, int] = field(default_factory=dict)  # incarnation -> writer, from its markers
-    first: int | None = None  # offset of the first message read (reading began there)
+    began: int | None = None  # the offset reading was assigned to begin at (`_View.reading_from`)
+    first: int | None = None  # offset of the first message read
     marked_at: dict[int, int] = field(default_factory=dict)  # writer -> offset of its last accepted marker
     reread: dict[int, int] = field(default_factory=dict)  # offset of a marker that found a gap -> times read again
     rows: dict[bytes | None, Any] = field(default_factory=dict)  # an upsert output's row per key (final)
@@ -130,6 +131,11 @@ class _View:
              key: bytes | None = None) -> Change | None:
         """Apply one message (value, headers, key) of one of `topics`; a Change when it moved the frontier."""
         raise NotImplementedError
+
+    def reading_from(self, partition: int, offset: int) -> None:
+        """The consumer reads ``partition`` from ``offset``: reading again for a writer with no accepted
+        marker starts there, not at the first message delivered (those before may have been left out)."""
+        self.partitions[partition].began = offset
 
     def held_back(self) -> list[tuple[int, int]]:  # see `_Follower.held_back`: json/debezium outputs'
         return []  # markers are on a shared progress topic, whose partitions are not read again
@@ -256,7 +262,7 @@ class _Follower(_View):
         if self.frontier >= CLOSED:
             return []
         return [(p, self._again_from(state, state.first)) for p, state in enumerate(self.partitions)
-                if state.first is not None and state.final <= self.frontier]
+                if (state.first is not None or state.began is not None) and state.final <= self.frontier]
 
     def reading_again(self, partition: int) -> None:
         """``partition`` is read again from a `held_back` start: what is pending comes again."""
@@ -265,12 +271,13 @@ class _Follower(_View):
             self.stats.dropped_updates += len(state.pending.pop(key))
         state.mismatch = ""
 
-    def _again_from(self, state: _Partition, offset: int) -> int:
+    def _again_from(self, state: _Partition, offset: int | None) -> int:
         """Just after the oldest of the followed writers' last accepted markers (or where reading
-        began, or ``offset`` before anything was read): where ``state``'s partition is read again."""
+        began: the assigned offset, else the first message read, else ``offset``): where
+        ``state``'s partition is read again."""
         writers = range(len(state.finals)) if self.only is None else [self.only]
-        began = (offset if state.first is None else state.first) - 1
-        return min(state.marked_at.get(w, began) for w in writers) + 1
+        began = state.began if state.began is not None else state.first if state.first is not None else offset
+        return min(state.marked_at.get(w, began - 1) for w in writers) + 1
 
 
 class _CompanionFollower(_View):

@@ -235,6 +235,10 @@ def assign(consumer: Consumer, routes: Routes, start: Mapping[tuple[str, int], i
     except KafkaException as exc:
         raise KafkaClientError(f"assigning result topics {sorted(routes.counts)}: {exc}") from exc
     routes.consumer = consumer
+    for tp in assignment:  # (a companion follower's progress topic is never read again)
+        for follower in routes.followers[tp.topic]:
+            if follower.topic == tp.topic:
+                follower.reading_from(tp.partition, tp.offset)
 
 
 def follower_of(topic: str, kafka_options: Mapping[str, Any], *, format: str, progress_topic: str | None,

@@ -22,14 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_mesh_daemon import mesh_config  # noqa: E402
 from test_workers_daemon import DDFLOW, MS, T0, oracle  # noqa: E402
 
-from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
 from ddflow.daemon.exceptions import ProtocolError  # noqa: E402
-from ddflow.daemon.formats.result_protocol import OutputProgress, decode_output  # noqa: E402
 from ddflow.daemon.kafka.producer import UpdateProducer  # noqa: E402
 from ddflow.daemon.kafka.results import ResultClient  # noqa: E402
 from support.broker import FETCH_WAIT_MS  # noqa: E402
 from support.daemons import terminate  # noqa: E402
+from support.results import dump_topic, marked_to, reader_state  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -132,16 +131,6 @@ class ReaderStuck(AssertionError):
     """The reader's frontier stopped short of the end while the workers had published it (see `KNOWN_GAP`)."""
 
 
-def reader_state(client: ResultClient) -> str:
-    """What a reader that refused, or never accepted, an epoch holds: its protocol counters and, per
-    partition, each writer's final frontier and the epochs read but not accepted."""
-    lines = [f"stats {client.stats}"]
-    for p, state in enumerate(client._follower.partitions):
-        pending = {k: len(v) for k, v in state.pending.items()}
-        lines.append(f"[{p}] finals {state.finals} pending {pending} mismatch {state.mismatch!r}")
-    return "\n".join(lines)
-
-
 # Known gap, open: after kills, a reader of the result topic failed to accept one epoch of one
 # writer on a partition in about one of ten to thirty runs. It then refused that writer's next epoch
 # as "epochs are missing" (ProtocolError), or stopped short of the end while every writer had marked
@@ -157,50 +146,6 @@ def reader_state(client: ResultClient) -> str:
 # every message of the result topic (`dump_topic`) beside the workers' logs.
 KNOWN_GAP = pytest.mark.xfail(raises=(ProtocolError, WrongView, ReaderStuck), strict=False,
                               reason="after kills a reader can miss a writer's epoch (open bug)")
-
-
-def dump_topic(topic: str, bootstrap: str) -> str:
-    """Every message of the result ``topic``, read uncommitted, one line each: partition, offset,
-    kind, epoch, incarnation and count (what a reader that refused an epoch was given)."""
-    return "\n".join(f"[{p}] {offset}: {what}" for p, offset, what, _ in sorted(read_topic(topic, bootstrap)))
-
-
-def marked_to(topic: str, bootstrap: str, writers: int) -> int:
-    """The least, over partitions and writers, of the highest upper a writer's marker reached on the
-    result ``topic`` (read uncommitted): how far every writer published on every partition."""
-    reached: dict[tuple[int, int], int] = {}
-    for p, _, _, m in read_topic(topic, bootstrap):
-        if isinstance(m, OutputProgress):
-            upper = 2**63 if m.upper is None else m.upper
-            reached[(p, m.writer)] = max(reached.get((p, m.writer), upper), upper)
-    partitions = {p for p, _ in reached}
-    return min((reached.get((p, w), -1) for p in partitions for w in range(writers)), default=-1)
-
-
-def read_topic(topic: str, bootstrap: str) -> list[tuple[int, int, str, object]]:
-    """(partition, offset, description, decoded message or None) of every message of ``topic``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"dump-{topic}", "enable.auto.commit": False,
-                         "isolation.level": "read_uncommitted", "enable.partition.eof": True})
-    partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    lines, ended = [], set()
-    deadline = time.monotonic() + 30
-    while len(ended) < partitions and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            ended.add(msg.partition())
-            continue
-        try:
-            m = decode_output(msg.value())
-            what = (f"marker writer {m.writer}/{m.writers} count {m.count}" if isinstance(m, OutputProgress)
-                    else f"batch of {len(m.updates)}")
-            lines.append((msg.partition(), msg.offset(), f"{what} [{m.lower}, {m.upper}) {m.incarnation}", m))
-        except Exception as exc:  # noqa: BLE001 - shown as it is
-            lines.append((msg.partition(), msg.offset(), str(exc), None))
-    consumer.close()
-    return lines
 
 
 @pytest.mark.parametrize("checkpoints,count", [pytest.param(False, 2, marks=KNOWN_GAP),

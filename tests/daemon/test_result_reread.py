@@ -166,3 +166,34 @@ def test_an_idle_reader_reads_again_only_what_follows_the_last_accepted_markers(
         assert client.wait_for(20, timeout=30)
         assert client.view == {("x",): 1, ("w",): 2}
         assert client.stats.incomplete_epochs == 0 and client.stats.reread == 0
+
+
+def test_a_writers_epochs_left_out_before_the_first_message_delivered_are_read_again_from_the_start(
+        kafka_options, make_topic):
+    """Writer b's only epoch, the partition's first messages, is left out: the first message the
+    reader gets is writer a's. No accepted marker of b says where to read from, so the idle reader
+    reads again from where it was assigned to begin (offset 0), not from its first message."""
+    topic = make_topic("out")
+    publish(kafka_options, topic, [
+        *epoch(T_MIN, 10, "b", 1, [("y", 2, 1)]),  # offsets 0, 1: left out the first time
+        *epoch(T_MIN, 10, "a", 0, [("x", 1, 1)]),  # offsets 2, 3
+    ])
+    with ResultClient(topic, kafka_options, idle_reread=0.2) as client:
+        client._consumer = Leaving(client._consumer, {(0, 0), (0, 1)})
+        assert client.wait_for(10, timeout=30)
+        assert client.view == {("x",): 1, ("y",): 1}
+        assert client.stats.idle_rereads >= 1 and client.stats.reread == 0
+        assert client.stats.duplicate_epochs >= 1  # a's epoch, read again with b's
+
+
+def test_a_partition_whose_every_message_was_left_out_is_read_again_from_the_start(kafka_options, make_topic):
+    """Nothing was delivered from the partition, but the reader's position passed its messages:
+    idle at the end, it reads the partition again from where it was assigned to begin."""
+    topic = make_topic("out")
+    publish(kafka_options, topic, epoch(T_MIN, 10, "a", 0, [("x", 1, 1)])[:1]
+            + [encode_output_progress(T_MIN, 10, "a", 1, (0, 1))])
+    with ResultClient(topic, kafka_options, idle_reread=0.2) as client:
+        client._consumer = Leaving(client._consumer, {(0, 0), (0, 1)})
+        assert client.wait_for(10, timeout=30)
+        assert client.view == {("x",): 1}
+        assert client.stats.idle_rereads >= 1

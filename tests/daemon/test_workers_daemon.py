@@ -23,6 +23,7 @@ from ddflow.daemon.kafka.results import ResultClient
 from ddflow.operators import Dataflow
 from support.broker import FETCH_WAIT_MS
 from support.daemons import terminate
+from support.results import dump_topic, reader_state
 
 pytestmark = pytest.mark.kafka
 
@@ -130,10 +131,11 @@ class Daemons:
     def log(self) -> str:
         return "\n".join(f"--- worker {i}\n" + "".join(lines[-40:]) for i, lines in enumerate(self.logs))
 
-    def state(self, client: ResultClient) -> str:
+    def state(self, client: ResultClient, results: str, bootstrap: str) -> str:
         """What a failure needs to say where the results stopped: the log, each worker's readiness
-        and progress counters, and what the result client read."""
-        said = [self.log(), f"--- result client: frontiers {client.partition_frontiers}, {client.stats}"]
+        and progress counters, what the result client holds, and the result topic as it lies."""
+        said = [self.log(), f"--- result client: frontiers {client.partition_frontiers}\n{reader_state(client)}",
+                f"--- the result topic {results}\n{dump_topic(results, bootstrap)}"]
         for i, lines in enumerate(self.logs):
             found = re.search(r"metrics on (http://[\d.]+:\d+)/metrics", "".join(lines))
             if found is None:
@@ -175,7 +177,7 @@ def test_workers_through_ddflow_run_equal_the_engine(kafka_broker, make_topic, t
                 assert client.view == want.at(change.frontier - 1), (change.frontier, daemons.log())
                 if change.frontier >= final:
                     break
-            assert frontiers and frontiers[-1] >= final, daemons.state(client)
+            assert frontiers and frontiers[-1] >= final, daemons.state(client, results, bootstrap)
             assert client.view == want.at(final - 1) and client.view
             assert len(set(client.partition_frontiers)) == 1
     finally:

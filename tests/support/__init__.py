@@ -5,7 +5,8 @@
 * `support.profiles`: the hypothesis settings profiles, registered and loaded once;
 * `support.workers`: how many workers the oracle and library suites share a dataflow among;
 * `support.oracles`: the from-scratch references and the seeded workloads several suites share;
-* `support.docs`: the named examples and sections of README.md and docs/.
+* `support.docs`: the named examples and sections of README.md and docs/;
+* `support.results`: a msgpack result topic as it lies on the broker, and a reader's state (failures).
 
 ``tests/`` is on the import path (``pythonpath`` in pyproject.toml), so a test imports these as
 ``from support.broker import read_topic``.
