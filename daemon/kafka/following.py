@@ -7,24 +7,20 @@ incarnation and range must number exactly ``count``; those at or beyond ``w``'s 
 final and it moves to ``upper``: an epoch counts once per writer however often it was written
 (re-sent epochs, broker retries, records of aborted transactions). A partition's ``final`` is the
 least of its writers' frontiers (``W`` writers say so in their markers' ``writers``, else one).
-`_Follower` reads msgpack result topics (batches and markers on the data topic);
-`_CompanionFollower` json/debezium outputs, whose markers on a companion progress topic wait for
-their data messages; `_UpsertFollower` a json output in ``mode = "upsert"`` (the row per message
-key, a tombstone when it leaves), each accepted epoch's rows turned into updates against the table
-as of the previous one. `results.ResultClient` drives them from a consumer.
+`_Follower` reads msgpack result topics (batches and markers on the data topic); json and debezium
+outputs, whose markers are on a companion progress topic, are followed by `companion`'s followers.
+`results.ResultClient` drives them from a consumer.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...operators.lattice import T_MIN
-from ..exceptions import ProtocolError, WireError
+from ..exceptions import ProtocolError
 from ..formats.result_protocol import OutputBatch, decode_output
-from ..formats.rows import read_epoch_header, read_marker, record_from_row
 
 __all__ = ["CLOSED", "Change", "ProtocolStats", "ReadAgain"]
 
@@ -65,7 +61,7 @@ class ProtocolStats:
     incomplete_epochs: int = 0  # markers whose count does not match what was read (ignored)
     messages: int = 0
     reread: int = 0  # partitions read again from an earlier offset after a gap (see `ReadAgain`)
-    idle_rereads: int = 0  # partitions read again by a reader idle at their end (see `_Follower.held_back`)
+    idle_rereads: int = 0  # partitions read again by a reader idle at their end (see `_View.held_back`)
 
 
 @dataclass
@@ -79,6 +75,10 @@ class _Partition:
     began: int | None = None  # the offset reading was assigned to begin at (`_View.reading_from`)
     first: int | None = None  # offset of the first message read
     marked_at: dict[int, int] = field(default_factory=dict)  # writer -> offset of its last accepted marker
+    # (a json/debezium output's: of the last data message of its last accepted epoch that had any)
+    data_at: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # epoch -> its last data offset
+    progress: int | None = None  # the progress-topic partition the markers of this partition come on
+    progress_marks: dict[int, int] = field(default_factory=dict)  # writer -> offset there of its last accepted one
     reread: dict[int, int] = field(default_factory=dict)  # offset of a marker that found a gap -> times read again
     rows: dict[bytes | None, Any] = field(default_factory=dict)  # an upsert output's row per key (final)
 
@@ -132,13 +132,41 @@ class _View:
         """Apply one message (value, headers, key) of one of `topics`; a Change when it moved the frontier."""
         raise NotImplementedError
 
-    def reading_from(self, partition: int, offset: int) -> None:
-        """The consumer reads ``partition`` from ``offset``: reading again for a writer with no accepted
-        marker starts there, not at the first message delivered (those before may have been left out)."""
-        self.partitions[partition].began = offset
+    def reading_from(self, topic: str, partition: int, offset: int) -> None:
+        """The consumer reads ``topic[partition]`` from ``offset``: reading again for a writer with no
+        accepted marker starts there, not at the first message delivered (those before may have
+        been left out)."""
+        if topic == self.topic:
+            self.partitions[partition].began = offset
 
-    def held_back(self) -> list[tuple[int, int]]:  # see `_Follower.held_back`: json/debezium outputs'
-        return []  # markers are on a shared progress topic, whose partitions are not read again
+    def held_back(self) -> list[tuple[str, int, int]]:
+        """``(topic, partition, start)`` per partition holding the frontier back, with where to read it
+        again from: a reader idle at its end reads them again (calling `reading_again`), since a
+        writer's last epochs left out by the broker show no gap."""
+        raise NotImplementedError
+
+    def reading_again(self, topic: str, partition: int) -> None:
+        """``topic[partition]`` is read again from a `held_back` start: what is pending comes again."""
+        if topic != self.topic:
+            return
+        state = self.partitions[partition]
+        for key in list(state.pending):
+            self.stats.dropped_updates += len(state.pending.pop(key))
+        state.counts.clear()
+        state.data_at.clear()
+        state.mismatch = ""
+
+    def _again_from(self, state: _Partition, offset: int | None) -> int:
+        """Just after the oldest of the followed writers' last accepted markers (or where reading
+        began: the assigned offset, else the first message read, else ``offset``): where
+        ``state``'s partition is read again."""
+        began = state.began if state.began is not None else state.first if state.first is not None else offset
+        assert began is not None
+        return min(state.marked_at.get(w, began - 1) for w in self._followed(state)) + 1
+
+    def _followed(self, state: _Partition) -> range | list[int]:
+        """The writers of ``state``'s partition this follower follows."""
+        return range(len(state.finals)) if self.only is None else [self.only]
 
     def _advance(self) -> Change | None:
         frontier = min(p.final for p in self.partitions)
@@ -253,155 +281,11 @@ class _Follower(_View):
             return ProtocolError(f"{missing}; read again {tries} times from before it")
         state.reread[offset] = tries + 1
         self.stats.reread += 1
-        self.reading_again(partition)
+        self.reading_again(self.topic, partition)
         return ReadAgain(missing, self.topic, partition, self._again_from(state, offset), offset)
 
-    def held_back(self) -> list[tuple[int, int]]:
-        """``(partition, start)`` per partition holding the frontier back (`_again_from`): a reader
-        idle at its end reads it again (calling `reading_again`); a writer's last epochs left out show no gap."""
+    def held_back(self) -> list[tuple[str, int, int]]:
         if self.frontier >= CLOSED:
             return []
-        return [(p, self._again_from(state, state.first)) for p, state in enumerate(self.partitions)
+        return [(self.topic, p, self._again_from(state, state.first)) for p, state in enumerate(self.partitions)
                 if (state.first is not None or state.began is not None) and state.final <= self.frontier]
-
-    def reading_again(self, partition: int) -> None:
-        """``partition`` is read again from a `held_back` start: what is pending comes again."""
-        state = self.partitions[partition]
-        for key in list(state.pending):
-            self.stats.dropped_updates += len(state.pending.pop(key))
-        state.mismatch = ""
-
-    def _again_from(self, state: _Partition, offset: int | None) -> int:
-        """Just after the oldest of the followed writers' last accepted markers (or where reading
-        began: the assigned offset, else the first message read, else ``offset``): where
-        ``state``'s partition is read again."""
-        writers = range(len(state.finals)) if self.only is None else [self.only]
-        began = state.began if state.began is not None else state.first if state.first is not None else offset
-        return min(state.marked_at.get(w, began - 1) for w in writers) + 1
-
-
-class _CompanionFollower(_View):
-    """The protocol of a json/debezium output: change events on the data topic, markers on a
-    companion progress topic (shared by several outputs, each marker naming its data topic).
-
-    A marker for ``[lower, upper)`` of an incarnation on data partition ``p`` is accepted once
-    ``lower`` is at or behind ``p``'s final frontier (earlier epochs first) and exactly ``count``
-    data messages of that incarnation and range have been read on ``p``; more than ``count``
-    makes it incomplete (dropped, as on a msgpack topic). Markers of ranges already final and
-    data of such ranges are dropped."""
-
-    def __init__(self, topic: str, partitions: int, progress_topic: str, progress_partitions: int, reader: Any,
-                 *, keep_view: bool, stats: ProtocolStats) -> None:
-        super().__init__(topic, partitions, keep_view=keep_view, stats=stats)
-        self.progress_topic = progress_topic
-        self.progress_partitions = progress_partitions
-        self.reader = reader
-
-    def topics(self) -> dict[str, int]:
-        return {self.topic: len(self.partitions), self.progress_topic: self.progress_partitions}
-
-    def take(self, topic: str, partition: int, offset: int, value: bytes | None, headers: Any,
-             key: bytes | None = None) -> Change | None:
-        self.stats.messages += 1
-        where = f"{topic}[{partition}] offset {offset}"
-        try:
-            if topic == self.progress_topic:
-                marker = read_marker(value)
-                if marker.topic != self.topic:
-                    return None  # another output's marker on a shared progress topic
-                if not 0 <= marker.partition < len(self.partitions):
-                    raise WireError(f"partition {marker.partition} is not one of {self.topic}'s "
-                                    f"{len(self.partitions)} partitions")
-                self.partitions[marker.partition].waiting.append(marker)
-                return self._settle(marker.partition)
-            epoch = read_epoch_header(headers)
-            updates = self._read(value, key)
-        except WireError as exc:
-            raise ProtocolError(f"{where}: {exc}") from exc
-        state = self.partitions[partition]
-        if (CLOSED if epoch[2] is None else epoch[2]) <= state.final or self._other(state, epoch[0]):
-            self.stats.dropped_updates += len(updates)
-            return None
-        state.pending[epoch].extend(updates)
-        state.counts[epoch] = state.counts.get(epoch, 0) + 1
-        return self._settle(partition)
-
-    def _read(self, value: bytes | None, key: bytes | None) -> list[Any]:
-        """What a data message holds, kept until its epoch is accepted: its updates."""
-        return self.reader.updates(value)
-
-    def _settle(self, partition: int) -> Change | None:
-        state = self.partitions[partition]
-        moved = True
-        accepted = False
-        while moved:
-            moved = False
-            for marker in list(state.waiting):
-                upper = CLOSED if marker.upper is None else marker.upper
-                key = (marker.incarnation, marker.lower, marker.upper)
-                where = (f"{self.topic}[{partition}]: epoch [{marker.lower}, {marker.upper}) of incarnation "
-                         f"{marker.incarnation}")
-                writer = self._writer(state, marker.incarnation, marker.writer, marker.writers, where)
-                final = state.writer_final(writer)
-                if upper <= final or self._other(state, marker.incarnation):
-                    state.waiting.remove(marker)
-                    state.counts.pop(key, None)
-                    self.stats.dropped_updates += len(state.pending.pop(key, []))
-                    self.stats.duplicate_epochs += upper <= final
-                    continue
-                seen = state.counts.get(key, 0)
-                if marker.lower > final or seen < marker.count:
-                    continue  # an earlier epoch is not final yet, or its data is still to be read
-                state.waiting.remove(marker)
-                found = state.pending.pop(key, [])
-                state.counts.pop(key, None)
-                if seen > marker.count:
-                    state.mismatch = f"{where}: the marker counts {marker.count} messages, the topic holds {seen}"
-                    self.stats.incomplete_epochs += 1
-                    self.stats.dropped_updates += len(found)
-                    continue
-                self._accept(state, found, marker.lower, upper, where, writer)
-                moved = accepted = True
-                break
-        return self._advance() if accepted else None
-
-
-class _UpsertFollower(_CompanionFollower):
-    """A json output in ``mode = "upsert"``: per epoch, one message per key whose row changed, keyed
-    by the record's key fields, its value the row as of the epoch's end or a tombstone (null) when
-    the key's row left. Markers and epochs are followed as for any json output; the messages of an
-    accepted epoch become updates against the partition's table (the row per key as of the
-    epoch's lower end): the key's old row retracted and its new row inserted, nothing when they are
-    equal (a re-sent row changes nothing), a tombstone a retraction alone. The updates are at the
-    epoch's last time (``upper - 1``): the rows are as of its end, its own times are not on the wire.
-    Without ``keep_view`` (a restarting sink reading its positions) no table is kept."""
-
-    def _read(self, value: bytes | None, key: bytes | None) -> list[Any]:
-        if value is None:
-            return [(key, None)]
-        try:
-            row = json.loads(value)
-        except ValueError as exc:
-            raise WireError(f"an upsert output message {value!r:.80} is not JSON ({exc})") from None
-        if type(row) is dict and set(row) == {"schema", "payload"}:
-            row = row["payload"]
-        return [(key, record_from_row(row, self.reader.names, self.reader.types))]
-
-    def _accept(self, state: _Partition, found: list[Any], lower: int, upper: int, where: str,
-                writer: int = 0) -> None:
-        time = upper - 1 if upper < CLOSED else max(lower, state.writer_final(writer))
-        updates: list[Update] = []
-        if self.keep_view:
-            rows = state.rows
-            for key, record in found:
-                old = rows.get(key)
-                if old == record:
-                    continue
-                if old is not None:
-                    updates.append((old, time, -1))
-                if record is None:
-                    del rows[key]
-                else:
-                    rows[key] = record
-                    updates.append((record, time, 1))
-        super()._accept(state, updates, lower, upper, where, writer)

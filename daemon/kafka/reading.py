@@ -19,7 +19,8 @@ from confluent_kafka import Consumer, KafkaError as RdKafkaError, KafkaException
 
 from ..exceptions import KafkaClientError, OptionsError, RecoveryError, Stopped
 from .client import client_config, read_position, topic_partitions
-from .following import Change, ProtocolStats, ReadAgain, _CompanionFollower, _Follower, _UpsertFollower, _View
+from .companion import _CompanionFollower, _UpsertFollower
+from .following import Change, ProtocolStats, ReadAgain, _Follower, _View
 
 __all__ = [
     "REBUILD", "OutOfRange", "Routes", "assign", "catch_up", "consumer_config", "follower_of", "messages", "read_once",
@@ -91,8 +92,8 @@ class Routes:
     def idle(self) -> None:
         """A read found nothing new. Once every partition has been at its end for ``idle_wait``
         seconds, the partitions holding a follower's frontier back are read again from just after
-        their writers' last accepted markers (`_Follower.held_back`: a broker that left out a
-        writer's last epochs shows no gap until that writer's next marker, which may never come);
+        their writers' last accepted markers (`_View.held_back`: a broker that left out a writer's
+        last epochs shows no gap until that writer's next marker, which may never come);
         the wait then doubles, up to ``IDLE_REREAD_MAX_S``, until the frontier moves."""
         if self.consumer is None or not all(self.at_end.values()):
             self.quiet_since = None
@@ -104,15 +105,15 @@ class Routes:
             return
         self.quiet_since, self.idle_wait = None, min(2 * self.idle_wait, IDLE_REREAD_MAX_S)
         for follower in self.views:
-            for partition, start in follower.held_back():
-                topic, last = follower.topic, self.last.get((follower.topic, partition), -1)
+            for topic, partition, start in follower.held_back():
+                last = self.last.get((topic, partition), -1)
                 # nothing to read again when the last message read is the last accepted marker
                 # and nothing follows it (a transaction's commit marker does: read, it is nothing)
                 if start <= last or (read_position(self.consumer, topic, partition) or -1) > last + 1:
                     log.debug("%s[%d] holds the frontier back at its end: reading it again from offset %d",
                               topic, partition, start)
                     follower.stats.idle_rereads += 1
-                    follower.reading_again(partition)
+                    follower.reading_again(topic, partition)
                     self._seek(topic, partition, start, None, "idle at its end")
 
     def _seek(self, topic: str, partition: int, start: int, at: int | None, why: str) -> None:
@@ -235,17 +236,16 @@ def assign(consumer: Consumer, routes: Routes, start: Mapping[tuple[str, int], i
     except KafkaException as exc:
         raise KafkaClientError(f"assigning result topics {sorted(routes.counts)}: {exc}") from exc
     routes.consumer = consumer
-    for tp in assignment:  # (a companion follower's progress topic is never read again)
+    for tp in assignment:
         for follower in routes.followers[tp.topic]:
-            if follower.topic == tp.topic:
-                follower.reading_from(tp.partition, tp.offset)
+            follower.reading_from(tp.topic, tp.partition, tp.offset)
 
 
 def follower_of(topic: str, kafka_options: Mapping[str, Any], *, format: str, progress_topic: str | None,
               fields: Sequence[str] | Mapping[str, str] | None, keep_view: bool, stats: ProtocolStats,
               mode: str = "changelog") -> _View:
     """The follower of output ``topic`` in ``format`` (partition counts read from the broker);
-    ``mode``: a json output's, ``changelog`` or ``upsert`` (a table, see `following._UpsertFollower`)."""
+    ``mode``: a json output's, ``changelog`` or ``upsert`` (a table, see `companion._UpsertFollower`)."""
     count = topic_partitions(kafka_options, topic)
     if format == "msgpack":
         if progress_topic is not None:

@@ -1,4 +1,5 @@
-"""A result reader that was delivered a partition with messages left out reads it again.
+"""A result reader that was delivered a partition with messages left out reads it again (msgpack
+outputs, and json outputs' data and progress topics).
 
 The embedded broker was seen to leave messages out of what a consumer was delivered (a writer's
 epoch missing on one partition, which a later read found in place) while several transactional
@@ -17,6 +18,7 @@ import pytest
 from confluent_kafka import Producer
 
 from ddflow.daemon.exceptions import ProtocolError
+from ddflow.daemon.formats import encoder
 from ddflow.daemon.formats.result_protocol import (
     encode_output_batch,
     encode_output_progress,
@@ -31,16 +33,18 @@ pytestmark = pytest.mark.kafka
 
 
 class Leaving:
-    """A consumer that leaves ``out`` ((partition, offset) pairs) out the first time it gets them."""
+    """A consumer that leaves ``out`` ((partition, offset) pairs, of ``topic`` if given, else of any
+    topic) out the first time it gets them."""
 
-    def __init__(self, consumer: Any, out: set[tuple[int, int]]) -> None:
-        self.consumer, self.out = consumer, set(out)
+    def __init__(self, consumer: Any, out: set[tuple[int, int]], topic: str | None = None) -> None:
+        self.consumer, self.out, self.topic = consumer, set(out), topic
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
         got = self.consumer.consume(num_messages=num_messages, timeout=timeout)
         kept = []
         for msg in got:
-            if msg.error() is None and (msg.partition(), msg.offset()) in self.out:
+            if (msg.error() is None and (msg.partition(), msg.offset()) in self.out
+                    and self.topic in (None, msg.topic())):
                 self.out.discard((msg.partition(), msg.offset()))
                 continue
             kept.append(msg)
@@ -197,3 +201,58 @@ def test_a_partition_whose_every_message_was_left_out_is_read_again_from_the_sta
         assert client.wait_for(10, timeout=30)
         assert client.view == {("x",): 1}
         assert client.stats.idle_rereads >= 1
+
+
+def json_epochs(topic: str, progress: str, epochs: list[tuple[int, int, str, int, list]]) -> tuple[list, list]:
+    """The data messages and the markers of json epochs ``(lower, upper, incarnation, writer, records)``
+    of a two-writer output on one partition, in that order on each topic."""
+    enc = encoder("json", "out", topic, fields=["k"], progress_topic=progress)
+    data, markers = [], []
+    for lower, upper, incarnation, writer, records in epochs:
+        messages, marker = enc.epoch(lower, upper, incarnation, 0, [((k,), t, d) for k, t, d in records], (writer, 2))
+        data.extend(messages)
+        markers.append(marker)
+    return data, markers
+
+
+def publish_json(kafka_options: dict[str, Any], messages: list) -> None:
+    producer = Producer({"bootstrap.servers": kafka_options["bootstrap.servers"]})
+    for topic, _, key, value, headers in messages:
+        producer.produce(topic, value, key=key, headers=headers, partition=0)
+    assert producer.flush(30) == 0
+
+
+@pytest.mark.parametrize("left_out", ["data", "progress"])
+def test_a_json_writers_last_epoch_left_out_is_read_again_once_the_reader_idles_at_the_end(
+        kafka_options, make_topic, left_out):
+    """A json output's writer b: its last data message, or its last marker on the progress topic,
+    left out the first time. No gap shows it; the idle reader reads again the data partition and
+    the progress partition its markers come on, and the view is exact."""
+    topic, progress = make_topic("out"), make_topic("progress")
+    data, markers = json_epochs(topic, progress, [
+        (T_MIN, 10, "a", 0, [("x", 1, 1)]), (T_MIN, 10, "b", 1, [("y", 2, 1)]),
+        (10, 20, "a", 0, [("x", 11, -1)]), (10, 20, "b", 1, [("z", 12, 1)]),
+    ])
+    assert len(data) == len(markers) == 4
+    publish_json(kafka_options, data + markers)
+    with ResultClient(topic, kafka_options, format="json", progress_topic=progress, fields=["k"],
+                      idle_reread=0.2) as client:
+        client._consumer = Leaving(client._consumer, {(0, 3)}, topic if left_out == "data" else progress)
+        assert client.wait_for(20, timeout=30)
+        assert client.view == {("y",): 1, ("z",): 1}
+        assert client.stats.idle_rereads >= 1 and client.stats.incomplete_epochs == 0
+
+
+def test_a_json_writers_epochs_left_out_before_the_first_data_delivered_are_read_again_from_the_start(
+        kafka_options, make_topic):
+    """Writer b's only data message and marker come first on their topics and are left out: no
+    accepted epoch of b says where to read from, so both partitions are read again from offset 0."""
+    topic, progress = make_topic("out"), make_topic("progress")
+    data, markers = json_epochs(topic, progress, [(T_MIN, 10, "b", 1, [("y", 2, 1)]), (T_MIN, 10, "a", 0, [("x", 1, 1)])])
+    publish_json(kafka_options, data + markers)
+    with ResultClient(topic, kafka_options, format="json", progress_topic=progress, fields=["k"],
+                      idle_reread=0.2) as client:
+        client._consumer = Leaving(client._consumer, {(0, 0)})  # offset 0 of both topics
+        assert client.wait_for(10, timeout=30)
+        assert client.view == {("x",): 1, ("y",): 1}
+        assert client.stats.idle_rereads >= 2

@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 
 from ddflow.daemon.exceptions import ProtocolError
-from ddflow.daemon.kafka.following import CLOSED, ProtocolStats, _CompanionFollower, _Follower
+from ddflow.daemon.kafka.companion import _CompanionFollower
+from ddflow.daemon.kafka.following import CLOSED, ProtocolStats, _Follower
 from ddflow.daemon.formats import encoder, reader
 from ddflow.daemon.kafka.results import ResultClient, read_result_positions
 from ddflow.daemon.output.sink import KafkaSink, OutputSpec
