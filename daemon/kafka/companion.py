@@ -49,8 +49,8 @@ class _CompanionFollower(_View):
         """Each data partition holding the frontier back, from just after the last data message of
         the oldest of its writers' last accepted epochs (or where reading began), and the progress
         partition its markers come on, from just after the oldest of its writers' last accepted
-        markers there (every progress partition from where reading began while no marker of the
-        data partition was accepted: which one its markers come on is not known yet)."""
+        markers there (every progress partition from where reading began while data but no marker
+        of the data partition was read: which one its markers come on is not known yet)."""
         if self.frontier >= CLOSED:
             return []
         again: list[tuple[str, int, int]] = []
@@ -61,11 +61,13 @@ class _CompanionFollower(_View):
             if state.first is not None or state.began is not None:
                 again.append((self.topic, p, self._again_from(state, state.first)))
             marks = [state.progress_marks.get(w) for w in self._followed(state)]
-            if state.progress is None or None in marks:
-                starts = [(q, self.progress_began.get(q, 0)) for q in
-                          ([state.progress] if state.progress is not None else range(self.progress_partitions))]
-            else:
+            if state.progress is not None and None not in marks:
                 starts = [(state.progress, min(m for m in marks if m is not None) + 1)]
+            elif state.progress is not None:
+                starts = [(state.progress, self.progress_began.get(state.progress, 0))]
+            else:  # data read, no marker for it accepted yet: each progress partition may hold it
+                starts = [(q, self.progress_began.get(q, 0)) for q in range(self.progress_partitions)
+                          if state.first is not None]
             for q, start in starts:
                 progress[q] = min(start, progress.get(q, start))
         return again + [(self.progress_topic, q, start) for q, start in sorted(progress.items())]
