@@ -87,7 +87,9 @@ class _CompanionFollower(_View):
                 if not 0 <= marker.partition < len(self.partitions):
                     raise WireError(f"partition {marker.partition} is not one of {self.topic}'s "
                                     f"{len(self.partitions)} partitions")
-                self.partitions[marker.partition].waiting.append((marker, partition, offset))
+                state = self.partitions[marker.partition]
+                state.waiting.append((marker, offset))  # with its offset on the progress partition
+                state.progress = partition
                 return self._settle(marker.partition)
             epoch = read_epoch_header(headers)
             updates = self._read(value, key)
@@ -115,7 +117,7 @@ class _CompanionFollower(_View):
         while moved:
             moved = False
             for waiting in list(state.waiting):
-                marker, progress, at = waiting
+                marker, at = waiting
                 upper = CLOSED if marker.upper is None else marker.upper
                 key = (marker.incarnation, marker.lower, marker.upper)
                 where = (f"{self.topic}[{partition}]: epoch [{marker.lower}, {marker.upper}) of incarnation "
@@ -144,7 +146,7 @@ class _CompanionFollower(_View):
                 self._accept(state, found, marker.lower, upper, where, writer)
                 if data_at is not None:
                     state.marked_at[writer] = data_at
-                state.progress, state.progress_marks[writer] = progress, at
+                state.progress_marks[writer] = at
                 moved = accepted = True
                 break
         return self._advance() if accepted else None
