@@ -70,7 +70,7 @@ class _Partition:
     pending: dict[tuple[str, int, int | None], list[Update]] = field(default_factory=lambda: defaultdict(list))
     mismatch: str = ""
     counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)  # data messages (companion)
-    waiting: list[Any] = field(default_factory=list)  # markers waiting for their data (companion)
+    waiting: list[Any] = field(default_factory=list)  # (marker, its progress offset) waiting for data (companion)
     writer_of: dict[str, int] = field(default_factory=dict)  # incarnation -> writer, from its markers
     began: int | None = None  # the offset reading was assigned to begin at (`_View.reading_from`)
     first: int | None = None  # offset of the first message read

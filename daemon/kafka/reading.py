@@ -104,17 +104,23 @@ class Routes:
         if now - self.quiet_since < self.idle_wait:
             return
         self.quiet_since, self.idle_wait = None, min(2 * self.idle_wait, IDLE_REREAD_MAX_S)
-        for follower in self.views:
+        wanted: dict[tuple[str, int], tuple[int, list[ProtocolStats]]] = {}  # a shared progress partition:
+        for follower in self.views:  # from the least start any of its followers asks for, once
             for topic, partition, start in follower.held_back():
-                last = self.last.get((topic, partition), -1)
-                # nothing to read again when the last message read is the last accepted marker
-                # and nothing follows it (a transaction's commit marker does: read, it is nothing)
-                if start <= last or (read_position(self.consumer, topic, partition) or -1) > last + 1:
-                    log.debug("%s[%d] holds the frontier back at its end: reading it again from offset %d",
-                              topic, partition, start)
-                    follower.stats.idle_rereads += 1
+                least, stats = wanted.get((topic, partition), (start, []))
+                wanted[(topic, partition)] = (min(least, start), stats + [follower.stats])
+        for (topic, partition), (start, stats) in wanted.items():
+            last = self.last.get((topic, partition), -1)
+            # nothing to read again when the last message read is the last accepted marker
+            # and nothing follows it (a transaction's commit marker does: read, it is nothing)
+            if start <= last or (read_position(self.consumer, topic, partition) or -1) > last + 1:
+                log.debug("%s[%d] holds the frontier back at its end: reading it again from offset %d",
+                          topic, partition, start)
+                for counted in {id(s): s for s in stats}.values():
+                    counted.idle_rereads += 1
+                for follower in self.followers[topic]:
                     follower.reading_again(topic, partition)
-                    self._seek(topic, partition, start, None, "idle at its end")
+                self._seek(topic, partition, start, None, "idle at its end")
 
     def _seek(self, topic: str, partition: int, start: int, at: int | None, why: str) -> None:
         """Read ``topic[partition]`` again from ``start``; with ``at``, what the consume that

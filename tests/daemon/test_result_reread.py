@@ -256,3 +256,40 @@ def test_a_json_writers_epochs_left_out_before_the_first_data_delivered_are_read
         assert client.wait_for(10, timeout=30)
         assert client.view == {("x",): 1, ("y",): 1}
         assert client.stats.idle_rereads >= 2
+
+
+def test_a_progress_partition_two_json_followers_share_is_read_again_once_from_the_least_start():
+    """Two json outputs' markers on one progress partition, each follower holding its frontier back
+    from a different marker: the idle reader seeks the partition once, from the earlier start (a
+    seek per follower would leave the later one's start in force), and counts one re-read."""
+    from confluent_kafka import TopicPartition
+
+    from ddflow.daemon.formats import reader
+    from ddflow.daemon.kafka.companion import _CompanionFollower
+    from ddflow.daemon.kafka.reading import Routes
+
+    class Seeking:
+        def __init__(self) -> None:
+            self.seeks: list[tuple[str, int, int]] = []
+
+        def seek(self, tp: TopicPartition) -> None:
+            self.seeks.append((tp.topic, tp.partition, tp.offset))
+
+        def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+            return [TopicPartition(tp.topic, tp.partition, -1001) for tp in tps]
+
+    stats = ProtocolStats()
+    followers = [_CompanionFollower(topic, 1, "progress", 1, reader("json", ["k"]), keep_view=True, stats=stats)
+                 for topic in ("a", "b")]
+    routes = Routes(followers, idle_reread=0.0)
+    routes.consumer = Seeking()
+    for f, mark in zip(followers, (3, 7)):  # writer 0 of 2 marked at progress offset 3 (a) and 7 (b)
+        f.reading_from("progress", 0, 0)
+        state = f.partitions[0]
+        state.writers(2)
+        state.progress, state.progress_marks = 0, {0: mark, 1: mark}
+    routes.last[("progress", 0)] = 9
+    routes.at_end = {key: True for key in routes.at_end}
+    routes.idle()
+    assert [s for s in routes.consumer.seeks if s[0] == "progress"] == [("progress", 0, 4)]
+    assert stats.idle_rereads == 1
