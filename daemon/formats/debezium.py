@@ -44,7 +44,6 @@ epoch's markers go to the companion progress topic.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,6 +56,7 @@ from .rows import (
     dumps,
     epoch_header,
     marker_message,
+    output_json,
     parse,
     record_from_row,
     restamp,
@@ -285,12 +285,7 @@ class DebeziumReader:
         """The updates of one data message: none for a tombstone (null value)."""
         if value is None:
             return []
-        try:
-            event = json.loads(value)
-        except ValueError as exc:
-            raise WireError(f"a debezium output message {value!r:.80} is not JSON ({exc})") from None
-        if type(event) is dict and set(event) == {"schema", "payload"}:
-            event = event["payload"]
+        event = output_json(value, "a debezium output message")
         if type(event) is not dict or event.get("op") not in OPS or type(event.get("ts_ns")) is not int:
             raise WireError(f"a debezium output message {value!r:.80} is not a change event with ts_ns")
         time, op = event["ts_ns"], event["op"]

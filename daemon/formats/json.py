@@ -30,7 +30,6 @@ with a `WireError` naming the key.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -48,6 +47,7 @@ from .rows import (
     dumps,
     epoch_header,
     marker_message,
+    output_json,
     parse,
     record_from_row,
     restamp,
@@ -266,12 +266,7 @@ class JsonReader:
         self.types = tuple(fields.values()) if isinstance(fields, Mapping) else None
 
     def updates(self, value: bytes | None) -> list[Update]:
-        try:
-            obj = json.loads(value or b"")
-        except ValueError as exc:
-            raise WireError(f"a json output message {value!r:.80} is not JSON ({exc})") from None
-        if type(obj) is dict and set(obj) == {"schema", "payload"}:
-            obj = obj["payload"]
+        obj = output_json(value, "a json output message")
         if type(obj) is list and len(obj) == 3:
             data, time, diff = obj
             record = to_record(data)

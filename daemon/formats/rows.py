@@ -314,6 +314,18 @@ class Marker:
     writers: int = 1
 
 
+def output_json(value: bytes | None, what: str) -> Any:
+    """A json or debezium output message's JSON with Kafka Connect's ``{"schema", "payload"}`` wrapper
+    taken off; WireError naming ``what`` (e.g. "a json output message") when it is not JSON."""
+    try:
+        obj = json.loads(value or b"")
+    except ValueError as exc:
+        raise WireError(f"{what} {value!r:.80} is not JSON ({exc})") from None
+    if type(obj) is dict and set(obj) == {"schema", "payload"}:
+        return obj["payload"]
+    return obj
+
+
 def epoch_header(lower: int, upper: int | None, incarnation: str) -> list[tuple[str, bytes]]:
     return [(EPOCH_HEADER, dumps({"lower": lower, "upper": upper, "incarnation": incarnation}))]
 

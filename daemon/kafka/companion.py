@@ -12,11 +12,10 @@ shows no gap.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..exceptions import ProtocolError, WireError
-from ..formats.rows import read_epoch_header, read_marker, record_from_row
+from ..formats.rows import output_json, read_epoch_header, read_marker, record_from_row
 from .following import CLOSED, Change, ProtocolStats, Update, _Partition, _View
 
 __all__: list[str] = []
@@ -165,12 +164,7 @@ class _UpsertFollower(_CompanionFollower):
     def _read(self, value: bytes | None, key: bytes | None) -> list[Any]:
         if value is None:
             return [(key, None)]
-        try:
-            row = json.loads(value)
-        except ValueError as exc:
-            raise WireError(f"an upsert output message {value!r:.80} is not JSON ({exc})") from None
-        if type(row) is dict and set(row) == {"schema", "payload"}:
-            row = row["payload"]
+        row = output_json(value, "an upsert output message")
         return [(key, record_from_row(row, self.reader.names, self.reader.types))]
 
     def _accept(self, state: _Partition, found: list[Any], lower: int, upper: int, where: str,
