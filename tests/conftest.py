@@ -10,7 +10,8 @@ pytest_plugins = ["support.profiles", "support.broker", "support.kcat", "support
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_kernels() -> None:
-    """Compile every kernel once, before the first test, into numba's on-disk cache: first what a
+    """Compile every kernel once, before the first test, into numba's on-disk cache (in each of the
+    suite's processes; processes started together compile once, the others wait and load): first what a
     first ``ddflow run`` compiles (the engine's and the codec's kernels missing from the cache, in
     parallel processes, one per CPU: on a fresh clone that halves the wait on two cores), then what
     ``python -m ddflow.operators.kernels.warm`` runs for an install, which loads them and compiles

@@ -18,6 +18,7 @@ import pytest
 from deploy_support import EDGE_TIMES, KUBERNETES, PROGRESS, LiveDaemon, exposed_samples, kustomize
 from support.broker import create_topic
 from support.daemons import free_port
+from support.locks import machine_lock
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 
@@ -60,15 +61,16 @@ def promtool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     cache_plugin = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
     cache = Path(cache_plugin.mkdir("ddflow-promtool")) if cache_plugin else tmp_path_factory.mktemp("promtool")
     binary = cache / "root" / "usr" / "bin" / "promtool"
-    if not binary.is_file():
-        if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-            pytest.skip("PROMTOOL UNAVAILABLE: no promtool on PATH and no apt-get/dpkg-deb to fetch Debian's "
-                        "'prometheus' package; the alert rules are still checked by the schema and PromQL tests")
-        deb = _apt_download("prometheus", cache)
-        if deb is None:
-            pytest.fail("could not `apt-get download prometheus` (for promtool): check the Debian package sources")
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(cache / "root")], check=True, timeout=300)
-        deb.unlink()
+    with machine_lock("promtool"):  # the cache is shared by the suite's processes: one unpacks it
+        if not binary.is_file():
+            if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+                pytest.skip("PROMTOOL UNAVAILABLE: no promtool on PATH and no apt-get/dpkg-deb to fetch Debian's "
+                            "'prometheus' package; the alert rules are still checked by the schema and PromQL tests")
+            deb = _apt_download("prometheus", cache)
+            if deb is None:
+                pytest.fail("could not `apt-get download prometheus` (for promtool): check the Debian package sources")
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(cache / "root")], check=True, timeout=300)
+            deb.unlink()
     return str(binary)
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from support.locks import machine_lock
+
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 
 API_VERSIONS = 18
@@ -33,6 +35,11 @@ API_VERSIONS = 18
 
 def ensure_kcat() -> str:
     """The path of ``kcat``, installed with apt-get when missing; skips the test if impossible."""
+    with machine_lock("kcat"):  # one of the suite's processes installs it, the others wait and find it
+        return _find_or_install_kcat()
+
+
+def _find_or_install_kcat() -> str:
     found = shutil.which("kcat")
     if found:
         return found
