@@ -45,11 +45,13 @@ class _CompanionFollower(_View):
         super().reading_from(topic, partition, offset)
 
     def held_back(self) -> list[tuple[str, int, int]]:
-        """Each data partition holding the frontier back, from just after the last data message of
-        the oldest of its writers' last accepted epochs (or where reading began), and the progress
-        partition its markers come on, from just after the oldest of its writers' last accepted
-        markers there (every progress partition from where reading began while data but no marker
-        of the data partition was read: which one its markers come on is not known yet)."""
+        """Each data partition holding the frontier back where a marker waits for its data, from just
+        after the last data message of the oldest of its writers' last accepted epochs (or where
+        reading began), and the progress partition its markers come on, from just after the oldest
+        of its writers' last accepted markers there (every progress partition from where reading
+        began while data but no marker of the data partition was read: which one its markers come
+        on is not known yet). A data partition no marker waits on is not read again: a writer whose
+        epochs left it no data says nothing of where its next data will be."""
         if self.frontier >= CLOSED:
             return []
         again: list[tuple[str, int, int]] = []
@@ -57,8 +59,8 @@ class _CompanionFollower(_View):
         for p, state in enumerate(self.partitions):
             if state.final > self.frontier:
                 continue
-            if state.first is not None or state.began is not None:
-                again.append((self.topic, p, self._again_from(state, state.first)))
+            if state.waiting and (state.first is not None or state.began is not None):  # a marker waits for
+                again.append((self.topic, p, self._again_from(state, state.first)))  # data left out
             marks = [state.progress_marks.get(w) for w in self._followed(state)]
             if state.progress is not None and None not in marks:
                 starts = [(state.progress, min(m for m in marks if m is not None) + 1)]

@@ -293,3 +293,25 @@ def test_a_progress_partition_two_json_followers_share_is_read_again_once_from_t
     routes.idle()
     assert [s for s in routes.consumer.seeks if s[0] == "progress"] == [("progress", 0, 4)]
     assert stats.idle_rereads == 1
+
+
+def test_a_complete_json_partition_is_not_read_again_only_its_progress_tail():
+    """Idle at the end of a complete json output whose writer b left partition 0 no data: no marker
+    waits for data, so the data partition is not read again (b's accepted epochs say nothing of where
+    its next data will be: it would be read from the start every time); the progress partition is,
+    from just after the older of the two writers' last accepted markers."""
+    from ddflow.daemon.formats import reader
+    from ddflow.daemon.kafka.companion import _CompanionFollower
+
+    follower = _CompanionFollower("data", 1, "progress", 1, reader("json", ["k"]), keep_view=True,
+                                  stats=ProtocolStats())
+    enc = encoder("json", "out", "data", fields=["k"], progress_topic="progress")
+    follower.reading_from("data", 0, 0)
+    follower.reading_from("progress", 0, 0)
+    data, marker_a = enc.epoch(T_MIN, 10, "a", 0, [(("x",), 1, 1)], (0, 2))
+    _, marker_b = enc.epoch(T_MIN, 10, "b", 0, [], (1, 2))
+    follower.take("data", 0, 0, data[0][3], data[0][4])
+    follower.take("progress", 0, 0, marker_a[3], None)
+    change = follower.take("progress", 0, 1, marker_b[3], None)
+    assert change is not None and change.frontier == 10 and follower.view == {("x",): 1}
+    assert follower.held_back() == [("progress", 0, 1)]
