@@ -140,7 +140,8 @@ class ReaderStuck(AssertionError):
 # restarted writer marking a replayed epoch whole where it published only the times beyond a
 # partition's final frontier (a reader behind it took the epoch without the times below); and a
 # reader delivered a partition with a writer's epoch left out that a fresh read found in place (the
-# reader now reads the partition again, `following.ReadAgain`). Until runs
+# reader now reads the partition again, `following.ReadAgain`, also when idle at its end, and for a
+# writer with no accepted marker from where it began reading, not from its first message). Until runs
 # show the rest gone, only those three errors are expected: any other failure (a timeout, an exit
 # code, a restore) fails the test. When one happens, the test writes the reader's protocol state and
 # every message of the result topic (`dump_topic`) beside the workers' logs.
