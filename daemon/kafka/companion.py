@@ -5,9 +5,9 @@ progress topic (shared by several outputs, each marker naming its data topic and
 exactly its ``count`` data messages are; `_UpsertFollower` follows a json output in ``mode =
 "upsert"`` (the row per message key, a tombstone when it leaves), each accepted epoch's rows turned
 into updates against the table as of the previous one. A reader idle at its end with the frontier
-held back reads again both the data partitions holding it back and the progress partitions their
-markers come on (`_CompanionFollower.held_back`): a broker that left out a data message or a marker
-shows no gap.
+held back reads again the progress partitions the held-back partitions' markers come on and the
+data partitions where a marker waits for its data (`_CompanionFollower.held_back`): a broker that
+left out a data message or a marker shows no gap.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class _CompanionFollower(_View):
                 starts = [(state.progress, min(m for m in marks if m is not None) + 1)]
             elif state.progress is not None:
                 starts = [(state.progress, self.progress_began.get(state.progress, 0))]
-            else:  # data read, no marker for it accepted yet: each progress partition may hold it
+            else:  # data read, no marker for it read yet: each progress partition may hold it
                 starts = [(q, self.progress_began.get(q, 0)) for q in range(self.progress_partitions)
                           if state.first is not None]
             for q, start in starts:
