@@ -19,7 +19,7 @@ a companion progress topic (`Encoder.progress_topic`).
 
 Modules: `types` (the format-neutral `Decoded`, `Malformed`, `REASONS` and the `Decoder`/`Encoder`/
 `Reader` protocols), `schema` (`InputFormat`: how records are validated), one module per format,
-`rows` (what the JSON-based formats share). This package may import only `ddflow.operators` (its
+`rows` (what the JSON-based formats share), `epochs` (their epochs' header and markers). This package may import only `ddflow.operators` (its
 key hash, time bounds and `RecordColumns`), `..block` and `..exceptions`: it is the bottom of the daemon.
 """
 

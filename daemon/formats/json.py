@@ -40,19 +40,8 @@ from ...operators.input import RecordColumns
 from ...operators.lattice import T_MAX, T_MIN
 from ..block import Block
 from ..exceptions import OptionsError, WireError
-from .rows import (
-    Marker,
-    RowEncoding,
-    RowLayout,
-    dumps,
-    epoch_header,
-    marker_message,
-    output_json,
-    parse,
-    record_from_row,
-    restamp,
-    row_data,
-)
+from .epochs import Marker, epoch_header, marker_message, output_json, restamp
+from .rows import RowEncoding, RowLayout, dumps, parse, record_from_row, row_data
 from .schema import InputFormat
 from .types import Decoded, Malformed, Message, Update, to_record
 

@@ -1,4 +1,5 @@
-"""What the JSON-based formats share: parsing, rows <-> records, keys, Connect schemas, epochs.
+"""What the JSON-based formats share: parsing, rows <-> records, keys, Connect schemas (their
+epochs' header and markers: `epochs`).
 
 * Parsing: a message value is one JSON document (UTF-8), refused when `json` cannot read it or an
   object repeats a key (reason ``bad_json``). ``NaN``, ``Infinity`` and numbers past a double's
@@ -13,12 +14,6 @@
   change event; a record's data partition is the stable key hash of its key fields' values (one
   field: its value; by default the first field, as for every other partitioned record), so all
   changes of one key are on one partition, in time order.
-* Epochs: every data message carries the header ``ddflow-epoch`` =
-  ``{"lower": l, "upper": u, "incarnation": id}``; the progress topic holds the markers
-  ``{"topic": data topic, "partition": p, "lower": l, "upper": u, "incarnation": id, "count": n}``
-  (``n`` data messages of that incarnation and range on ``p``; with ``W > 1`` writers also
-  ``"writer": i, "writers": W``, see `result_protocol`), keyed ``"topic:p"``. Kafka
-  Connect sinks ignore the header; `ddflow.daemon.kafka.results.ResultClient` pairs the two.
 """
 
 from __future__ import annotations
@@ -28,38 +23,27 @@ import binascii
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ...operators.lattice import T_MAX, T_MIN
 from ...operators.partition import key_hash, partition_of
 from ..block import Block
 from ..exceptions import OptionsError, WireError
 from .partitioners import PARTITIONERS, kafka_partition
-from .result_protocol import check_writer
 from .schema import InputFormat
 from .types import Malformed, Message, to_record
 
 __all__ = [
     "avro_name",
-    "EPOCH_HEADER",
     "RowEncoding",
-    "Marker",
     "RowLayout",
     "parse",
     "row_data",
     "dumps",
-    "epoch_header",
-    "read_epoch_header",
-    "marker_message",
-    "read_marker",
-    "restamp",
     "record_from_row",
 ]
 
-EPOCH_HEADER = "ddflow-epoch"
 CONNECT_TYPES = {"int": "int64", "float": "float64", "str": "string", "bytes": "bytes", "bool": "boolean"}
 
 
@@ -294,97 +278,6 @@ def record_from_row(row: Any, names: Sequence[str] | None, types: Sequence[str] 
         if types is not None:
             values = [base64.b64decode(v) if t == "bytes" and type(v) is str else v for v, t in zip(values, types)]
     return values[0] if len(values) == 1 else tuple(values)
-
-
-# -- epochs: the data messages' header and the companion progress topic ----------------------------
-
-
-@dataclass(frozen=True)
-class Marker:
-    """A progress marker on a companion progress topic: ``count`` data messages of
-    ``incarnation`` for ``[lower, upper)`` are on ``topic[partition]``."""
-
-    topic: str
-    partition: int
-    lower: int
-    upper: int | None
-    incarnation: str
-    count: int
-    writer: int = 0
-    writers: int = 1
-
-
-def output_json(value: bytes | None, what: str) -> Any:
-    """A json or debezium output message's JSON with Kafka Connect's ``{"schema", "payload"}`` wrapper
-    taken off; WireError naming ``what`` (e.g. "a json output message") when it is not JSON."""
-    try:
-        obj = json.loads(value or b"")
-    except ValueError as exc:
-        raise WireError(f"{what} {value!r:.80} is not JSON ({exc})") from None
-    if type(obj) is dict and set(obj) == {"schema", "payload"}:
-        return obj["payload"]
-    return obj
-
-
-def epoch_header(lower: int, upper: int | None, incarnation: str) -> list[tuple[str, bytes]]:
-    return [(EPOCH_HEADER, dumps({"lower": lower, "upper": upper, "incarnation": incarnation}))]
-
-
-def _time(value: Any, name: str, nullable: bool = False) -> int | None:
-    if value is None and nullable:
-        return None
-    if type(value) is not int or not T_MIN <= value <= T_MAX:
-        raise WireError(f"{name} {value!r:.40} is not an int64 time")
-    return value
-
-
-def read_epoch_header(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[str, int, int | None]:
-    """(incarnation, lower, upper) of a data message; WireError without a valid header."""
-    for name, raw in headers or ():
-        if name == EPOCH_HEADER:
-            try:
-                obj = json.loads(raw or b"")
-                inc = obj["incarnation"]
-                if type(inc) is not str:
-                    raise TypeError("incarnation")
-                return inc, _time(obj["lower"], "lower"), _time(obj["upper"], "upper", nullable=True)  # type: ignore[return-value]
-            except (ValueError, KeyError, TypeError, WireError) as exc:
-                raise WireError(f"header {EPOCH_HEADER} {raw!r:.120} is malformed ({exc})") from None
-    raise WireError(f"a data message without the {EPOCH_HEADER} header (not written by a ddflow daemon)")
-
-
-def marker_message(progress_topic: str, marker: Marker) -> Message:
-    """The progress-topic message of ``marker`` (partitioned by its key ``"topic:partition"``)."""
-    obj = {"topic": marker.topic, "partition": marker.partition, "lower": marker.lower, "upper": marker.upper,
-           "incarnation": marker.incarnation, "count": marker.count}
-    if marker.writers > 1:
-        obj["writer"], obj["writers"] = marker.writer, marker.writers
-    value = dumps(obj)
-    return progress_topic, None, f"{marker.topic}:{marker.partition}".encode(), value, None
-
-
-def read_marker(value: bytes | None) -> Marker:
-    """A progress-topic message back; WireError on anything else."""
-    try:
-        obj = json.loads(value or b"")
-        topic, partition, inc, count = obj["topic"], obj["partition"], obj["incarnation"], obj["count"]
-        if type(topic) is not str or type(partition) is not int or type(inc) is not str or type(count) is not int:
-            raise TypeError("topic/partition/incarnation/count")
-        return Marker(topic, partition, _time(obj["lower"], "lower"), _time(obj["upper"], "upper", True), inc,  # type: ignore[arg-type]
-                      count, *check_writer(obj.get("writer", 0), obj.get("writers", 1)))
-    except (ValueError, KeyError, TypeError, WireError) as exc:
-        raise WireError(f"a progress-topic message {value!r:.120} is not a ddflow progress marker ({exc})") from None
-
-
-def restamp(message: Message, progress_topic: str, incarnation: str) -> Message:
-    """A data message or marker of a json/debezium output naming ``incarnation`` instead."""
-    topic, partition, key, value, headers = message
-    if topic == progress_topic and headers is None:
-        m = read_marker(value)
-        return marker_message(progress_topic, Marker(m.topic, m.partition, m.lower, m.upper, incarnation, m.count,
-                                                     m.writer, m.writers))
-    _, lower, upper = read_epoch_header(headers)  # type: ignore[arg-type]
-    return topic, partition, key, value, epoch_header(lower, upper, incarnation)
 
 
 class RowEncoding:

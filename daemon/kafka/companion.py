@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..exceptions import ProtocolError, WireError
-from ..formats.rows import output_json, read_epoch_header, read_marker, record_from_row
+from ..formats.epochs import output_json, read_epoch_header, read_marker
+from ..formats.rows import record_from_row
 from .following import CLOSED, Change, ProtocolStats, Update, _Partition, _View
 
 __all__: list[str] = []

@@ -15,7 +15,7 @@ import pytest
 
 from ddflow.daemon.exceptions import OptionsError, WireError
 from ddflow.daemon.formats import decoder, encoder, reader
-from ddflow.daemon.formats.rows import read_epoch_header, read_marker
+from ddflow.daemon.formats.epochs import read_epoch_header, read_marker
 from ddflow.daemon.formats.types import REASONS
 from ddflow.daemon.formats.schema import InputFormat
 
