@@ -54,6 +54,17 @@ class Leaving:
         return getattr(self.consumer, name)
 
 
+def read_leaving(kafka_options: dict[str, Any], topic: str, left_out: set[tuple[int, int]], upper: int,
+                 of: str | None = None, **options: Any) -> tuple[dict, ProtocolStats]:
+    """The view and counters of a client of ``topic`` reading again when idle (after 0.2 s), its
+    consumer leaving ``left_out`` (of topic ``of``, else of any) out the first time, once its
+    frontier reached ``upper``."""
+    with ResultClient(topic, kafka_options, idle_reread=0.2, **options) as client:
+        client._consumer = Leaving(client._consumer, left_out, of)
+        assert client.wait_for(upper, timeout=30)
+        return client.view, client.stats
+
+
 def epoch(lower: int, upper: int, incarnation: str, writer: int, records: list[tuple[str, int, int]]) -> list[bytes]:
     """The batch (if any) and the marker of one writer's epoch of two."""
     updates = [pack_output_update(pack_record((key,), "out"), t, d) for key, t, d in records]
@@ -124,11 +135,9 @@ def test_the_last_epoch_of_a_lone_writer_left_out_is_read_again_once_the_reader_
         encode_output_batch(10, 20, "a", [pack_output_update(pack_record(("y",), "out"), 11, 1)]),
         encode_output_progress(10, 20, "a", 1, (0, 1)),  # offsets 2, 3: left out the first time
     ])
-    with ResultClient(topic, kafka_options, idle_reread=0.2) as client:
-        client._consumer = Leaving(client._consumer, {(0, 2), (0, 3)})
-        assert client.wait_for(20, timeout=30)
-        assert client.view == {("x",): 1, ("y",): 1}
-        assert client.stats.idle_rereads >= 1 and client.stats.reread == 0
+    view, stats = read_leaving(kafka_options, topic, {(0, 2), (0, 3)}, 20)
+    assert view == {("x",): 1, ("y",): 1}
+    assert stats.idle_rereads >= 1 and stats.reread == 0
 
 
 def test_a_writers_last_epoch_left_out_is_read_again_once_the_reader_idles_at_the_end(kafka_options, make_topic):
@@ -141,12 +150,10 @@ def test_a_writers_last_epoch_left_out_is_read_again_once_the_reader_idles_at_th
         *epoch(10, 20, "a", 0, [("x", 11, -1)]),  # offsets 4, 5
         *epoch(10, 20, "b", 1, [("z", 12, 1)]),  # offsets 6, 7: left out the first time
     ])
-    with ResultClient(topic, kafka_options, idle_reread=0.2) as client:
-        client._consumer = Leaving(client._consumer, {(0, 6), (0, 7)})
-        assert client.wait_for(20, timeout=30)
-        assert client.view == {("y",): 1, ("z",): 1}
-        assert client.stats.idle_rereads >= 1 and client.stats.reread == 0
-        assert client.stats.incomplete_epochs == 0
+    view, stats = read_leaving(kafka_options, topic, {(0, 6), (0, 7)}, 20)
+    assert view == {("y",): 1, ("z",): 1}
+    assert stats.idle_rereads >= 1 and stats.reread == 0
+    assert stats.incomplete_epochs == 0
 
 
 def test_an_idle_reader_reads_again_only_what_follows_the_last_accepted_markers(kafka_options, make_topic):
@@ -182,12 +189,10 @@ def test_a_writers_epochs_left_out_before_the_first_message_delivered_are_read_a
         *epoch(T_MIN, 10, "b", 1, [("y", 2, 1)]),  # offsets 0, 1: left out the first time
         *epoch(T_MIN, 10, "a", 0, [("x", 1, 1)]),  # offsets 2, 3
     ])
-    with ResultClient(topic, kafka_options, idle_reread=0.2) as client:
-        client._consumer = Leaving(client._consumer, {(0, 0), (0, 1)})
-        assert client.wait_for(10, timeout=30)
-        assert client.view == {("x",): 1, ("y",): 1}
-        assert client.stats.idle_rereads >= 1 and client.stats.reread == 0
-        assert client.stats.duplicate_epochs >= 1  # a's epoch, read again with b's
+    view, stats = read_leaving(kafka_options, topic, {(0, 0), (0, 1)}, 10)
+    assert view == {("x",): 1, ("y",): 1}
+    assert stats.idle_rereads >= 1 and stats.reread == 0
+    assert stats.duplicate_epochs >= 1  # a's epoch, read again with b's
 
 
 def test_a_partition_whose_every_message_was_left_out_is_read_again_from_the_start(kafka_options, make_topic):
@@ -196,11 +201,9 @@ def test_a_partition_whose_every_message_was_left_out_is_read_again_from_the_sta
     topic = make_topic("out")
     publish(kafka_options, topic, epoch(T_MIN, 10, "a", 0, [("x", 1, 1)])[:1]
             + [encode_output_progress(T_MIN, 10, "a", 1, (0, 1))])
-    with ResultClient(topic, kafka_options, idle_reread=0.2) as client:
-        client._consumer = Leaving(client._consumer, {(0, 0), (0, 1)})
-        assert client.wait_for(10, timeout=30)
-        assert client.view == {("x",): 1}
-        assert client.stats.idle_rereads >= 1
+    view, stats = read_leaving(kafka_options, topic, {(0, 0), (0, 1)}, 10)
+    assert view == {("x",): 1}
+    assert stats.idle_rereads >= 1
 
 
 def json_epochs(topic: str, progress: str, epochs: list[tuple[int, int, str, int, list]]) -> tuple[list, list]:
@@ -235,12 +238,10 @@ def test_a_json_writers_last_epoch_left_out_is_read_again_once_the_reader_idles_
     ])
     assert len(data) == len(markers) == 4
     publish_json(kafka_options, data + markers)
-    with ResultClient(topic, kafka_options, format="json", progress_topic=progress, fields=["k"],
-                      idle_reread=0.2) as client:
-        client._consumer = Leaving(client._consumer, {(0, 3)}, topic if left_out == "data" else progress)
-        assert client.wait_for(20, timeout=30)
-        assert client.view == {("y",): 1, ("z",): 1}
-        assert client.stats.idle_rereads >= 1 and client.stats.incomplete_epochs == 0
+    view, stats = read_leaving(kafka_options, topic, {(0, 3)}, 20, topic if left_out == "data" else progress,
+                               format="json", progress_topic=progress, fields=["k"])
+    assert view == {("y",): 1, ("z",): 1}
+    assert stats.idle_rereads >= 1 and stats.incomplete_epochs == 0
 
 
 def test_a_json_writers_epochs_left_out_before_the_first_data_delivered_are_read_again_from_the_start(
@@ -250,12 +251,10 @@ def test_a_json_writers_epochs_left_out_before_the_first_data_delivered_are_read
     topic, progress = make_topic("out"), make_topic("progress")
     data, markers = json_epochs(topic, progress, [(T_MIN, 10, "b", 1, [("y", 2, 1)]), (T_MIN, 10, "a", 0, [("x", 1, 1)])])
     publish_json(kafka_options, data + markers)
-    with ResultClient(topic, kafka_options, format="json", progress_topic=progress, fields=["k"],
-                      idle_reread=0.2) as client:
-        client._consumer = Leaving(client._consumer, {(0, 0)})  # offset 0 of both topics
-        assert client.wait_for(10, timeout=30)
-        assert client.view == {("x",): 1, ("y",): 1}
-        assert client.stats.idle_rereads >= 2
+    view, stats = read_leaving(kafka_options, topic, {(0, 0)}, 10,  # offset 0 of both topics
+                               format="json", progress_topic=progress, fields=["k"])
+    assert view == {("x",): 1, ("y",): 1}
+    assert stats.idle_rereads >= 2
 
 
 def test_a_progress_partition_two_json_followers_share_is_read_again_once_from_the_least_start():
