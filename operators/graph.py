@@ -174,6 +174,31 @@ class Node:
                 if node not in holding:  # (often it is: a membership test is no call)
                     holding.add(node)
 
+    def emit_pairs(self, out: Updates, *, spare: bool = False) -> None:
+        """Push ``out``, whose records are the pairs of its two id columns, to every consumer: as the
+        two columns to those that take them (``pair_columns``), as pair ids to the others, interned
+        once for them all (written over ``out``'s second column when ``spare`` and no consumer keeps
+        the columns). The pair ids follow the columns' order: a batch of distinct ``(record, time)``
+        stays one."""
+        if not out.diffs.shape[0]:
+            return
+        paired = None
+        for node, port in self.consumers:
+            if node.pair_columns:
+                batch = out
+            else:
+                if paired is None:
+                    first, second = out.data
+                    interner = self.interner
+                    keep = any(n.pair_columns for n, _port in self.consumers)
+                    codes = interner.pair_into(first, second) if spare and not keep else interner.pair(first, second)
+                    paired = Updates((codes,), out.times, out.diffs)
+                batch = paired
+            node.buffers[port].append(batch)
+            holding = node.scope.holding
+            if node not in holding:
+                holding.add(node)
+
     def take_all(self, port: int = 0, width: int = 1) -> Updates:
         """Remove and return every update buffered on ``port``."""
         parts = self.buffers[port]

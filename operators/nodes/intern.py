@@ -74,27 +74,7 @@ class Intern(Node):
     def step(self, frontier: Antichain) -> None:
         u = self.take_complete(frontier)
         if len(u):
-            self._emit(self._apply(u))
-
-    def _emit(self, out: Updates) -> None:
-        """Hand the output, ``(record, id)`` as two id columns, to every consumer: as it is to those
-        that take pair columns (a capture), as pair ids to the others (interned once for them all;
-        the id column's buffer is reused when no consumer keeps the columns)."""
-        if not len(out):
-            return
-        paired = None
-        keep = any(node.pair_columns for node, _port in self.consumers)
-        for node, port in self.consumers:
-            if node.pair_columns:
-                batch = out
-            else:
-                if paired is None:
-                    records, ids = out.data
-                    codes = self.interner.pair(records, ids) if keep else self.interner.pair_into(records, ids)
-                    paired = Updates((codes,), out.times, out.diffs)
-                batch = paired
-            node.buffers[port].append(batch)
-            node.scope.holding.add(node)
+            self.emit_pairs(self._apply(u), spare=True)  # (record, id): the id column is the node's own
 
     def _groups(self) -> np.ndarray:
         return np.flatnonzero((self._first >= 0) | (self._status != SINGLE)) + self._base

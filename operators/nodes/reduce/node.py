@@ -24,7 +24,7 @@ from ...kernels.sorting import argsort, distinct
 from ...kernels.trie import SMALL
 from ...kernels.sorting import unique_rows as distinct_rows
 from ...lattice import lex_order
-from ...traces.batch import Updates, concat, consolidate, sum_error
+from ...traces.batch import Updates, concat, sum_error
 from ...traces.spine import Spine
 from .history import KeyHistory
 from .kernel import reduce_round, reduce_traced_round
@@ -355,8 +355,8 @@ class Reduce(Node):
             k, o = u.data
             if self.logic.output_is_key:  # one out per key: (key, time) already distinct and sorted
                 self.emit(Updates((k,), u.times, u.diffs))
-            else:
-                self.emit(consolidate(Updates((self.interner.pair(k, o),), u.times, u.diffs)))
+            else:  # (key, out) distinct at each time: as columns, or pair ids
+                self.emit_pairs(u)
 
     def _key(self, key, ivals, itimes, idiffs, ovals, otimes, odiffs, times):
         """Output diffs ``(outs, times, diffs)`` for one key at the complete ``times`` (lex-ordered).
