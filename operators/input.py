@@ -114,6 +114,14 @@ class _Interned:
         self.ids = ids
 
 
+def _paired(records: list | np.ndarray | RecordColumns | _Interned) -> bool:
+    """Whether ``records`` are given as two columns: an ``(n, 2)`` int array, or `RecordColumns` of
+    two fields (their records are pairs)."""
+    if type(records) is RecordColumns:
+        return len(records.columns) == 2
+    return isinstance(records, np.ndarray) and records.ndim == 2 and records.shape[1] == 2
+
+
 class InputNode(Node):
     """Emits the updates given to its session."""
 
@@ -138,13 +146,32 @@ class InputNode(Node):
         if len(self.chunks) == 1:  # the columns as they are (each chunk's own: nothing else holds them)
             (records, times, diffs), = self.chunks
             self.chunks = []
-            self.emit(Updates((self._ids(records),), times.reshape(-1, 1), diffs))
+            pairs = self._pair_ids(records)
+            if pairs is not None:  # pair records: their columns to who takes them, pair ids to the others
+                self.emit_pairs(Updates(pairs, times.reshape(-1, 1), diffs))
+            else:
+                self.emit(Updates((self._ids(records),), times.reshape(-1, 1), diffs))
         elif self.chunks:
-            ids = np.concatenate([self._ids(c[0]) for c in self.chunks])
-            times = np.concatenate([c[1] for c in self.chunks]).reshape(-1, 1)
-            diffs = np.concatenate([c[2] for c in self.chunks])
-            self.chunks = []
-            self.emit(Updates((ids,), times, diffs))
+            chunks, self.chunks = self.chunks, []
+            times = np.concatenate([c[1] for c in chunks]).reshape(-1, 1)
+            diffs = np.concatenate([c[2] for c in chunks])
+            if all(_paired(c[0]) for c in chunks):
+                pairs = [self._pair_ids(c[0]) for c in chunks]
+                self.emit_pairs(Updates((np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs])),
+                                        times, diffs))
+            else:
+                self.emit(Updates((np.concatenate([self._ids(c[0]) for c in chunks]),), times, diffs))
+
+    def _pair_ids(self, records: list | np.ndarray | RecordColumns | _Interned
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The ids of the two fields of records given as two columns (:func:`_paired`), interned as
+        `_ids` does them (it pairs them); ``None`` for other records."""
+        if not _paired(records):
+            return None
+        interner = self.interner
+        if type(records) is RecordColumns:
+            return tuple(interner.int_ids(c) if isinstance(c, np.ndarray) else interner.ids(c) for c in records.columns)
+        return interner.int_ids(records[:, 0]), interner.int_ids(records[:, 1])
 
     def _ids(self, records: list | np.ndarray | RecordColumns | _Interned) -> np.ndarray:
         if type(records) is _Interned:

@@ -104,6 +104,24 @@ class Map(Memoized):
     def __init__(self, scope: Scope, f: Callable) -> None:
         super().__init__(scope, f, "map")
         self.columns = MapBuilder(self.interner, f)  # builds from id columns when f only rearranges
+        self.pair_columns = self.columns.from_pairs  # pair records as two columns: built, no Python
+
+    def step(self, frontier: Antichain) -> None:
+        """Every buffered batch: those of record ids through :meth:`apply`, those of pair columns
+        built from their columns (handed on as pair columns when the function builds pairs)."""
+        parts, self.buffers[0] = self.buffers[0], []
+        ids = []
+        for u in parts:
+            if len(u.data) == 1:
+                ids.append(u)
+                continue
+            out = self.columns.pairs(*u.data)
+            if len(out) == 2:
+                self.emit_pairs(Updates(out, u.times, u.diffs))
+            else:
+                self.emit(Updates(out, u.times, u.diffs))
+        if ids:
+            self.emit(self.apply(ids[0] if len(ids) == 1 else concat(ids)))
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
         if self.columns.shape is None:

@@ -168,15 +168,33 @@ def uses_items(shape: Shape) -> bool:
     return shape[0] == "tuple" and (uses_items(shape[1][0]) or uses_items(shape[1][1]))
 
 
+def uses_record(shape: Shape) -> bool:
+    """True when ``shape`` reads its argument whole (not only its items)."""
+    if shape[0] == "arg":
+        return True
+    return shape[0] == "tuple" and (uses_record(shape[1][0]) or uses_record(shape[1][1]))
+
+
 class MapBuilder:
     """Ids of ``f(record)`` for a :func:`shape_of` shape of one argument (``items`` allowed), from id
     columns: every record when the shape reads no item, else the records that are plain 2-tuples;
-    ``None`` for a function of another shape."""
+    ``None`` for a function of another shape. ``from_pairs`` is true when the shape reads only items
+    and constants: then it builds from the two columns of pair records (:meth:`pairs`), whose
+    records are plain 2-tuples, with no pair id."""
 
     def __init__(self, interner: Interner, f: Callable) -> None:
         self.interner = interner
         self.shape = shape_of(f, 1, items=True)
         self.items = self.shape is not None and uses_items(self.shape)
+        self.from_pairs = self.shape is not None and not uses_record(self.shape)
+
+    def pairs(self, firsts: np.ndarray, seconds: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The outputs of the records ``(firsts[i], seconds[i])`` (``from_pairs`` true): their two
+        columns when the shape builds a pair, else their ids (one column)."""
+        shape, interner, items = self.shape, self.interner, (firsts, seconds)
+        if shape[0] == "tuple":
+            return tuple(build(interner, part, (firsts,), items) for part in shape[1])
+        return (build(interner, shape, (firsts,), items),)  # (``firsts`` gives a constant its length)
 
     def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """``(out, built)``: ``out[i]`` is the id of ``f(record i)`` where ``built[i]`` (``built`` None:

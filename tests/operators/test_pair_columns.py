@@ -1,7 +1,9 @@
 """Pairs as two id columns between nodes: a producer whose records are pairs of id columns (a
-reduction's ``(key, out)``, the interning operator's ``(record, id)``) hands them as they are to the
-consumers that take pair columns (``Node.pair_columns``: a capture), and interns pair ids once for
-the others. The results are the same either way; what changes is the ids the interner holds."""
+reduction's ``(key, out)``, the interning operator's ``(record, id)``, an input given two columns, a
+map building pairs from a pair's items) hands them as they are to the consumers that take pair
+columns (``Node.pair_columns``: a capture, a map reading only a record's items and constants), and
+interns pair ids once for the others. The results are the same either way; what changes is the ids
+the interner holds."""
 
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ def _counted(through_map: bool, n: int = 1000, pages: int = 100):
     df = Dataflow()
     views = df.new_input("views")
     counts = views.collection.count()
-    if through_map:  # a consumer that takes record ids: the pairs are interned for it
-        counts = counts.map(lambda pair: (pair[0], pair[1]))
+    if through_map:  # a consumer that reads the whole record takes record ids: the pairs are interned for it
+        counts = counts.map(lambda pair: pair)
     out = counts.capture()
     views.update_many(*_pages(n, pages))
     views.advance_to(n)
@@ -98,3 +100,58 @@ def test_a_capture_takes_pair_columns_and_pair_ids_from_two_producers(history, e
     for record, _time, diff in both.drain():
         got[record] = got.get(record, 0) + diff
     assert {k: d for k, d in got.items() if d} == {**{(p, 10): 1 for p in range(5)}, **{(p, -10): 1 for p in range(5)}}
+
+
+def _views(df: Dataflow, columns: bool, n: int, pages: int):
+    views = df.new_input("views")
+    users = np.arange(n, dtype=np.int64)
+    if columns:
+        views.update_many(np.stack([users, users % pages], axis=1), users, np.ones(n, dtype=np.int64))
+    else:
+        for u in users.tolist():
+            views.insert((u, u % pages), u)
+    views.advance_to(n)
+    return views
+
+
+@pytest.mark.parametrize("executor", ["nodes", "plan"])
+def test_an_input_of_two_columns_hands_a_projecting_map_the_columns(executor):
+    """``(user, page)`` views given as an int array of two columns: the map taking the page reads its
+    column, and no ``(user, page)`` pair id is made; one by one as tuples, the same counts."""
+    got, held = [], []
+    for columns in (True, False):
+        df = Dataflow(config=EngineConfig(executor=executor))
+        views = _views(df, columns, 500, 10)
+        swapped = views.collection.map(lambda v: (v[1], v[0])).capture()
+        counts = views.collection.map(lambda v: v[1]).count().capture()
+        df.run()
+        got.append((counts.at(499), swapped.at(499)))
+        held.append(len(df.interner))
+    assert got[0] == got[1]
+    assert got[0][0] == {(p, 50): 1 for p in range(10)}
+    assert got[0][1] == {(u % 10, u): 1 for u in range(500)}
+    assert held[1] - held[0] >= 500  # the (user, page) pairs (and the swapped pairs) interned one by one only
+
+
+@pytest.mark.parametrize("executor", ["nodes", "plan"])
+def test_a_map_takes_pair_columns_and_record_ids_in_one_step(executor):
+    """Two producers into one map: an input of two columns (pair columns) and a reduction's output
+    through a map that reads the whole record (pair ids); the map's records are the same."""
+    df = Dataflow(config=EngineConfig(executor=executor))
+    views = _views(df, True, 40, 4)
+    counts = views.collection.map(lambda v: v[1]).count().map(lambda pair: pair)
+    both = views.collection.concat(counts).map(lambda r: (r[1], r[0])).capture()
+    df.run()
+    expected = {(u % 4, u): 1 for u in range(40)}
+    expected.update({(10, p): 1 for p in range(4)})
+    assert both.at(39) == expected
+
+
+def test_a_map_of_constants_and_items_over_pair_columns():
+    df = Dataflow()
+    views = _views(df, True, 6, 3)
+    out = views.collection.map(lambda v: (v[-1], ("page", v[-2]))).capture()
+    const = views.collection.map(lambda v: "x").capture()
+    df.run()
+    assert out.at(5) == {(u % 3, ("page", u)): 1 for u in range(6)}
+    assert const.at(5) == {"x": 6}
