@@ -31,6 +31,7 @@ class Arrange(Node):
         self.by_self = by_self
         self.source = source  # the node whose collection this arranges (names the arrangement)
         self.trace = Spine(scope.depth, name, config=self.tuning)
+        self.pair_columns = not by_self  # (key, val) records as two columns: no pair id to split
         self._interner = self.interner  # the dataflow's (read in every step)
         self.unit = self._interner.id(())
         # a column of ``unit``s: a fused step's by_self vals are a slice of it (the kernel only reads them)
@@ -46,14 +47,15 @@ class Arrange(Node):
             return
         if self.fused and self._step_fused(frontier):
             return
-        u = self.take_complete(frontier)
-        if len(u):
+        if self.by_self:
+            u = self.take_complete(frontier)
             ids = u.data[0]
-            if self.by_self:
-                keys, vals = ids, np.full(len(ids), self.unit, dtype=np.int64)
-            else:
-                keys, vals = self.interner.split(ids, f"{self.name}")
-            batch = self.trace.insert(Updates((keys, vals), u.times, u.diffs), frontier)
+            keyed = Updates((ids, np.full(len(ids), self.unit, dtype=np.int64)), u.times, u.diffs)
+        else:
+            self.buffers[0] = self._keyed(self.buffers[0])
+            keyed = u = self.take_complete(frontier, width=2)
+        if len(u):
+            batch = self.trace.insert(keyed, frontier)
             if len(batch) and self.consumers:
                 self.emit(batch.flat())
         elif self.trace.upper != frontier:
@@ -66,17 +68,21 @@ class Arrange(Node):
         parts = self.buffers[0]
         if not parts:
             return False
-        u = concat(parts, 1, self.scope.depth) if parts[1:] else parts[0]
-        if u.diffs.shape[0] > SMALL:
-            return False
-        ids = u.data[0]
         if self.by_self:
+            u = concat(parts, 1, self.scope.depth) if parts[1:] else parts[0]
+            if u.diffs.shape[0] > SMALL:
+                return False
+            ids = u.data[0]
             units = self._units
             if units.shape[0] < ids.shape[0]:
                 units = self._units = np.full(max(ids.shape[0], 2 * units.shape[0], 64), self.unit, dtype=np.int64)
             keys, vals = ids, units[: ids.shape[0]]
         else:
-            keys, vals = self._interner.split(ids, self.name)
+            if (parts[0].diffs.shape[0] if not parts[1:] else sum(p.diffs.shape[0] for p in parts)) > SMALL:
+                return False
+            parts = self.buffers[0] = self._keyed(parts)
+            u = concat(parts, 2, self.scope.depth) if parts[1:] else parts[0]
+            keys, vals = u.data
         batch, flat, waiting = self.trace.insert_complete(keys, vals, u.times, u.diffs, frontier)
         if waiting is None:
             self.buffers[0] = []
@@ -91,6 +97,12 @@ class Arrange(Node):
         elif flat is not None and self.consumers:
             self.emit(flat)
         return True
+
+    def _keyed(self, parts: list[Updates]) -> list[Updates]:
+        """``parts`` as ``(key, val)`` columns: batches of record ids split (each record must be a
+        pair), batches of pair columns as they are."""
+        split = self._interner.split
+        return [p if len(p.data) == 2 else Updates(split(p.data[0], self.name), p.times, p.diffs) for p in parts]
 
     def reader(self, node: Node, port: int) -> TraceHandle:
         """Subscribe ``node``'s ``port`` to new batches; return its handle on the trace."""

@@ -70,6 +70,7 @@ class Join(Node):
         self.right_handle = right.reader(self, 1)
         self.output = output
         self._python = getattr(output, "python", True)  # the builder runs user code (its class says)
+        self._pairs = None if self._python else getattr(output, "pairs", None)  # the records as pair columns
         self._no_changes = Updates.empty(2, scope.depth)
 
     def step(self, frontier: Antichain) -> None:
@@ -128,6 +129,13 @@ class Join(Node):
             if not len(u):
                 return
             (k, a, b), t, d = u.data, u.times, u.diffs
+        if self._pairs is not None:  # records built as pairs of columns: so where a consumer takes them
+            for node, _port in self.consumers:
+                if node.pair_columns:
+                    columns = self._pairs(k, a, b)
+                    if columns is not None:
+                        return self.emit_pairs(consolidate(Updates(columns, t, d)))
+                    break
         ids = self.output(k, a, b)
         self.emit(consolidate(Updates((ids,), t, d)))
 

@@ -23,7 +23,11 @@ from .records import MapBuilder
 
 
 class Linear(Node):
-    """A node that transforms every buffered batch as soon as it is stepped."""
+    """A node that transforms every buffered batch as soon as it is stepped.
+
+    A linear node whose ``apply`` keeps the records as they are (``pair_columns`` set: a concat, a
+    negation, a loop's ingress) takes pair records as two id columns too, and hands them on as
+    they are (``Node.emit_pairs``)."""
 
     def step(self, frontier: Antichain) -> None:
         buffers = self.buffers
@@ -32,8 +36,16 @@ class Linear(Node):
         else:
             parts = [u for buf in buffers for u in buf]
             self.buffers = [[] for _ in buffers]
-        if parts:
-            self.emit(self.apply(parts[0] if len(parts) == 1 else concat(parts)))
+        if not parts:
+            return
+        if self.pair_columns:
+            pairs = [u for u in parts if len(u.data) == 2]
+            if pairs:
+                self.emit_pairs(self.apply(pairs[0] if len(pairs) == 1 else concat(pairs)))
+                if len(pairs) == len(parts):
+                    return
+                parts = [u for u in parts if len(u.data) == 1]
+        self.emit(self.apply(parts[0] if len(parts) == 1 else concat(parts)))
 
     def apply(self, u: Updates) -> Updates:
         return u
@@ -42,8 +54,12 @@ class Linear(Node):
 class Concat(Linear):
     """The union of its ports' collections."""
 
+    pair_columns = True
+
 
 class Negate(Linear):
+    pair_columns = True
+
     def apply(self, u: Updates) -> Updates:
         return u.negate()
 
@@ -233,6 +249,8 @@ class Consolidate(Node):
 
 class Enter(Linear):
     """Ingress into a loop scope: times gain a loop counter of 0."""
+
+    pair_columns = True
 
     def __init__(self, scope: Scope, source: Node | None = None) -> None:
         super().__init__(scope, name="enter", first=True)

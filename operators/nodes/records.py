@@ -105,6 +105,18 @@ class PairBuilder:
             return self.interner.pair(columns[args[0]], columns[args[1]])
         return build(self.interner, self.shape, (keys, a, b))
 
+    def pairs(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The records as two id columns when the shape builds a pair (no pair id for the record
+        itself), else ``None``."""
+        shape = self.shape
+        if shape[0] != "tuple":
+            return None
+        args = self._args
+        if args is not None:
+            columns = (keys, a, b)
+            return columns[args[0]], columns[args[1]]
+        return tuple(build(self.interner, part, (keys, a, b)) for part in shape[1])
+
 
 def build(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
           items: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:

@@ -114,13 +114,14 @@ def _sliding_window(window: int, distinct: int, epoch: int, config: EngineConfig
 def test_interner_stays_bounded_on_a_window_sliding_over_distinct_records():
     """1,000 live records over 200,000 distinct ones: the ids in use, the id range and the hash
     tables stay within a small factor of their size after the first 10,000 records (without
-    reclaiming, every one of the ~5 ids per record ever seen would stay)."""
+    reclaiming, every one of the ~3 ids per record ever seen would stay; pairs that travel between
+    operators as two id columns take none)."""
     window, distinct, epoch = 1_000, 200_000, 1_000
     stats, live = _sliding_window(window, distinct, epoch, EngineConfig(sweep_min_ids=4_096))
     early = stats[10 - 1]
     worst = {name: max(s[name] for s in stats[10:]) for name in ("ids", "id_bound", "int_capacity", "pair_capacity")}
     print(f"after 10,000 records {early}; worst later {worst}; final {stats[-1]}")
-    assert stats[-1]["reclaimed"] > 4 * distinct
+    assert stats[-1]["reclaimed"] > 2 * distinct
     for name, value in worst.items():
         assert value <= 3 * max(early[name], 4_096 * 2), (name, value, early[name])
     # the output is still right: the last window's records with their key's count
