@@ -289,7 +289,7 @@ def main() -> None:
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         options = {"bootstrap.servers": broker.bootstrap}
         src, pipe_dst, count_dst, map_dst = (f"bench-{x}-{uuid.uuid4().hex[:6]}" for x in ("in", "pipe", "count", "map"))
-        create(broker.bootstrap, src, pipe_dst, count_dst, map_dst)
+        create(broker.bootstrap, src, pipe_dst, count_dst, map_dst, "ddflow-dead-letters")  # (the daemons' default)
         end = fill(options, src, n, args.batch)
         pipe_s = pipe(options, src, pipe_dst)
         count_s, count_steady, count_cpu, count_epochs, count_after, counts = daemon(
