@@ -46,7 +46,6 @@ from .graph import Node, at_node, locate_failure
 from .kernels.frontier import least_ready
 from .nodes.reduce.node import Reduce
 from .plan import KIND, Plan
-from .traces.batch import consolidate
 
 _LOOP = KIND["loop"]
 _EXCHANGE = KIND["exchange"]
@@ -174,9 +173,7 @@ class PlanExecutor:
         finally:
             context.in_round = outside
         loop.finished = frontier
-        egress = loop.take_all(0)
-        if len(egress):
-            loop.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
+        loop.leave()
 
 
 def _pending_where(node: Node) -> int:

@@ -33,6 +33,7 @@ class Loop(Node):
     """A node of the enclosing scope that runs an inner scope to its fixed point and emits its egress."""
 
     observes_frontier = True
+    pair_columns = True  # its egress: pairs as two id columns go on so
 
     def __init__(self, scope: Scope, *, max_iterations: int | None = None) -> None:
         super().__init__(scope, name="iterate")
@@ -64,9 +65,21 @@ class Loop(Node):
         self.round = -1
         inner.step(Antichain(lift(frontier, 0)))
         self.finished = frontier
-        egress = self.take_all(0)
-        if len(egress):
-            self.emit(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
+        self.leave()
+
+    def leave(self) -> None:
+        """Emit the egress buffered by the inner scope, its loop counter dropped, consolidated (pair
+        records that came as two id columns go on so)."""
+        parts, self.buffers[0] = self.buffers[0], []
+        for width in (1, 2):
+            batches = [u for u in parts if len(u.data) == width]
+            if batches:
+                egress = concat(batches, width, self.inner.depth)
+                out = consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1])))
+                if width == 2:
+                    self.emit_pairs(out)
+                else:
+                    self.emit(out)
 
     def _next_round(self, outer: np.ndarray) -> int | None:
         """The least iteration of the work the inner nodes hold at outer times complete for the
@@ -93,27 +106,46 @@ class Loop(Node):
 
 
 class Feedback(Node):
-    """The loop's back edge: complete updates at iteration ``i`` re-enter the variable at ``i + 1``."""
+    """The loop's back edge: complete updates at iteration ``i`` re-enter the variable at ``i + 1``.
+    Pair records may come as two id columns (``pair_columns``): they go on as they came."""
+
+    pair_columns = True
 
     def step(self, frontier: Antichain) -> None:
         parts = self.buffers[0]
         if not parts:
             return
-        u = concat(parts, 1, self.scope.depth) if parts[1:] else parts[0]
+        width = len(parts[0].data)
+        for u in parts:
+            if len(u.data) != width:  # record ids and pair columns: each kind on its own
+                self.buffers[0] = [*self._feed([u for u in parts if len(u.data) == 1], frontier),
+                                   *self._feed([u for u in parts if len(u.data) == 2], frontier)]
+                return
+        self.buffers[0] = self._feed(parts, frontier)
+
+    def _feed(self, parts: list[Updates], frontier: Antichain) -> list[Updates]:
+        """Emit the complete updates of ``parts`` (batches of one width) at the next iteration;
+        returns what stays buffered."""
+        width = len(parts[0].data)
+        u = concat(parts, width, self.scope.depth) if parts[1:] else parts[0]
         late, count = frontier.split(u.times)
         if count == 0:
-            self.buffers[0] = []
+            kept = []
         elif count == late.shape[0]:  # nothing complete: the buffer stays (as one batch)
-            self.buffers[0] = [u]
-            return
+            return [u]
         else:
-            self.buffers[0] = [u.take(late)]
+            kept = [u.take(late)]
             u = u.take(~late)
         u = consolidate(u)
         if u.diffs.shape[0]:
             step = self._step
             if step is None:  # (0, ..., 0, 1): the next iteration, added to each time (a ufunc, no call)
                 step = self._step = np.eye(1, u.times.shape[1], u.times.shape[1] - 1, dtype=np.int64)
-            self.emit(Updates(u.data, u.times + step, u.diffs))
+            out = Updates(u.data, u.times + step, u.diffs)
+            if width == 2:
+                self.emit_pairs(out)
+            else:
+                self.emit(out)
+        return kept
 
     _step: np.ndarray | None = None

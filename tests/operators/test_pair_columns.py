@@ -155,3 +155,32 @@ def test_a_map_of_constants_and_items_over_pair_columns():
     df.run()
     assert out.at(5) == {(u % 3, ("page", u)): 1 for u in range(6)}
     assert const.at(5) == {"x": 6}
+
+
+@pytest.mark.parametrize("executor", ["nodes", "plan"])
+def test_connected_components_of_edges_given_as_columns_intern_no_pair(executor):
+    """Edges given as two columns: every pair of connected components (the edges, their swaps, the
+    seeds, the offers of a join, the labels of a min fed back, arranged by node and leaving the loop)
+    travels as two id columns, so the interner holds the nodes' ints (and the empty record of the
+    arrangements by self) only; given one by one as tuples, the same labels."""
+    from ddflow.operators.library import connected_components
+
+    edges = np.random.default_rng(1).integers(0, 60, size=(100, 2))
+    labels, held = [], []
+    for columns in (True, False):
+        df = Dataflow(config=EngineConfig(executor=executor))
+        e = df.new_input("edges")
+        out = connected_components(e.collection).capture()
+        if columns:
+            e.update_many(edges, np.arange(100), np.ones(100, dtype=np.int64))
+        else:
+            for i, (a, b) in enumerate(edges.tolist()):
+                e.insert((a, b), i)
+        e.advance_to(100)
+        df.run()
+        labels.append({t: out.at(t) for t in (0, 50, 99)})
+        held.append(len(df.interner))
+    assert labels[0] == labels[1]
+    assert all(node >= label for node, label in labels[0][99])
+    nodes = len(set(edges.ravel().tolist()))
+    assert held[0] <= nodes + 1 < held[1]
