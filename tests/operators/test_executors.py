@@ -54,6 +54,21 @@ def triple(xs, edges):
     return [xs.iterate(outer).count(), reach(xs).count()]
 
 
+def rising(xs):
+    """Depth 2 around an inner loop that each outer round feeds anew: values rise to the bound
+    through the outer loop (a ``max``) while an inner loop spreads them over the keys (a ``min``).
+    The outer loop's feedback reaches the inner loop's ingress after the inner loop's pass of the
+    same round; the next round must still see that work (the plan executor once ended the outer
+    loop's rounds there, and its closing pass then took those times as complete)."""
+    d = xs.distinct()
+
+    def outer(y):
+        inner = y.iterate(lambda z: z.map(lambda r: ((r[0] + 1) % 4, r[1])).concat(y).min())
+        return inner.map(lambda r: (r[0], min(r[1] + 1, BOUND))).concat(d).max()
+
+    return [d.iterate(outer), d.iterate(outer).count()]
+
+
 def stream(rng: random.Random, *, negative: bool, size: int, keys: int):
     """``(record, time, diff)`` updates at distinct times (some retracted later), with epoch cuts."""
     updates, present = [], []
@@ -98,7 +113,8 @@ def run(build, inputs, cuts, *, executor: str, workers: int):
 
 CASES = [("depth1", shifted, dict(negative=True, size=40, keys=0)),
          ("depth2", nested, dict(negative=True, size=25, keys=0)),
-         ("depth3", triple, dict(negative=False, size=20, keys=8))]
+         ("depth3", triple, dict(negative=False, size=20, keys=8)),
+         ("nested_feedback", rising, dict(negative=True, size=20, keys=0))]
 
 
 @pytest.mark.parametrize("name,build,shape", CASES, ids=[c[0] for c in CASES])
