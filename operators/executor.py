@@ -5,7 +5,7 @@ Two executors compute the same thing, and :class:`~ddflow.operators.tuning.Engin
 
 * ``"nodes"``, the reference: :meth:`Scope.step <ddflow.operators.graph.Scope.step>` walks each
   scope's node objects, and each loop node runs its own rounds (:mod:`ddflow.operators.nodes.iterate`).
-* ``"plan"``: :class:`PlanExecutor` steps through the dataflow's :class:`~ddflow.operators.plan.Plan`
+* ``"plan"``, the default: :class:`PlanExecutor` steps through the dataflow's :class:`~ddflow.operators.plan.Plan`
   (lowered at the first run). It runs the scopes from the plan's tables, runs every loop's rounds
   itself, and inside a loop's rounds skips the nodes that only observe the frontier and hold no
   work (an arrangement advancing its upper, a join or reduction moving its compaction), and lets a

@@ -33,9 +33,10 @@ class EngineConfig:
     * ``sweep_growth``, ``sweep_min_ids``: at the end of ``run()``, ids no state holds any more are
       given back once the ids in use number ``sweep_growth`` times those alive after the last sweep,
       and at least ``sweep_min_ids`` (1 and 1: after every run).
-    * ``executor``: what runs an epoch, ``"nodes"`` (the reference: each scope walks its node
-      objects) or ``"plan"`` (the graph lowered to a plan at the first run; see
-      :mod:`ddflow.operators.executor`). Both compute the same outputs.
+    * ``executor``: what runs an epoch, ``"plan"`` (the default: the graph lowered to a plan at the
+      first run; see :mod:`ddflow.operators.executor`) or ``"nodes"`` (the reference the plan
+      executor is tested against: each scope walks its node objects). Both compute the same
+      outputs.
     """
 
     merge_fuel_per_update: int = 4
@@ -47,7 +48,7 @@ class EngineConfig:
     user_chunk: int = 1 << 18
     sweep_growth: int = 2
     sweep_min_ids: int = 1 << 16
-    executor: str = "nodes"
+    executor: str = "plan"
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:

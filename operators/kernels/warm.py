@@ -31,10 +31,33 @@ def workload() -> None:
     """A small dataflow touching every operator, run over a few epochs with retractions."""
     from ..tuning import EngineConfig
     from ..dataflow import Dataflow
+
+    for executor in ("plan", "nodes"):  # (the reference executor's steps call some kernels the plan's do not)
+        _every_operator(Dataflow, EngineConfig(sweep_growth=1, sweep_min_ids=1, reduce_history_keys=1,
+                                               executor=executor))
+    # with the default tuning a round of a few keys keeps no history: a distinct reads its traces in
+    # the round's kernel
+    plain = Dataflow()
+    items = plain.new_input("items")
+    distinct = items.collection.distinct().capture()
+    for t in range(1, 4):
+        items.insert(t % 2, t)
+        items.advance_to(t + 1)
+        plain.run()
+    assert distinct.at(3) == {0: 1, 1: 1}
+    traces()
+    from ..values.interner import Interner
+
+    interner = Interner()  # the owners of keys an exchange between workers routes
+    interner.owners(interner.ids([1, (2, 3), "a"]), 2)
+
+
+def _every_operator(Dataflow, config) -> None:
+    """Every operator over a few epochs with retractions, in a dataflow of ``config`` (ids reclaimed
+    after every run; reductions keep histories from rounds of one key on: their kernels)."""
     from ..library import StableHashModulo, connected_components, intern, reachability
 
-    # ids reclaimed after every run; reductions keep histories from rounds of one key on (their kernels)
-    df = Dataflow(config=EngineConfig(sweep_growth=1, sweep_min_ids=1, reduce_history_keys=1))
+    df = Dataflow(config=config)
     edges, roots, pairs = df.new_input("edges"), df.new_input("roots"), df.new_input("pairs")
     probes = [
         reachability(roots.collection, edges.collection).capture(),
@@ -64,21 +87,6 @@ def workload() -> None:
             session.advance_to(t + 1)
         df.run()
     assert all(p.at(39) is not None for p in probes)
-    # with the default tuning a round of a few keys keeps no history: a distinct reads its traces in
-    # the round's kernel
-    plain = Dataflow()
-    items = plain.new_input("items")
-    distinct = items.collection.distinct().capture()
-    for t in range(1, 4):
-        items.insert(t % 2, t)
-        items.advance_to(t + 1)
-        plain.run()
-    assert distinct.at(3) == {0: 1, 1: 1}
-    traces()
-    from ..values.interner import Interner
-
-    interner = Interner()  # the owners of keys an exchange between workers routes
-    interner.owners(interner.ids([1, (2, 3), "a"]), 2)
 
 
 def traces() -> None:

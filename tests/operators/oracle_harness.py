@@ -35,6 +35,7 @@ from support import executors
 from support.workers import count_for, transport
 
 from ddflow.operators.testing import Epoch, ReplaySource, accumulate_at
+from ddflow.operators.tuning import EngineConfig
 
 EXECUTOR: str | None = None  # the executor (set by the suites' ``executor`` fixture; None: mixed)
 WORKERS: int | None = 1  # workers check_pipeline runs with (set by the suites' ``workers`` fixture; None: mixed)
@@ -152,7 +153,7 @@ def check_pipeline(
     key = sum(len(s.updates) for s in sources_) + len(sources_)
     if workers is None:
         workers = count_for(WORKERS, key)
-    if config is None or config.executor == "nodes":  # an executor the caller did not pick
+    if config is None or config.executor == EngineConfig().executor:  # an executor the caller did not pick
         config = executors.config(config, executors.name_for(EXECUTOR, key))
     if key % 2 and config.reduce_history_keys == 256:  # every other example: reductions keep the
         config = dataclasses.replace(config, reduce_history_keys=1)  # histories of rounds of any size
