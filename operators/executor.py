@@ -182,7 +182,6 @@ class PlanExecutor:
         loop.finished = frontier
         loop.leave()
 
-
     def _nested_work(self, s: int) -> bool:
         """Put every loop node of scope ``s`` whose inner scope (or a loop nested in it) holds work
         back among ``s``'s holding nodes, and say whether one does. A loop's pass may leave it out
