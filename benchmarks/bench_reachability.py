@@ -19,7 +19,7 @@ baseline's BFS; a mismatch fails the benchmark.
         [--epochs 10,100,1000,10000 --changes 1000 --latency-e 100 --milestones 1000,10000]
 
 The roadmap's full latency figure is ``--milestones 1000,10000,100000,1000000`` (hours at E=100 with
-the current engine). The latency CDF is saved as a PNG (``--plot``).
+the current engine). With ``--plot PATH`` the latency CDF is saved as a PNG there.
 
 Sustained latency (the roadmap's benchmark 1 at one change per epoch): ``--sustained`` runs only that,
 E=1 for 10,000 changes (about a minute), and compares the latencies of the first ``--window`` changes
@@ -43,8 +43,6 @@ import numpy as np
 from ddflow.operators import Dataflow
 from ddflow.operators.library import reachability
 from ddflow.operators.testing import window_edges
-
-HERE = Path(__file__).resolve().parent
 
 
 # -- workload and baseline ------------------------------------------------------------------------
@@ -309,7 +307,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--sustained", type=int, nargs="?", const=10_000, default=0, metavar="CHANGES",
                         help="only the sustained-latency run: E=1 for CHANGES changes (10,000 when no number), "
                              "the first --window changes against the last")
-    parser.add_argument("--plot", type=Path, default=HERE.parent / "docs" / "img" / "reachability_latency_cdf.png")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="save the latency CDF as a PNG here (the docs' figure: docs/img/reachability_latency_cdf.png)")
     return parser
 
 
@@ -383,9 +382,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"after {hi:,} vs after {lo:,}: wall p50 x{b['p50'] / a['p50']:.2f}, "
                   f"p99 x{b['p99'] / a['p99']:.2f}; CPU p50 x{cb['p50'] / ca['p50']:.2f}, "
                   f"p99 x{cb['p99'] / ca['p99']:.2f}")
-        plot_cdf(windows, cpu_windows,
-                 f"reachability {n:,} nodes / {m:,} edges / {r} roots, E={lat.epoch}", args.plot)
-        print(f"latency CDF saved to {args.plot}")
+        if args.plot is not None:
+            plot_cdf(windows, cpu_windows,
+                     f"reachability {n:,} nodes / {m:,} edges / {r} roots, E={lat.epoch}", args.plot)
+            print(f"latency CDF saved to {args.plot}")
     print(f"peak RSS {peak_rss_mb():,.0f} MB")
     return 0
 
