@@ -77,10 +77,6 @@ class PlanExecutor:
                                 _buffered_ports(plan.nodes[i]))
                                for i in range(first, first + count)])
         self._inner = {i: int(plan.loop[i]) for i in range(len(plan.nodes)) if kinds[i] == _LOOP}
-        # per scope: its loop nodes with their inner scopes (nested loops, see _nested_work)
-        self._loops = [[(plan.nodes[i], self._inner[i]) for i in range(int(plan.scope_first[s]),
-                        int(plan.scope_first[s]) + int(plan.scope_count[s])) if kinds[i] == _LOOP]
-                       for s in range(len(plan.scopes))]
         self._pending = {node: _pending_where(node) for node in plan.nodes}
         for i, node in enumerate(plan.nodes):
             if kinds[i] == _ARRANGE:  # small steps seal in one kernel call
@@ -151,10 +147,7 @@ class PlanExecutor:
         outer = frontier.array(depth)
         base = [(*f, 0) for f in frontier.elements]
         round_frontier = _round_frontiers(base, loop.finished._elements)
-        nested = self._loops[s]
         while True:
-            if nested:
-                self._nested_work(s)
             r = _next_round(inner.holding, outer, self._pending)
             if worker is not None:
                 r = worker.least_round(r)
@@ -181,20 +174,6 @@ class PlanExecutor:
             context.in_round = outside
         loop.finished = frontier
         loop.leave()
-
-    def _nested_work(self, s: int) -> bool:
-        """Put every loop node of scope ``s`` whose inner scope (or a loop nested in it) holds work
-        back among ``s``'s holding nodes, and say whether one does. A loop's pass may leave it out
-        of its scope's holding set (its inner scope held nothing then), and its ingress receives
-        updates from its enclosing scope later in the same pass (the enclosing loop's feedback, say):
-        the round after must still see them."""
-        holding = self.plan.scopes[s].holding
-        found = False
-        for loop, inner in self._loops[s]:
-            if self._nested_work(inner) or loop.inner.holding or loop.buffers[0]:
-                holding.add(loop)
-                found = True
-        return found
 
 
 def _pending_where(node: Node) -> int:

@@ -170,9 +170,28 @@ class Node:
         if updates.diffs.shape[0]:
             for node, port in self.consumers:
                 node.buffers[port].append(updates)
-                holding = node.scope.holding
-                if node not in holding:  # (often it is: a membership test is no call)
-                    holding.add(node)
+                scope = node.scope
+                if node not in scope.holding:  # (often it is: a membership test is no call)
+                    scope.holding.add(node)  # _now_holding without its call
+                    if scope.parent is self.scope:
+                        self.scope.holding.add(scope.loop)
+
+    def _now_holding(self, node: Node) -> None:
+        """``node``, just given updates, holds work; when it is a loop's ingress (its scope is inside
+        this node's), so does the loop in this node's scope: its next round must see them, even if the
+        loop's pass ran before they came and found its inner scope idle."""
+        scope = node.scope
+        scope.holding.add(node)
+        if scope.parent is self.scope:
+            self.scope.holding.add(scope.loop)
+
+    def emit_records(self, out: Updates) -> None:
+        """Push a batch of records: pair columns (two data columns) by :meth:`emit_pairs`, record
+        ids by :meth:`emit`."""
+        if len(out.data) == 2:
+            self.emit_pairs(out)
+        else:
+            self.emit(out)
 
     def emit_pairs(self, out: Updates, *, spare: bool = False) -> None:
         """Push ``out``, whose records are the pairs of its two id columns, to every consumer: as the
@@ -195,9 +214,8 @@ class Node:
                     paired = Updates((codes,), out.times, out.diffs)
                 batch = paired
             node.buffers[port].append(batch)
-            holding = node.scope.holding
-            if node not in holding:
-                holding.add(node)
+            if node not in node.scope.holding:
+                self._now_holding(node)
 
     def take_all(self, port: int = 0, width: int = 1) -> Updates:
         """Remove and return every update buffered on ``port``."""

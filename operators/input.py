@@ -143,31 +143,25 @@ class InputNode(Node):
 
     def step(self, frontier: Antichain) -> None:
         self._flush()
-        if len(self.chunks) == 1:  # the columns as they are (each chunk's own: nothing else holds them)
-            (records, times, diffs), = self.chunks
-            self.chunks = []
-            pairs = self._pair_ids(records)
-            if pairs is not None:  # pair records: their columns to who takes them, pair ids to the others
-                self.emit_pairs(Updates(pairs, times.reshape(-1, 1), diffs))
-            else:
-                self.emit(Updates((self._ids(records),), times.reshape(-1, 1), diffs))
-        elif self.chunks:
-            chunks, self.chunks = self.chunks, []
-            times = np.concatenate([c[1] for c in chunks]).reshape(-1, 1)
-            diffs = np.concatenate([c[2] for c in chunks])
-            if all(_paired(c[0]) for c in chunks):
-                pairs = [self._pair_ids(c[0]) for c in chunks]
-                self.emit_pairs(Updates((np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs])),
-                                        times, diffs))
-            else:
-                self.emit(Updates((np.concatenate([self._ids(c[0]) for c in chunks]),), times, diffs))
+        chunks, self.chunks = self.chunks, []
+        if not chunks:
+            return
+        if len(chunks) == 1:  # the columns as they are (each chunk's own: nothing else holds them)
+            (_, times, diffs), = chunks
+        else:
+            times, diffs = np.concatenate([c[1] for c in chunks]), np.concatenate([c[2] for c in chunks])
+        times = times.reshape(-1, 1)
+        if all(_paired(c[0]) for c in chunks):  # pair records: their columns to who takes them, pair ids
+            pairs = [self._pair_ids(c[0]) for c in chunks]  # to the others
+            columns = pairs[0] if len(pairs) == 1 else tuple(np.concatenate(p) for p in zip(*pairs))
+            self.emit_pairs(Updates(columns, times, diffs))
+        else:
+            ids = [self._ids(c[0]) for c in chunks]
+            self.emit(Updates((ids[0] if len(ids) == 1 else np.concatenate(ids),), times, diffs))
 
-    def _pair_ids(self, records: list | np.ndarray | RecordColumns | _Interned
-                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    def _pair_ids(self, records: np.ndarray | RecordColumns) -> tuple[np.ndarray, np.ndarray]:
         """The ids of the two fields of records given as two columns (:func:`_paired`), interned as
-        `_ids` does them (it pairs them); ``None`` for other records."""
-        if not _paired(records):
-            return None
+        `_ids` does them (it pairs them)."""
         interner = self.interner
         if type(records) is RecordColumns:
             return tuple(interner.int_ids(c) if isinstance(c, np.ndarray) else interner.ids(c) for c in records.columns)

@@ -33,8 +33,7 @@ def workload() -> None:
     from ..dataflow import Dataflow
 
     for executor in ("plan", "nodes"):  # (the reference executor's steps call some kernels the plan's do not)
-        _every_operator(Dataflow, EngineConfig(sweep_growth=1, sweep_min_ids=1, reduce_history_keys=1,
-                                               executor=executor))
+        _every_operator(EngineConfig(sweep_growth=1, sweep_min_ids=1, reduce_history_keys=1, executor=executor))
     # with the default tuning a round of a few keys keeps no history: a distinct reads its traces in
     # the round's kernel
     plain = Dataflow()
@@ -52,9 +51,10 @@ def workload() -> None:
     interner.owners(interner.ids([1, (2, 3), "a"]), 2)
 
 
-def _every_operator(Dataflow, config) -> None:
+def _every_operator(config) -> None:
     """Every operator over a few epochs with retractions, in a dataflow of ``config`` (ids reclaimed
     after every run; reductions keep histories from rounds of one key on: their kernels)."""
+    from ..dataflow import Dataflow
     from ..library import StableHashModulo, connected_components, intern, reachability
 
     df = Dataflow(config=config)

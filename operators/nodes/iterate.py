@@ -22,7 +22,7 @@ from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..kernels.frontier import least_ready
 from ..lattice import T_MIN
-from ..traces.batch import Updates, concat, consolidate
+from ..traces.batch import Updates, by_width, concat, consolidate
 
 
 def lift(frontier: Antichain, counter: int) -> list[tuple[int, ...]]:
@@ -71,15 +71,9 @@ class Loop(Node):
         """Emit the egress buffered by the inner scope, its loop counter dropped, consolidated (pair
         records that came as two id columns go on so)."""
         parts, self.buffers[0] = self.buffers[0], []
-        for width in (1, 2):
-            batches = [u for u in parts if len(u.data) == width]
-            if batches:
-                egress = concat(batches, width, self.inner.depth)
-                out = consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1])))
-                if width == 2:
-                    self.emit_pairs(out)
-                else:
-                    self.emit(out)
+        for group in by_width(parts) if parts else ():
+            egress = concat(group)
+            self.emit_records(consolidate(egress.with_times(np.ascontiguousarray(egress.times[:, :-1]))))
 
     def _next_round(self, outer: np.ndarray) -> int | None:
         """The least iteration of the work the inner nodes hold at outer times complete for the
@@ -113,21 +107,14 @@ class Feedback(Node):
 
     def step(self, frontier: Antichain) -> None:
         parts = self.buffers[0]
-        if not parts:
-            return
-        width = len(parts[0].data)
-        for u in parts:
-            if len(u.data) != width:  # record ids and pair columns: each kind on its own
-                self.buffers[0] = [*self._feed([u for u in parts if len(u.data) == 1], frontier),
-                                   *self._feed([u for u in parts if len(u.data) == 2], frontier)]
-                return
-        self.buffers[0] = self._feed(parts, frontier)
+        if parts:  # record ids and pair columns, each kind on its own (one batch: the common case)
+            self.buffers[0] = (self._feed(parts, frontier) if not parts[1:] else
+                               [kept for group in by_width(parts) for kept in self._feed(group, frontier)])
 
     def _feed(self, parts: list[Updates], frontier: Antichain) -> list[Updates]:
         """Emit the complete updates of ``parts`` (batches of one width) at the next iteration;
         returns what stays buffered."""
-        width = len(parts[0].data)
-        u = concat(parts, width, self.scope.depth) if parts[1:] else parts[0]
+        u = concat(parts, len(parts[0].data), self.scope.depth) if parts[1:] else parts[0]
         late, count = frontier.split(u.times)
         if count == 0:
             kept = []
@@ -142,10 +129,7 @@ class Feedback(Node):
             if step is None:  # (0, ..., 0, 1): the next iteration, added to each time (a ufunc, no call)
                 step = self._step = np.eye(1, u.times.shape[1], u.times.shape[1] - 1, dtype=np.int64)
             out = Updates(u.data, u.times + step, u.diffs)
-            if width == 2:
-                self.emit_pairs(out)
-            else:
-                self.emit(out)
+            self.emit(out) if len(out.data) == 1 else self.emit_pairs(out)  # (emit_records without its call)
         return kept
 
     _step: np.ndarray | None = None

@@ -14,7 +14,7 @@ import numpy as np
 from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..lattice import to_scalar
-from ..traces.batch import Updates, concat, consolidate
+from ..traces.batch import Updates, by_width, concat, consolidate
 from ..errors import DataflowError, UserFunctionError
 from ..values.memo import Memo
 from ..graph import locate_failure
@@ -36,16 +36,9 @@ class Linear(Node):
         else:
             parts = [u for buf in buffers for u in buf]
             self.buffers = [[] for _ in buffers]
-        if not parts:
-            return
-        if self.pair_columns:
-            pairs = [u for u in parts if len(u.data) == 2]
-            if pairs:
-                self.emit_pairs(self.apply(pairs[0] if len(pairs) == 1 else concat(pairs)))
-                if len(pairs) == len(parts):
-                    return
-                parts = [u for u in parts if len(u.data) == 1]
-        self.emit(self.apply(parts[0] if len(parts) == 1 else concat(parts)))
+        if parts:
+            for group in by_width(parts):  # (pair columns only where ``pair_columns`` let them in)
+                self.emit_records(self.apply(group[0] if len(group) == 1 else concat(group)))
 
     def apply(self, u: Updates) -> Updates:
         return u
@@ -126,18 +119,12 @@ class Map(Memoized):
         """Every buffered batch: those of record ids through :meth:`apply`, those of pair columns
         built from their columns (handed on as pair columns when the function builds pairs)."""
         parts, self.buffers[0] = self.buffers[0], []
-        ids = []
-        for u in parts:
+        for group in by_width(parts) if parts else ():
+            u = group[0] if len(group) == 1 else concat(group)
             if len(u.data) == 1:
-                ids.append(u)
-                continue
-            out = self.columns.pairs(*u.data)
-            if len(out) == 2:
-                self.emit_pairs(Updates(out, u.times, u.diffs))
+                self.emit(self.apply(u))
             else:
-                self.emit(Updates(out, u.times, u.diffs))
-        if ids:
-            self.emit(self.apply(ids[0] if len(ids) == 1 else concat(ids)))
+                self.emit_records(Updates(self.columns.pairs(*u.data), u.times, u.diffs))
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
         if self.columns.shape is None:

@@ -99,10 +99,9 @@ class PairBuilder:
         self._args = (parts[0][1], parts[1][1]) if parts and parts[0][0] == parts[1][0] == "arg" else None
 
     def __call__(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        args = self._args
-        if args is not None:
-            columns = (keys, a, b)
-            return self.interner.pair(columns[args[0]], columns[args[1]])
+        columns = self.pairs(keys, a, b)
+        if columns is not None:
+            return self.interner.pair(*columns)
         return build(self.interner, self.shape, (keys, a, b))
 
     def pairs(self, keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

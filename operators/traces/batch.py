@@ -103,6 +103,18 @@ def concat(parts: Sequence[Updates], width: int | None = None, depth: int | None
                    np.concatenate(list(map(_DIFFS, parts))))
 
 
+def by_width(parts: list[Updates]) -> list[list[Updates]]:
+    """``parts`` grouped by their number of data columns (record ids: 1; a pair's two id columns, or
+    a key's and a val's: 2), in that order, each group non-empty: ``[parts]`` itself when all have
+    one width."""
+    width = len(parts[0].data)
+    for u in parts:
+        if len(u.data) != width:
+            groups = [[u for u in parts if len(u.data) == w] for w in (1, 2)]
+            return [g for g in groups if g]
+    return [parts]
+
+
 def consolidate(u: Updates, runs: bool = False) -> Updates:
     """Sort by (data, time), sum diffs of equal (data, time), drop zero diffs, in one kernel call
     (:func:`ddflow.operators.kernels.consolidate.consolidate`); ``u`` itself when it is consolidated
