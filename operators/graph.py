@@ -117,11 +117,14 @@ class Node:
       when they hold work.
     * ``pair_columns``: a node that accepts a batch whose records are pairs as two id columns (the
       pairs' components) besides batches of record ids sets it; a producer whose records are pairs
-      built from id columns may then hand them over without interning the pairs.
+      built from id columns may then hand them over without interning the pairs. ``pair_items``:
+      the items of such pairs the node reads (a map reading only ``r[1]`` reads item 1): an input
+      whose every consumer takes pair columns interns only the items some consumer reads.
     """
 
     observes_frontier = False
     pair_columns = False
+    pair_items = frozenset((0, 1))
     seen: Antichain | None = None  # the frontier of the node's last step
     _label: str | None = None  # given by `Collection.name`, or the kind and the user function
     given_name: str | None = None  # the name a user gave it (`Collection.name`, `Arranged.name`)

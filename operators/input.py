@@ -152,20 +152,34 @@ class InputNode(Node):
             times, diffs = np.concatenate([c[1] for c in chunks]), np.concatenate([c[2] for c in chunks])
         times = times.reshape(-1, 1)
         if all(_paired(c[0]) for c in chunks):  # pair records: their columns to who takes them, pair ids
-            pairs = [self._pair_ids(c[0]) for c in chunks]  # to the others
+            read = self._items_read()  # to the others
+            pairs = [self._pair_ids(c[0], read) for c in chunks]
             columns = pairs[0] if len(pairs) == 1 else tuple(np.concatenate(p) for p in zip(*pairs))
             self.emit_pairs(Updates(columns, times, diffs))
         else:
             ids = [self._ids(c[0]) for c in chunks]
             self.emit(Updates((ids[0] if len(ids) == 1 else np.concatenate(ids),), times, diffs))
 
-    def _pair_ids(self, records: np.ndarray | RecordColumns) -> tuple[np.ndarray, np.ndarray]:
+    def _items_read(self) -> tuple[int, ...]:
+        """The fields of pair records some consumer reads: both, unless every consumer takes pair
+        columns and reads only one of them (``Node.pair_items``)."""
+        read: frozenset[int] = frozenset()
+        for node, _port in self.consumers:
+            if not node.pair_columns:
+                return (0, 1)
+            read |= node.pair_items
+        return tuple(sorted(read)) or (1,)  # (none read: one column still gives the batch its length)
+
+    def _pair_ids(self, records: np.ndarray | RecordColumns, read: tuple[int, ...] = (0, 1)
+                  ) -> tuple[np.ndarray, np.ndarray]:
         """The ids of the two fields of records given as two columns (:func:`_paired`), interned as
-        `_ids` does them (it pairs them)."""
+        `_ids` does them (it pairs them). A field not in ``read`` is not interned: no consumer reads
+        it, and the other field's ids stand in its column."""
         interner = self.interner
-        if type(records) is RecordColumns:
-            return tuple(interner.int_ids(c) if isinstance(c, np.ndarray) else interner.ids(c) for c in records.columns)
-        return interner.int_ids(records[:, 0]), interner.int_ids(records[:, 1])
+        columns = records.columns if type(records) is RecordColumns else (records[:, 0], records[:, 1])
+        ids = [interner.int_ids(c) if isinstance(c, np.ndarray) else interner.ids(c) for c in
+               (columns[i] for i in read)]
+        return (ids[0], ids[-1])
 
     def _ids(self, records: list | np.ndarray | RecordColumns | _Interned) -> np.ndarray:
         if type(records) is _Interned:

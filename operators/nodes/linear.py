@@ -114,6 +114,8 @@ class Map(Memoized):
         super().__init__(scope, f, "map")
         self.columns = MapBuilder(self.interner, f)  # builds from id columns when f only rearranges
         self.pair_columns = self.columns.from_pairs  # pair records as two columns: built, no Python
+        if self.pair_columns:
+            self.pair_items = self.columns.items_read
 
     def step(self, frontier: Antichain) -> None:
         """Every buffered batch: those of record ids through :meth:`apply`, those of pair columns

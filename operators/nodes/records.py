@@ -179,6 +179,15 @@ def uses_items(shape: Shape) -> bool:
     return shape[0] == "tuple" and (uses_items(shape[1][0]) or uses_items(shape[1][1]))
 
 
+def items_read(shape: Shape) -> frozenset[int]:
+    """The items (0, 1) of its argument that ``shape`` reads."""
+    if shape[0] == "item":
+        return frozenset((shape[2],))
+    if shape[0] == "tuple":
+        return items_read(shape[1][0]) | items_read(shape[1][1])
+    return frozenset()
+
+
 def uses_record(shape: Shape) -> bool:
     """True when ``shape`` reads its argument whole (not only its items)."""
     if shape[0] == "arg":
@@ -191,17 +200,19 @@ class MapBuilder:
     columns: every record when the shape reads no item, else the records that are plain 2-tuples;
     ``None`` for a function of another shape. ``from_pairs`` is true when the shape reads only items
     and constants: then it builds from the two columns of pair records (:meth:`pairs`), whose
-    records are plain 2-tuples, with no pair id."""
+    records are plain 2-tuples, with no pair id; ``items_read`` says which of their items it reads."""
 
     def __init__(self, interner: Interner, f: Callable) -> None:
         self.interner = interner
         self.shape = shape_of(f, 1, items=True)
         self.items = self.shape is not None and uses_items(self.shape)
         self.from_pairs = self.shape is not None and not uses_record(self.shape)
+        self.items_read = items_read(self.shape) if self.from_pairs else frozenset((0, 1))
 
     def pairs(self, firsts: np.ndarray, seconds: np.ndarray) -> tuple[np.ndarray, ...]:
         """The outputs of the records ``(firsts[i], seconds[i])`` (``from_pairs`` true): their two
-        columns when the shape builds a pair, else their ids (one column)."""
+        columns when the shape builds a pair, else their ids (one column). The column of an item the
+        shape does not read (not in ``items_read``) may hold any ids of the same length."""
         shape, interner, items = self.shape, self.interner, (firsts, seconds)
         if shape[0] == "tuple":
             return tuple(build(interner, part, (firsts,), items) for part in shape[1])
