@@ -206,16 +206,6 @@ def _inside(times, j, inner):
     return True
 
 
-@helper
-def _grow(a, n):
-    if n < a.shape[0]:
-        return a
-    b = np.empty(max(16, 2 * a.shape[0]), np.int64)
-    for i in range(a.shape[0]):
-        b[i] = a[i]
-    return b
-
-
 @kernel
 def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out_t, inner, mode, k):
     """Desired outputs at every point of one round.
@@ -357,9 +347,19 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
     # the sweep: each key's rows applied in time order, the logic read at each of its points
     cnt = np.zeros(n_slots, np.int64)  # per slot its count modulo 2**64, and how often it wrapped:
     wraps = np.zeros(n_slots, np.int64)  # sums are exact, only counts at points must fit int64
-    dp = np.empty(max(16, n_pts), np.int64)
-    dv = np.empty(max(16, n_pts), np.int64)
-    dc = np.empty(max(16, n_pts), np.int64)
+    # the triples' room, allocated once: at most one per point, a slot per point for GROUPS, k for
+    # TOP (arrays grown inside the sweep would make every row of it pay reference counting)
+    room = 0
+    for key in range(nk):
+        per = 1
+        if mode == GROUPS:
+            per = s_off[key + 1] - s_off[key]
+        elif mode == TOP:
+            per = min(k, s_off[key + 1] - s_off[key])
+        room += per * (p_off[key + 1] - p_off[key])
+    dp = np.empty(room, np.int64)
+    dv = np.empty(room, np.int64)
+    dc = np.empty(room, np.int64)
     nd = 0
     for key in range(nk):
         lo, hi = s_off[key], s_off[key + 1]
@@ -404,7 +404,6 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
             if mode == GROUPS:
                 for s in range(lo, hi):
                     if cnt[s] != 0:
-                        dp, dv, dc = _grow(dp, nd), _grow(dv, nd), _grow(dc, nd)
                         dp[nd], dv[nd], dc[nd] = p, slot_val[s], cnt[s]
                         nd += 1
             elif mode == TOP:
@@ -413,18 +412,15 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
                 while s >= lo and left > 0:
                     if cnt[s] > 0:
                         take = min(cnt[s], left)
-                        dp, dv, dc = _grow(dp, nd), _grow(dv, nd), _grow(dc, nd)
                         dp[nd], dv[nd], dc[nd] = p, slot_val[s], take
                         nd += 1
                         left -= take
                     s -= 1
             elif mode == POSITIVE:
                 if total > 0:
-                    dp, dv, dc = _grow(dp, nd), _grow(dv, nd), _grow(dc, nd)
                     dp[nd], dv[nd], dc[nd] = p, k, 1
                     nd += 1
             elif (best < hi) if mode == LEAST else (nonzero > 0):
-                dp, dv, dc = _grow(dp, nd), _grow(dv, nd), _grow(dc, nd)
                 dp[nd], dc[nd] = p, 1
                 dv[nd] = slot_val[best] if mode == LEAST else total if mode == TOTAL else value
                 nd += 1
