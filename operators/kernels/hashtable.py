@@ -168,14 +168,57 @@ def insert_tagged_into(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, qu
 def _insert_tagged(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query: np.ndarray, out: np.ndarray,
                    count: int, free: np.ndarray, nfree: int, next_value: int, limit: int):
     """The body of :func:`insert_tagged`, writing the value of ``query[i]`` into ``out[i]`` (``out`` may
-    be ``query``: each key is read before its value is written, and the keys ahead are not written)."""
-    cap = slots.shape[0]
+    be ``query``: each key is read before its value is written, and the keys ahead are not written).
+
+    The keys are probed by :func:`_insert_run` until the table must grow; the table grows here and
+    the run goes on from the next key (a loop that may replace the arrays it probes would pay for
+    that on every key)."""
     room = min(limit, keys.shape[0])
-    added = 0
     n = query.shape[0]
     homes = np.empty(TAGGED_BLOCK, dtype=np.int64)
     seen = 0
-    for i in range(n):
+    added = 0
+    i = 0
+    while True:
+        i, v, count, nfree, next_value, added, seen = _insert_run(
+            slots, tags, keys, query, out, i, count, free, nfree, next_value, room, added, homes, seen)
+        if v < 0:  # done, or out of values before key i
+            break
+        # key i took value v, and the table is full: grow by half, or at once to the size the rest of
+        # the query needs if it brings new keys at the rate seen so far (one rehash for a large batch
+        # of new keys, not dozens)
+        expected = count + 1 + (n - i - 1) * added // (i + 1)
+        cap = max(slots.shape[0] + slots.shape[0] // 2 + 1, (expected * LOAD_DEN) // LOAD_NUM + 1)
+        grown = np.full(cap, -1, dtype=np.int32)
+        grown_tags = np.zeros(cap, dtype=np.int8)
+        for j in range(slots.shape[0]):
+            if slots[j] >= 0:
+                _place(grown, grown_tags, keys, slots[j])
+        slots, tags = grown, grown_tags
+        _place(slots, tags, keys, v)
+        start = i - i % TAGGED_BLOCK
+        for j in range(i + 1, min(start + TAGGED_BLOCK, n)):  # the block's homes in the new capacity
+            homes[j - start] = home(query[j], cap)
+        count += 1
+        out[i] = v
+        i += 1
+    if seen == 1 << 62 and n > 0:  # looks the first key up again (its value as found): the reads ahead are used
+        out[0] = _lookup(slots, tags, keys, keys[out[0]])
+    return out, slots, tags, count, nfree, next_value, i
+
+
+@helper
+def _insert_run(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query: np.ndarray, out: np.ndarray,
+                lo: int, count: int, free: np.ndarray, nfree: int, next_value: int, room: int, added: int,
+                homes: np.ndarray, seen: int):
+    """Keys ``query[lo:]`` into the table as it is, up to the first new key that would fill it past
+    the load factor: ``(i, v, count, nfree, next_value, added, seen)``. ``v >= 0``: key ``i`` took
+    value ``v`` (``keys[v]`` set, counted in ``added`` but not in ``count``) and is not placed: the
+    caller grows the table. Else ``i`` is the number of keys done (``len(query)``, or the key whose
+    value would have reached ``room``)."""
+    cap = slots.shape[0]
+    n = query.shape[0]
+    for i in range(lo, n):
         if i % TAGGED_BLOCK == 0:
             seen += _read_ahead(slots, tags, keys, query, i, min(i + TAGGED_BLOCK, n), homes)
         k = query[i]
@@ -198,7 +241,7 @@ def _insert_tagged(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query:
         elif next_value < room:
             v = next_value
         else:
-            return out, slots, tags, count, nfree, next_value, i
+            return i, -1, count, nfree, next_value, added, seen
         if nfree > 0:
             nfree -= 1
         else:
@@ -206,28 +249,12 @@ def _insert_tagged(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query:
         keys[v] = k
         added += 1
         if (count + 1) * LOAD_DEN > cap * LOAD_NUM:
-            # grow by half, or at once to the size the rest of the query needs if it brings new keys
-            # at the rate seen so far (one rehash for a large batch of new keys, not dozens)
-            expected = count + 1 + (query.shape[0] - i - 1) * added // (i + 1)
-            cap = max(cap + cap // 2 + 1, (expected * LOAD_DEN) // LOAD_NUM + 1)
-            grown = np.full(cap, -1, dtype=np.int32)
-            grown_tags = np.zeros(cap, dtype=np.int8)
-            for j in range(slots.shape[0]):
-                if slots[j] >= 0:
-                    _place(grown, grown_tags, keys, slots[j])
-            slots, tags = grown, grown_tags
-            _place(slots, tags, keys, v)
-            start = i - i % TAGGED_BLOCK
-            for j in range(i + 1, min(start + TAGGED_BLOCK, n)):  # the block's homes in the new capacity
-                homes[j - start] = home(query[j], cap)
-        else:
-            slots[pos] = v
-            tags[pos] = t
+            return i, v, count, nfree, next_value, added, seen
+        slots[pos] = v
+        tags[pos] = t
         count += 1
         out[i] = v
-    if seen == 1 << 62 and n > 0:  # looks the first key up again (its value as found): the reads ahead are used
-        out[0] = _lookup(slots, tags, keys, keys[out[0]])
-    return out, slots, tags, count, nfree, next_value, query.shape[0]
+    return n, -1, count, nfree, next_value, added, seen
 
 
 @kernel
@@ -314,12 +341,35 @@ def insert(slots: np.ndarray, keys: np.ndarray, query: np.ndarray, count: int, f
     ``done`` because its value would have reached ``limit`` or ``len(keys)`` (grow ``keys``, or raise,
     and call again with the rest). Values ``out[:done]`` are final; the rest are ``-1``."""
     out = np.full(query.shape[0], -1, dtype=np.int64)
-    cap = slots.shape[0]
     room = min(limit, keys.shape[0])
-    added = 0
     n = query.shape[0]
     held = np.empty(BLOCK, dtype=np.int64)
-    for i in range(n):
+    added = 0
+    i = 0
+    while True:  # runs of keys into the table as it is; between them it grows (as in _insert_tagged)
+        i, v, count, nfree, next_value, added = _insert_untagged_run(
+            slots, keys, query, out, i, count, free, nfree, next_value, room, added, held)
+        if v < 0:
+            break
+        expected = count + 1 + (n - i - 1) * added // (i + 1)
+        cap = max(slots.shape[0] + slots.shape[0] // 2 + 1, (expected * LOAD_DEN) // LOAD_NUM + 1)
+        slots = _grown(slots, keys, cap)
+        _place_untagged(slots, keys, v)
+        count += 1
+        out[i] = v
+        i += 1
+    return out, slots, count, nfree, next_value, i
+
+
+@helper
+def _insert_untagged_run(slots: np.ndarray, keys: np.ndarray, query: np.ndarray, out: np.ndarray, lo: int,
+                         count: int, free: np.ndarray, nfree: int, next_value: int, room: int, added: int,
+                         held: np.ndarray):
+    """:func:`_insert_run` for an untagged table (``held``: the values read ahead, which stay valid
+    when the table grows): ``(i, v, count, nfree, next_value, added)``."""
+    cap = slots.shape[0]
+    n = query.shape[0]
+    for i in range(lo, n):
         if i % BLOCK == 0:
             _read_ahead_untagged(slots, keys, query, i, min(i + BLOCK, n), held)
         if held[i % BLOCK] >= 0:  # found in its home bucket (values never leave a table during a call)
@@ -344,7 +394,7 @@ def insert(slots: np.ndarray, keys: np.ndarray, query: np.ndarray, count: int, f
         elif next_value < room:
             v = next_value
         else:
-            return out, slots, count, nfree, next_value, i
+            return i, -1, count, nfree, next_value, added
         if nfree > 0:
             nfree -= 1
         else:
@@ -352,17 +402,11 @@ def insert(slots: np.ndarray, keys: np.ndarray, query: np.ndarray, count: int, f
         keys[v] = k
         added += 1
         if (count + 1) * LOAD_DEN > cap * LOAD_NUM:
-            # grow by half, or at once to the size the rest of the query needs if it brings new keys
-            # at the rate seen so far (one rehash for a large batch of new keys, not dozens)
-            expected = count + 1 + (query.shape[0] - i - 1) * added // (i + 1)
-            cap = max(cap + cap // 2 + 1, (expected * LOAD_DEN) // LOAD_NUM + 1)
-            slots = _grown(slots, keys, cap)
-            _place_untagged(slots, keys, v)
-        else:
-            slots[pos] = v
+            return i, v, count, nfree, next_value, added
+        slots[pos] = v
         count += 1
         out[i] = v
-    return out, slots, count, nfree, next_value, query.shape[0]
+    return n, -1, count, nfree, next_value, added
 
 
 # -- references ------------------------------------------------------------------------------------
