@@ -164,3 +164,17 @@ def test_long_key_runs_match_reference(mode):
         check_round(r, mode, k)
 
     check()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=80, unique=True),
+       st.lists(st.integers(0, 400), min_size=1, max_size=80, unique=True),
+       st.sampled_from(["extremes", "dense"]), st.integers(0, 300), st.randoms(use_true_random=False))
+def test_key_indices_find_every_id_by_table_or_by_search(extreme, dense, which, n, rnd):
+    """Each id's index among the sorted distinct keys, whether found through a table over the keys'
+    range (dense ids, enough rows) or by searching (negative or far-apart keys, few rows)."""
+    from ddflow.operators.kernels.reduce.points import _key_indices
+
+    keys = np.array(sorted(extreme if which == "extremes" else dense), dtype=np.int64)
+    ids = np.array([rnd.choice(keys.tolist()) for _ in range(n)], dtype=np.int64)
+    assert np.array_equal(_key_indices(keys, ids), np.searchsorted(keys, ids))

@@ -51,6 +51,8 @@ from ..sorting import merge_order
 
 GROUPS, TOTAL, LEAST, TOP, SUM, POSITIVE = 0, 1, 2, 3, 4, 5
 OK, DIFF_OVERFLOW, VALUE_OVERFLOW = 0, 1, 2
+DIRECT_MIN = 32  # ids up to this many are searched (no table to fill)
+DIRECT_SPAN = 4  # a table of key positions when the keys' range is at most this many times the rows
 _MAX = np.iinfo(np.int64).max
 _MIN = np.iinfo(np.int64).min
 
@@ -99,8 +101,29 @@ def _find(keys, x):
 
 @helper
 def _key_indices(keys, ids):
-    """Per id its index in the sorted distinct ``keys`` (every id must be one of them): a binary
-    search only where the id differs from the previous one (ids in key runs cost one compare)."""
+    """Per id its index in the sorted distinct ``keys`` (every id must be one of them). Where the
+    keys span a range of ids not much larger than the rows (ids are dense interner indexes), through
+    a table over that range: one read per id, in any order; else :func:`_key_indices_searched`."""
+    nk, n = keys.shape[0], ids.shape[0]
+    if nk == 0 or n <= DIRECT_MIN:
+        return _key_indices_searched(keys, ids)
+    lo = keys[0]
+    if lo < 0 or keys[nk - 1] - lo >= DIRECT_SPAN * (n + nk):  # (lo >= 0: no overflow)
+        return _key_indices_searched(keys, ids)
+    span = keys[nk - 1] - lo + 1
+    where = np.empty(span, np.int64)
+    for i in range(nk):
+        where[keys[i] - lo] = i
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = where[ids[i] - lo]
+    return out
+
+
+@helper
+def _key_indices_searched(keys, ids):
+    """:func:`_key_indices` by a binary search only where the id differs from the previous one (ids
+    in key runs cost one compare; ids in random order a search each)."""
     out = np.empty(ids.shape[0], np.int64)
     last = -1
     for i in range(ids.shape[0]):
