@@ -91,8 +91,13 @@ def _sort_rows(rows, lo, hi, d):
     first = lo + 1
     while first < hi and _compare(rows, first - 1, first, d) <= 0:
         first += 1
-    if first >= hi:  # already sorted: the common case
-        return
+    if first < hi:  # not already sorted (the common case is): sorted in a call of its own, so that
+        _merge_runs(rows, lo, hi, d, first)  # the merge's loop holds no array it allocates
+
+
+@_jit
+def _merge_runs(rows, lo, hi, d, first):
+    """:func:`_sort_rows` for rows ``lo .. hi`` whose first sorted run ends at ``first``."""
     runs = np.empty(hi - lo + 1, np.int64)
     runs[0] = lo
     runs[1] = first
