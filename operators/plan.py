@@ -110,7 +110,7 @@ def _transform(kind: str, node: Node) -> tuple[int, bool]:
     """The node's recognised transform code and whether its step runs user Python."""
     if kind == "map":
         recognised = node.columns.shape is not None
-        return TRANSFORM["columns" if recognised else "none"], not recognised or node.columns.items
+        return TRANSFORM["columns" if recognised else "none"], not recognised or node.columns.items or node.columns.arith
     if kind == "join":
         python = getattr(node.output, "python", True)
         return TRANSFORM["none" if python else "pairs"], python

@@ -125,8 +125,12 @@ class Map(Memoized):
             u = group[0] if len(group) == 1 else concat(group)
             if len(u.data) == 1:
                 self.emit(self.apply(u))
+                continue
+            built = self.columns.pairs(*u.data)
+            if built is None:  # some record's arithmetic needs the Python call: mapped by its id
+                self.emit(self.apply(Updates((self.interner.pair(*u.data),), u.times, u.diffs)))
             else:
-                self.emit_records(Updates(self.columns.pairs(*u.data), u.times, u.diffs))
+                self.emit_records(Updates(built, u.times, u.diffs))
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
         if self.columns.shape is None:

@@ -12,7 +12,12 @@ result. Any other function goes through :class:`PythonBuilder`, memoized: one Py
 ``map`` uses the same shapes with one argument, whose items may also be read (``lambda e: (e[1],
 e[0])``, ``lambda root: (root, root)``): an item of a record that is a plain 2-tuple is its component
 id, so such a map builds its output ids from id columns too; a record that is not a plain 2-tuple
-(another value, a tuple subclass whose ``__getitem__`` could differ) gets the Python call.
+(another value, a tuple subclass whose ``__getitem__`` could differ) gets the Python call. A map's
+shape may also apply ``+``, ``-``, ``*``, ``//`` or ``%`` with an int constant to such a value
+(``lambda v: (v[0], v[1] + 1)``, ``lambda n: n % 100``): computed on int64 columns where the value
+is a plain int and Python's result is an int64 (no overflow, no division by zero); any other record
+(a float, a bool, an int beyond int64, a result beyond it) gets the Python call, so the results are
+Python's.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from ..values.memo import Memo
 from .calls import call_all
 
 Shape = tuple  # ("arg", i) | ("item", i, 0 | 1) | ("const", value) | ("tuple", [Shape, Shape])
+#                | ("arith", op, Shape, Shape): one side an int constant (maps only)
+
+_ARITH = frozenset(("+", "-", "*", "//", "%"))  # BINARY_OP's operators computed from int columns
 
 _IGNORED = frozenset(("RESUME", "NOP", "CACHE", "EXTENDED_ARG"))
 _LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"))
@@ -39,7 +47,9 @@ _LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"))
 def shape_of(f: Callable, arity: int = 3, *, items: bool = False) -> Shape | None:
     """How ``f(*args)`` (``arity`` positional args) is built from its arguments, when its body is one
     expression of argument names, constants and 2-tuples of those (with ``items``, also an argument's
-    item ``a[0]``, ``a[1]``, ``a[-1]`` or ``a[-2]``, meaningful for a 2-tuple); ``None`` otherwise."""
+    item ``a[0]``, ``a[1]``, ``a[-1]`` or ``a[-2]``, meaningful for a 2-tuple, and ``x op c`` or ``c op
+    x`` for an operator of ``_ARITH``, an int constant ``c`` and such an ``x`` that is not a tuple);
+    ``None`` otherwise."""
     if type(f) is not types.FunctionType:
         return None
     code = f.__code__
@@ -71,6 +81,14 @@ def shape_of(f: Callable, arity: int = 3, *, items: bool = False) -> Shape | Non
             item = ("item", stack[-2][1], stack[-1][1] % 2)
             del stack[-2:]
             stack.append(item)
+        elif op == "BINARY_OP" and items:
+            if len(stack) < 2 or ins.argrepr not in _ARITH:
+                return None
+            left, right = stack[-2], stack[-1]
+            if not (_int_constant(left) and _value(right) or _value(left) and _int_constant(right)):
+                return None
+            del stack[-2:]
+            stack.append(("arith", ins.argrepr, left, right))
         elif op == "BUILD_TUPLE":
             if ins.arg != 2 or len(stack) < 2:
                 return None
@@ -84,6 +102,15 @@ def shape_of(f: Callable, arity: int = 3, *, items: bool = False) -> Shape | Non
         else:
             return None
     return None
+
+
+def _int_constant(shape: Shape) -> bool:
+    return shape[0] == "const" and type(shape[1]) is int
+
+
+def _value(shape: Shape) -> bool:
+    """A shape whose value may be an int: an argument, an item, or arithmetic on one."""
+    return shape[0] in ("arg", "item", "arith")
 
 
 class PairBuilder:
@@ -118,9 +145,11 @@ class PairBuilder:
 
 
 def build(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
-          items: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+          items: tuple[np.ndarray, np.ndarray] | None = None, ok: np.ndarray | None = None) -> np.ndarray:
     """Ids of the records ``shape`` builds from the id columns ``args`` (and, for an ``item``
-    shape, the component columns ``items`` of a single pair argument)."""
+    shape, the component columns ``items`` of a single pair argument). With ``arith`` shapes,
+    ``ok`` (bool, one per record) is cleared where a record's arithmetic needs Python: its id there
+    is meaningless (but an id in use)."""
     kind = shape[0]
     if kind == "arg":
         return args[shape[1]]
@@ -128,7 +157,50 @@ def build(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
         return items[shape[2]]
     if kind == "const":  # its id asked each time: never held across steps
         return np.full(len(args[0]), interner.id(shape[1]), dtype=np.int64)
-    return interner.pair(build(interner, shape[1][0], args, items), build(interner, shape[1][1], args, items))
+    if kind == "arith":
+        return _arith(interner, shape, args, items, ok)
+    return interner.pair(build(interner, shape[1][0], args, items, ok), build(interner, shape[1][1], args, items, ok))
+
+
+_I64_MAX = np.iinfo(np.int64).max
+_I64_MIN = np.iinfo(np.int64).min
+
+
+def _arith(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
+           items: tuple[np.ndarray, np.ndarray] | None, ok: np.ndarray) -> np.ndarray:
+    """Ids of ``x op c`` (or ``c op x``) for the ``arith`` shape ``("arith", op, left, right)``, where
+    ``x`` is a plain int and Python's result an int64; elsewhere ``ok`` is cleared (and ``x``'s id
+    stands in)."""
+    _, op, left, right = shape
+    const_left = left[0] == "const"
+    c = left[1] if const_left else right[1]
+    ids = build(interner, right if const_left else left, args, items, ok)
+    is_int, x = interner.plain_ints(ids)
+    with np.errstate(all="ignore"):
+        if op == "+":
+            r = x + c
+            fine = ((x ^ r) & (c ^ r)) >= 0  # the sum kept the sign of an operand: no wrap
+        elif op == "-":
+            r = c - x if const_left else x - c
+            a = c if const_left else x
+            b = x if const_left else c
+            fine = ((a ^ b) & (a ^ r)) >= 0
+        elif op == "*":
+            bound = _I64_MAX // abs(c) if c else _I64_MAX
+            fine = (x <= bound) & (x >= -bound)  # conservative: what it leaves out Python computes
+            r = x * c
+        else:  # "//" and "%": no zero divisor, no -1 (MIN // -1 leaves int64; Python's % is 0 there)
+            num, den = (np.full_like(x, c), x) if const_left else (x, np.full_like(x, c))
+            fine = (den != 0) & (den != -1)
+            den = np.where(fine, den, 1)
+            r = num // den if op == "//" else num % den  # floor division and its remainder, as Python's
+    good = is_int & fine
+    ok &= good
+    if good.all():
+        return interner.int_ids(r)
+    out = ids.copy()
+    out[good] = interner.int_ids(r[good])
+    return out
 
 
 class PythonBuilder:
@@ -172,27 +244,33 @@ class PythonBuilder:
         return self._triples(pack(self._lefts.index(pack(keys, lefts)), rights))
 
 
+def _parts(shape: Shape) -> tuple[Shape, ...]:
+    """The shapes ``shape`` is built of."""
+    if shape[0] == "tuple":
+        return tuple(shape[1])
+    return shape[2:] if shape[0] == "arith" else ()
+
+
 def uses_items(shape: Shape) -> bool:
     """True when ``shape`` reads an item of an argument (so it holds only for 2-tuple arguments)."""
-    if shape[0] == "item":
-        return True
-    return shape[0] == "tuple" and (uses_items(shape[1][0]) or uses_items(shape[1][1]))
+    return shape[0] == "item" or any(uses_items(part) for part in _parts(shape))
+
+
+def uses_arith(shape: Shape) -> bool:
+    """True when ``shape`` computes arithmetic (so some records may need the Python call)."""
+    return shape[0] == "arith" or any(uses_arith(part) for part in _parts(shape))
 
 
 def items_read(shape: Shape) -> frozenset[int]:
     """The items (0, 1) of its argument that ``shape`` reads."""
     if shape[0] == "item":
         return frozenset((shape[2],))
-    if shape[0] == "tuple":
-        return items_read(shape[1][0]) | items_read(shape[1][1])
-    return frozenset()
+    return frozenset().union(*(items_read(part) for part in _parts(shape)))
 
 
 def uses_record(shape: Shape) -> bool:
     """True when ``shape`` reads its argument whole (not only its items)."""
-    if shape[0] == "arg":
-        return True
-    return shape[0] == "tuple" and (uses_record(shape[1][0]) or uses_record(shape[1][1]))
+    return shape[0] == "arg" or any(uses_record(part) for part in _parts(shape))
 
 
 class MapBuilder:
@@ -206,26 +284,37 @@ class MapBuilder:
         self.interner = interner
         self.shape = shape_of(f, 1, items=True)
         self.items = self.shape is not None and uses_items(self.shape)
+        self.arith = self.shape is not None and uses_arith(self.shape)
         self.from_pairs = self.shape is not None and not uses_record(self.shape)
-        self.items_read = items_read(self.shape) if self.from_pairs else frozenset((0, 1))
+        # (a record whose arithmetic needs the Python call is passed whole: both items)
+        self.items_read = items_read(self.shape) if self.from_pairs and not self.arith else frozenset((0, 1))
 
-    def pairs(self, firsts: np.ndarray, seconds: np.ndarray) -> tuple[np.ndarray, ...]:
+    def pairs(self, firsts: np.ndarray, seconds: np.ndarray) -> tuple[np.ndarray, ...] | None:
         """The outputs of the records ``(firsts[i], seconds[i])`` (``from_pairs`` true): their two
-        columns when the shape builds a pair, else their ids (one column). The column of an item the
-        shape does not read (not in ``items_read``) may hold any ids of the same length."""
+        columns when the shape builds a pair, else their ids (one column); ``None`` when some
+        record's arithmetic needs the Python call (the caller then maps the records by their ids).
+        The column of an item the shape does not read (not in ``items_read``) may hold any ids of
+        the same length."""
         shape, interner, items = self.shape, self.interner, (firsts, seconds)
+        ok = np.ones(len(firsts), dtype=bool) if self.arith else None
         if shape[0] == "tuple":
-            return tuple(build(interner, part, (firsts,), items) for part in shape[1])
-        return (build(interner, shape, (firsts,), items),)  # (``firsts`` gives a constant its length)
+            out = tuple(build(interner, part, (firsts,), items, ok) for part in shape[1])
+        else:
+            out = (build(interner, shape, (firsts,), items, ok),)  # (``firsts`` gives a constant its length)
+        return out if ok is None or ok.all() else None
 
     def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """``(out, built)``: ``out[i]`` is the id of ``f(record i)`` where ``built[i]`` (``built`` None:
         everywhere); elsewhere ``out`` is undefined and the caller calls ``f``."""
         if not self.items:
-            return build(self.interner, self.shape, (ids,)), None
+            ok = np.ones(len(ids), dtype=bool) if self.arith else None
+            return build(self.interner, self.shape, (ids,), None, ok), ok
         built, firsts, seconds = self.interner.plain_pairs(ids)
         out = np.empty(len(ids), dtype=np.int64)
-        out[built] = build(self.interner, self.shape, (ids[built],), (firsts, seconds))
+        ok = np.ones(len(firsts), dtype=bool) if self.arith else None
+        out[built] = build(self.interner, self.shape, (ids[built],), (firsts, seconds), ok)
+        if ok is not None:
+            built[built] = ok
         return out, built
 
 

@@ -458,6 +458,12 @@ class Interner:
         firsts, seconds = unpack(space.payload.take(ids[is_pair]))
         return is_pair, firsts, seconds
 
+    def plain_ints(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(is_int, values)``: which of ``ids`` name plain ints (of type ``int``, within int64), and
+        the value of each (meaningless where it is not one)."""
+        space = self._space
+        return space.kinds.take(ids) == INT, space.payload.take(ids)
+
     def reserve(self, n: int, *, ints: int = 0) -> None:
         """Make room for ``n`` new ids at once (see :meth:`IdSpace.reserve`), and buckets in the ints'
         table for ``ints`` more ints (:meth:`IdSpace.reserve_table`: a table grown here is allocated by

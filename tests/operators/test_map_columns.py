@@ -27,6 +27,7 @@ def _swap(pair):
     (lambda e: (e[-1], (e[0], "x")), ("tuple", [("item", 0, 1), ("tuple", [("item", 0, 0), ("const", "x")])])),
     (lambda e: e[0], ("item", 0, 0)),
     (lambda e: e, ("arg", 0)),
+    (lambda e: e[0] + 1, ("arith", "+", ("item", 0, 0), ("const", 1))),  # arithmetic with an int constant
 ])
 def test_shape_of_rearranging_maps(f, shape):
     assert shape_of(f, 1, items=True) == shape
@@ -37,7 +38,8 @@ def test_shape_of_rearranging_maps(f, shape):
     lambda e: e[0][1],  # an item of an item: the first item need not be a pair
     lambda e: (e[0], e[1], e[0]),  # a 3-tuple
     lambda e: e[1:],
-    lambda e: e[0] + 1,
+    lambda e: e[0] + e[1],  # arithmetic of two values
+    lambda e: e[0] + 1.5,  # with a float
     lambda e, k=1: (e[k], e[0]),
 ])
 def test_other_maps_have_no_shape(f):
