@@ -19,7 +19,7 @@ from ..errors import DataflowError, UserFunctionError
 from ..values.memo import Memo
 from ..graph import locate_failure
 from .calls import call_all, failure
-from .records import MapBuilder
+from .records import MapBuilder, PredicateBuilder
 
 
 class Linear(Node):
@@ -179,6 +179,16 @@ class Filter(Memoized):
 
     def __init__(self, scope: Scope, p: Callable) -> None:
         super().__init__(scope, p, "filter")
+        self.predicate = PredicateBuilder(self.interner, p)  # decides from id columns when p compares ints
+
+    def _compute(self, ids: np.ndarray) -> np.ndarray:
+        if self.predicate.shape is None:
+            return super()._compute(ids)
+        kept, built = self.predicate(ids)
+        if not built.all():
+            rest = ~built
+            kept[rest] = super()._compute(ids[rest])
+        return kept
 
     def _chunk(self, ids: np.ndarray) -> np.ndarray:
         kept = call_all("filter", self.f, (self.interner.value_list(ids),), ids, self.scope.context.quarantine, False)

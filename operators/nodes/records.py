@@ -17,7 +17,8 @@ shape may also apply ``+``, ``-``, ``*``, ``//`` or ``%`` with an int constant t
 (``lambda v: (v[0], v[1] + 1)``, ``lambda n: n % 100``): computed on int64 columns where the value
 is a plain int and Python's result is an int64 (no overflow, no division by zero); any other record
 (a float, a bool, an int beyond int64, a result beyond it) gets the Python call, so the results are
-Python's.
+Python's. A ``filter``'s predicate may compare such a value with an int constant (``lambda r: r[1] >
+5``, :class:`PredicateBuilder`), decided the same way.
 """
 
 from __future__ import annotations
@@ -37,19 +38,23 @@ from .calls import call_all
 
 Shape = tuple  # ("arg", i) | ("item", i, 0 | 1) | ("const", value) | ("tuple", [Shape, Shape])
 #                | ("arith", op, Shape, Shape): one side an int constant (maps only)
+#                | ("compare", op, Shape, Shape): one side an int constant (a filter's whole body)
 
 _ARITH = frozenset(("+", "-", "*", "//", "%"))  # BINARY_OP's operators computed from int columns
+_COMPARE = {"<": np.less, "<=": np.less_equal, "==": np.equal, "!=": np.not_equal, ">": np.greater,
+            ">=": np.greater_equal}  # COMPARE_OP's operators of a filter's predicate
 
 _IGNORED = frozenset(("RESUME", "NOP", "CACHE", "EXTENDED_ARG"))
 _LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"))
 
 
-def shape_of(f: Callable, arity: int = 3, *, items: bool = False) -> Shape | None:
+def shape_of(f: Callable, arity: int = 3, *, items: bool = False, compare: bool = False) -> Shape | None:
     """How ``f(*args)`` (``arity`` positional args) is built from its arguments, when its body is one
     expression of argument names, constants and 2-tuples of those (with ``items``, also an argument's
     item ``a[0]``, ``a[1]``, ``a[-1]`` or ``a[-2]``, meaningful for a 2-tuple, and ``x op c`` or ``c op
-    x`` for an operator of ``_ARITH``, an int constant ``c`` and such an ``x`` that is not a tuple);
-    ``None`` otherwise."""
+    x`` for an operator of ``_ARITH``, an int constant ``c`` and such an ``x`` that is not a tuple;
+    with ``compare``, the whole body may also compare such an ``x`` with an int constant: ``("compare",
+    op, left, right)``); ``None`` otherwise."""
     if type(f) is not types.FunctionType:
         return None
     code = f.__code__
@@ -89,6 +94,14 @@ def shape_of(f: Callable, arity: int = 3, *, items: bool = False) -> Shape | Non
                 return None
             del stack[-2:]
             stack.append(("arith", ins.argrepr, left, right))
+        elif op == "COMPARE_OP" and compare:
+            if len(stack) != 2 or ins.argrepr not in _COMPARE:
+                return None
+            left, right = stack
+            if not (_int_constant(left) and _value(right) or _value(left) and _int_constant(right)):
+                return None
+            stack = [("compare", ins.argrepr, left, right)]
+            compare = False  # the body's last operation
         elif op == "BUILD_TUPLE":
             if ins.arg != 2 or len(stack) < 2:
                 return None
@@ -105,7 +118,8 @@ def shape_of(f: Callable, arity: int = 3, *, items: bool = False) -> Shape | Non
 
 
 def _int_constant(shape: Shape) -> bool:
-    return shape[0] == "const" and type(shape[1]) is int
+    """An int constant within int64 (numpy computes with it as one)."""
+    return shape[0] == "const" and type(shape[1]) is int and -(2**63) <= shape[1] < 2**63
 
 
 def _value(shape: Shape) -> bool:
@@ -248,7 +262,7 @@ def _parts(shape: Shape) -> tuple[Shape, ...]:
     """The shapes ``shape`` is built of."""
     if shape[0] == "tuple":
         return tuple(shape[1])
-    return shape[2:] if shape[0] == "arith" else ()
+    return shape[2:] if shape[0] in ("arith", "compare") else ()
 
 
 def uses_items(shape: Shape) -> bool:
@@ -280,9 +294,9 @@ class MapBuilder:
     and constants: then it builds from the two columns of pair records (:meth:`pairs`), whose
     records are plain 2-tuples, with no pair id; ``items_read`` says which of their items it reads."""
 
-    def __init__(self, interner: Interner, f: Callable) -> None:
+    def __init__(self, interner: Interner, f: Callable | None, shape: Shape | None = None) -> None:
         self.interner = interner
-        self.shape = shape_of(f, 1, items=True)
+        self.shape = shape_of(f, 1, items=True) if f is not None else shape
         self.items = self.shape is not None and uses_items(self.shape)
         self.arith = self.shape is not None and uses_arith(self.shape)
         self.from_pairs = self.shape is not None and not uses_record(self.shape)
@@ -316,6 +330,32 @@ class MapBuilder:
         if ok is not None:
             built[built] = ok
         return out, built
+
+
+class PredicateBuilder:
+    """Whether ``p(record)`` holds, for a predicate ``p`` whose body compares a :class:`MapBuilder`
+    shape with an int constant (``lambda r: r[1] > 5``, ``lambda n: n % 2 == 0``): from id columns
+    where that value is a plain int; ``shape`` is ``None`` for any other predicate."""
+
+    def __init__(self, interner: Interner, p: Callable) -> None:
+        shape = shape_of(p, 1, items=True, compare=True)
+        self.shape = shape if shape is not None and shape[0] == "compare" else None
+        if self.shape is not None:
+            _, op, left, right = self.shape
+            self._const_left = left[0] == "const"
+            self._c = left[1] if self._const_left else right[1]
+            self._compare = _COMPARE[op]
+            self._operand = MapBuilder(interner, None, right if self._const_left else left)
+            self.interner = interner
+
+    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(kept, built)``: ``kept[i]`` (int8) whether ``p(record i)`` holds, where ``built[i]``;
+        elsewhere ``kept`` is undefined and the caller calls ``p``."""
+        values, built = self._operand(ids)
+        is_int, x = self.interner.plain_ints(values)
+        built = is_int if built is None else built & is_int
+        kept = self._compare(self._c, x) if self._const_left else self._compare(x, self._c)
+        return kept.astype(np.int8), built
 
 
 def record_builder(interner: Interner, f: Callable) -> PairBuilder | PythonBuilder:
