@@ -15,6 +15,7 @@ from ddflow.operators.errors import UserFunctionError
 from ddflow.operators.nodes import linear
 from ddflow.operators.nodes.records import PredicateBuilder, shape_of
 from ddflow.operators.tuning import EngineConfig
+from support.calls import records_called
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -55,14 +56,7 @@ def test_compared_filters_keep_what_python_keeps(executor, updates):
 
 
 def test_plain_ints_need_no_python_call_and_other_values_do(monkeypatch):
-    calls = [0]
-    original = linear.Filter._chunk
-
-    def counted(self, ids):
-        calls[0] += len(ids)
-        return original(self, ids)
-
-    monkeypatch.setattr(linear.Filter, "_chunk", counted)
+    calls = records_called(monkeypatch, linear.Filter, "_chunk")
     df = Dataflow()
     data = df.new_input("data")
     out = data.collection.filter(lambda n: n % 3 == 1).capture()

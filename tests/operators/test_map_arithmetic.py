@@ -16,6 +16,7 @@ from ddflow.operators.errors import UserFunctionError
 from ddflow.operators.nodes import linear
 from ddflow.operators.nodes.records import shape_of
 from ddflow.operators.tuning import EngineConfig
+from support.calls import records_called
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -98,20 +99,8 @@ def test_a_constant_divided_by_a_field_gives_pythons_results(updates):
             assert caps[name].at(t) == _expected(f, updates, t), name
 
 
-def _python_calls(monkeypatch) -> list[int]:
-    calls = [0]
-    original = linear.Map._call
-
-    def counted(self, ids):
-        calls[0] += len(ids)
-        return original(self, ids)
-
-    monkeypatch.setattr(linear.Map, "_call", counted)
-    return calls
-
-
 def test_plain_ints_need_no_python_call_and_other_values_do(monkeypatch):
-    calls = _python_calls(monkeypatch)
+    calls = records_called(monkeypatch, linear.Map, "_call")
     df = Dataflow()
     data = df.new_input("data")
     out = data.collection.map(lambda r: (r[0], r[1] + 1)).capture()
