@@ -13,12 +13,12 @@ result. Any other function goes through :class:`PythonBuilder`, memoized: one Py
 e[0])``, ``lambda root: (root, root)``): an item of a record that is a plain 2-tuple is its component
 id, so such a map builds its output ids from id columns too; a record that is not a plain 2-tuple
 (another value, a tuple subclass whose ``__getitem__`` could differ) gets the Python call. A map's
-shape may also apply ``+``, ``-``, ``*``, ``//`` or ``%`` with an int constant to such a value
-(``lambda v: (v[0], v[1] + 1)``, ``lambda n: n % 100``): computed on int64 columns where the value
-is a plain int and Python's result is an int64 (no overflow, no division by zero); any other record
-(a float, a bool, an int beyond int64, a result beyond it) gets the Python call, so the results are
-Python's. A ``filter``'s predicate may compare such a value with an int constant (``lambda r: r[1] >
-5``, :class:`PredicateBuilder`), decided the same way.
+shape may also apply ``+``, ``-``, ``*``, ``//`` or ``%`` to such values and int constants
+(``lambda v: (v[0], v[1] + 1)``, ``lambda n: n % 100``, ``lambda r: r[0] * r[1]``): computed on
+int64 columns where the values are plain ints and Python's result is an int64 (no overflow, no
+division by zero); any other record (a float, a bool, an int beyond int64, a result beyond it) gets
+the Python call, so the results are Python's. A ``filter``'s predicate may compare two such operands
+(``lambda r: r[1] > 5``, ``lambda r: r[0] < r[1]``, :class:`PredicateBuilder`), decided the same way.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from ..values.memo import Memo
 from .calls import call_all
 
 Shape = tuple  # ("arg", i) | ("item", i, 0 | 1) | ("const", value) | ("tuple", [Shape, Shape])
-#                | ("arith", op, Shape, Shape): one side an int constant (maps only)
-#                | ("compare", op, Shape, Shape): one side an int constant (a filter's whole body)
+#                | ("arith", op, Shape, Shape): values or int constants (maps only)
+#                | ("compare", op, Shape, Shape): the same compared (a filter's whole body)
 
 _ARITH = frozenset(("+", "-", "*", "//", "%"))  # BINARY_OP's operators computed from int columns
 _COMPARE = {"<": np.less, "<=": np.less_equal, "==": np.equal, "!=": np.not_equal, ">": np.greater,
@@ -51,9 +51,9 @@ _LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"))
 def shape_of(f: Callable, arity: int = 3, *, items: bool = False, compare: bool = False) -> Shape | None:
     """How ``f(*args)`` (``arity`` positional args) is built from its arguments, when its body is one
     expression of argument names, constants and 2-tuples of those (with ``items``, also an argument's
-    item ``a[0]``, ``a[1]``, ``a[-1]`` or ``a[-2]``, meaningful for a 2-tuple, and ``x op c`` or ``c op
-    x`` for an operator of ``_ARITH``, an int constant ``c`` and such an ``x`` that is not a tuple;
-    with ``compare``, the whole body may also compare such an ``x`` with an int constant: ``("compare",
+    item ``a[0]``, ``a[1]``, ``a[-1]`` or ``a[-2]``, meaningful for a 2-tuple, and ``x op y`` for an
+    operator of ``_ARITH`` and operands that are such values (not tuples) or int constants, at least
+    one a value; with ``compare``, the whole body may also compare two such operands: ``("compare",
     op, left, right)``); ``None`` otherwise."""
     if type(f) is not types.FunctionType:
         return None
@@ -90,7 +90,7 @@ def shape_of(f: Callable, arity: int = 3, *, items: bool = False, compare: bool 
             if len(stack) < 2 or ins.argrepr not in _ARITH:
                 return None
             left, right = stack[-2], stack[-1]
-            if not (_int_constant(left) and _value(right) or _value(left) and _int_constant(right)):
+            if not _operands(left, right):
                 return None
             del stack[-2:]
             stack.append(("arith", ins.argrepr, left, right))
@@ -98,7 +98,7 @@ def shape_of(f: Callable, arity: int = 3, *, items: bool = False, compare: bool 
             if len(stack) != 2 or ins.argrepr not in _COMPARE:
                 return None
             left, right = stack
-            if not (_int_constant(left) and _value(right) or _value(left) and _int_constant(right)):
+            if not _operands(left, right):
                 return None
             stack = [("compare", ins.argrepr, left, right)]
             compare = False  # the body's last operation
@@ -125,6 +125,13 @@ def _int_constant(shape: Shape) -> bool:
 def _value(shape: Shape) -> bool:
     """A shape whose value may be an int: an argument, an item, or arithmetic on one."""
     return shape[0] in ("arg", "item", "arith")
+
+
+def _operands(left: Shape, right: Shape) -> bool:
+    """Operands of arithmetic or a comparison computed on int columns: values or int constants, at
+    least one a value."""
+    return (_value(left) or _int_constant(left)) and (_value(right) or _int_constant(right)) and (
+        _value(left) or _value(right))
 
 
 class PairBuilder:
@@ -182,39 +189,50 @@ _I64_MIN = np.iinfo(np.int64).min
 
 def _arith(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
            items: tuple[np.ndarray, np.ndarray] | None, ok: np.ndarray) -> np.ndarray:
-    """Ids of ``x op c`` (or ``c op x``) for the ``arith`` shape ``("arith", op, left, right)``, where
-    ``x`` is a plain int and Python's result an int64; elsewhere ``ok`` is cleared (and ``x``'s id
-    stands in)."""
+    """Ids of ``left op right`` for the ``arith`` shape ``("arith", op, left, right)``, where its values
+    are plain ints and Python's result an int64; elsewhere ``ok`` is cleared (and a value's id stands
+    in)."""
     _, op, left, right = shape
-    const_left = left[0] == "const"
-    c = left[1] if const_left else right[1]
-    ids = build(interner, right if const_left else left, args, items, ok)
-    is_int, x = interner.plain_ints(ids)
-    with np.errstate(all="ignore"):
+    plain, (x, y), ids = _int_operands(interner, (left, right), lambda part: build(interner, part, args, items, ok))
+    with np.errstate(all="ignore"):  # int64 wraps silently: each result's wrap is detected here
         if op == "+":
-            r = x + c
-            fine = ((x ^ r) & (c ^ r)) >= 0  # the sum kept the sign of an operand: no wrap
+            r = x + y
+            fine = ((x ^ r) & (y ^ r)) >= 0  # the sum kept an operand's sign: no wrap
         elif op == "-":
-            r = c - x if const_left else x - c
-            a = c if const_left else x
-            b = x if const_left else c
-            fine = ((a ^ b) & (a ^ r)) >= 0
+            r = x - y
+            fine = ((x ^ y) & (x ^ r)) >= 0
         elif op == "*":
-            bound = _I64_MAX // abs(c) if c else _I64_MAX
-            fine = (x <= bound) & (x >= -bound)  # conservative: what it leaves out Python computes
-            r = x * c
+            r = x * y
+            fine = (x == 0) | ((r // np.where(x == 0, 1, x) == y) & ~((x == -1) & (y == _I64_MIN)))
         else:  # "//" and "%": no zero divisor, no -1 (MIN // -1 leaves int64; Python's % is 0 there)
-            num, den = (np.full_like(x, c), x) if const_left else (x, np.full_like(x, c))
-            fine = (den != 0) & (den != -1)
-            den = np.where(fine, den, 1)
-            r = num // den if op == "//" else num % den  # floor division and its remainder, as Python's
-    good = is_int & fine
+            fine = (y != 0) & (y != -1)
+            den = np.where(fine, y, 1)
+            r = x // den if op == "//" else x % den  # floor division and its remainder, as Python's
+    good = plain & fine
     ok &= good
     if good.all():
         return interner.int_ids(r)
     out = ids.copy()
     out[good] = interner.int_ids(r[good])
     return out
+
+
+def _int_operands(interner: Interner, parts: tuple[Shape, Shape], ids_of: Callable[[Shape], tuple]
+                  ) -> tuple[np.ndarray, tuple, np.ndarray]:
+    """``(plain, (x, y), ids)`` for two operands: an int constant as an int64 scalar, a value as the
+    int64 column of its records' values (``ids_of(part)`` gives their ids); ``plain`` where every
+    value is a plain int; ``ids`` the first value's ids."""
+    plain, values, first = None, [], None
+    for part in parts:
+        if part[0] == "const":
+            values.append(np.int64(part[1]))
+            continue
+        ids = ids_of(part)
+        is_int, x = interner.plain_ints(ids)
+        plain = is_int if plain is None else plain & is_int
+        first = ids if first is None else first
+        values.append(x)
+    return plain, tuple(values), first
 
 
 class PythonBuilder:
@@ -333,29 +351,34 @@ class MapBuilder:
 
 
 class PredicateBuilder:
-    """Whether ``p(record)`` holds, for a predicate ``p`` whose body compares a :class:`MapBuilder`
-    shape with an int constant (``lambda r: r[1] > 5``, ``lambda n: n % 2 == 0``): from id columns
-    where that value is a plain int; ``shape`` is ``None`` for any other predicate."""
+    """Whether ``p(record)`` holds, for a predicate ``p`` whose body compares two :class:`MapBuilder`
+    values or one with an int constant (``lambda r: r[1] > 5``, ``lambda n: n % 2 == 0``, ``lambda r:
+    r[0] < r[1]``): from id columns where those values are plain ints; ``shape`` is ``None`` for any
+    other predicate."""
 
     def __init__(self, interner: Interner, p: Callable) -> None:
         shape = shape_of(p, 1, items=True, compare=True)
         self.shape = shape if shape is not None and shape[0] == "compare" else None
+        self.interner = interner
         if self.shape is not None:
-            _, op, left, right = self.shape
-            self._const_left = left[0] == "const"
-            self._c = left[1] if self._const_left else right[1]
-            self._compare = _COMPARE[op]
-            self._operand = MapBuilder(interner, None, right if self._const_left else left)
-            self.interner = interner
+            self._compare = _COMPARE[self.shape[1]]
+            self._values = {id(part): MapBuilder(interner, None, part) for part in self.shape[2:] if part[0] != "const"}
 
     def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(kept, built)``: ``kept[i]`` (int8) whether ``p(record i)`` holds, where ``built[i]``;
         elsewhere ``kept`` is undefined and the caller calls ``p``."""
-        values, built = self._operand(ids)
-        is_int, x = self.interner.plain_ints(values)
-        built = is_int if built is None else built & is_int
-        kept = self._compare(self._c, x) if self._const_left else self._compare(x, self._c)
-        return kept.astype(np.int8), built
+        built = np.ones(len(ids), dtype=bool)
+
+        def ids_of(part: Shape) -> np.ndarray:
+            values, ok = self._values[id(part)](ids)
+            if ok is None:
+                return values
+            built[~ok] = False
+            return np.where(ok, values, ids)  # (where the value was not built: an id in use stands in)
+
+        plain, (x, y), _ = _int_operands(self.interner, self.shape[2:], ids_of)
+        built &= plain
+        return self._compare(x, y).astype(np.int8), built
 
 
 def record_builder(interner: Interner, f: Callable) -> PairBuilder | PythonBuilder:

@@ -1,10 +1,12 @@
 """Maps that do arithmetic with an int constant (``lambda v: (v[0], v[1] + 1)``, ``lambda n: n % 100``)
-are computed on id columns where the value is a plain int and Python's result fits int64; every other
+are computed on id columns where the values are plain ints and Python's result fits int64; every other
 record gets the Python call. Either way the results are Python's: checked here against the function
 applied record by record, at every time, with retractions and negative multiplicities, on both
 executors and both ways of giving an input (tuples one by one, int columns)."""
 
 from __future__ import annotations
+
+from collections import namedtuple
 
 import numpy as np
 import pytest
@@ -28,15 +30,19 @@ FUNCTIONS = {
     "halved": lambda r: (r[1] - 9, r[0] // -3),
     "swap and shift": lambda r: (r[-1] * -1, 5 - r[-2]),
     "nested": lambda r: ((r[0] + 1) * 2) // 5,
+    "sum": lambda r: r[0] + r[1],
+    "product": lambda r: (r[1] * r[0], r[0] - r[-1]),
 }
-DIVIDING = {  # a constant divided by the record's field: records with a zero field left out
+DIVIDING = {  # divided by a record's field: records with a zero field left out
     "into": lambda r: 100 // r[1],
     "remainder of": lambda r: -5 % r[0],
+    "ratio": lambda r: (r[0] // r[1], r[1] % r[0]),
 }
 
 extreme_ints = st.sampled_from([0, 1, -1, 2, I64_MAX, I64_MIN, I64_MAX - 1, I64_MIN + 1, 2**62, -(2**62), 3 * 2**61])
 int64s = st.one_of(st.integers(-50, 50), extreme_ints, st.integers(I64_MIN, I64_MAX))
 values = st.one_of(int64s, st.integers(-(2**70), 2**70), st.floats(-1e6, 1e6, allow_nan=False), st.booleans())
+Point = namedtuple("Point", "x y")
 
 
 def _run(functions, updates, executor, columns):
@@ -63,14 +69,18 @@ def _expected(f, updates, t):
     return {k: v for k, v in totals.items() if v}
 
 
-def _updates(fields):
-    return st.lists(st.tuples(st.tuples(fields, fields), st.integers(0, 9), st.sampled_from([-2, -1, 1, 3])),
-                    min_size=1, max_size=40)
+def _updates(fields, others=False):
+    """Updates of pairs of ``fields``; with ``others`` also 3-tuples and named pairs (not plain
+    2-tuples: their items are read in Python)."""
+    records = st.tuples(fields, fields)
+    if others:
+        records = st.one_of(records, st.tuples(fields, fields, fields), st.builds(Point, fields, fields))
+    return st.lists(st.tuples(records, st.integers(0, 9), st.sampled_from([-2, -1, 1, 3])), min_size=1, max_size=40)
 
 
 @pytest.mark.parametrize("executor", ["nodes", "plan"])
 @settings(max_examples=40, deadline=None)
-@given(updates=_updates(values))
+@given(updates=_updates(values, others=True))
 def test_arithmetic_maps_give_pythons_results(executor, updates):
     caps = _run(FUNCTIONS, updates, executor, columns=False)
     for name, f in FUNCTIONS.items():
@@ -138,7 +148,8 @@ def test_a_division_by_a_zero_field_raises_as_python_does():
     (lambda r: r + 1.5, False),
     (lambda r: r ** 2, False),
     (lambda r: r / 2, False),
-    (lambda r: r[0] + r[1], False),  # two values: no constant
+    (lambda r: r[0] + r[1], True),  # two values
+    (lambda r: r[0] + "a", False),  # a str constant
     (lambda r: (r[0], r[1]) + 1, False),  # a tuple's arithmetic
     (lambda r: 1 + 2, True),  # folded to a constant by the compiler
 ])

@@ -38,8 +38,7 @@ def test_shape_of_rearranging_maps(f, shape):
     lambda e: e[0][1],  # an item of an item: the first item need not be a pair
     lambda e: (e[0], e[1], e[0]),  # a 3-tuple
     lambda e: e[1:],
-    lambda e: e[0] + e[1],  # arithmetic of two values
-    lambda e: e[0] + 1.5,  # with a float
+    lambda e: e[0] + 1.5,  # arithmetic with a float
     lambda e, k=1: (e[k], e[0]),
 ])
 def test_other_maps_have_no_shape(f):
