@@ -62,3 +62,11 @@ def test_intern_benchmark_checks_the_library_ids_on_a_small_run(capsys):
     ``(round, record)``), so a small run passes its own check."""
     assert load("bench_intern").main(["--records", "3000"]) == 0
     assert "checked: 3,000 unique ids, equal to the baseline's" in capsys.readouterr().out
+
+
+def test_kernel_loops_benchmark_runs_its_checks(capsys):
+    """The kernels' benchmark takes its inputs from running dataflows and checks the counts and the
+    hash table's values; a run with few repeats passes those checks and prints the three kernels."""
+    assert load("bench_kernel_loops").main(["--repeats", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" (x") == 3 and "reduce_points" in out and "insert_tagged" in out and "cascade" in out
