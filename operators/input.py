@@ -170,8 +170,7 @@ class InputNode(Node):
             read |= node.pair_items
         return tuple(sorted(read)) or (1,)  # (none read: one column still gives the batch its length)
 
-    def _pair_ids(self, records: np.ndarray | RecordColumns, read: tuple[int, ...] = (0, 1)
-                  ) -> tuple[np.ndarray, np.ndarray]:
+    def _pair_ids(self, records: np.ndarray | RecordColumns, read: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """The ids of the two fields of records given as two columns (:func:`_paired`), interned as
         `_ids` does them (it pairs them). A field not in ``read`` is not interned: no consumer reads
         it, and the other field's ids stand in its column."""

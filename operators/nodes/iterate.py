@@ -129,7 +129,10 @@ class Feedback(Node):
             if step is None:  # (0, ..., 0, 1): the next iteration, added to each time (a ufunc, no call)
                 step = self._step = np.eye(1, u.times.shape[1], u.times.shape[1] - 1, dtype=np.int64)
             out = Updates(u.data, u.times + step, u.diffs)
-            self.emit(out) if len(out.data) == 1 else self.emit_pairs(out)  # (emit_records without its call)
+            if len(out.data) == 1:  # (emit_records without its call)
+                self.emit(out)
+            else:
+                self.emit_pairs(out)
         return kept
 
     _step: np.ndarray | None = None

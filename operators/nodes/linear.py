@@ -19,7 +19,7 @@ from ..errors import DataflowError, UserFunctionError
 from ..values.memo import Memo
 from ..graph import locate_failure
 from .calls import call_all, failure
-from .records import MapBuilder, PredicateBuilder
+from .records import MapBuilder, PredicateBuilder, shape_of
 
 
 class Linear(Node):
@@ -58,9 +58,12 @@ class Negate(Linear):
 
 
 class Memoized(Linear):
-    """A linear node applying a deterministic per-record function, computed once per distinct record."""
+    """A linear node applying a deterministic per-record function, computed once per distinct record:
+    from id columns where ``columns`` (a :class:`MapBuilder` or :class:`PredicateBuilder` of the
+    function's shape) builds the results, by calling the function for the other records."""
 
     dtype: type = np.int64
+    columns: MapBuilder | PredicateBuilder | None = None
 
     def __init__(self, scope: Scope, f: Callable, name: str) -> None:
         super().__init__(scope, name=name)
@@ -68,6 +71,17 @@ class Memoized(Linear):
         self.memo = self.interner.cache(Memo(self._compute, self.dtype, limit=self.tuning.memo_limit))
 
     def _compute(self, ids: np.ndarray) -> np.ndarray:
+        columns = self.columns
+        if columns is None or columns.shape is None:
+            return self._call(ids)
+        out, built = columns(ids)
+        if built is not None and not built.all():
+            rest = ~built
+            out[rest] = self._call(ids[rest])
+        return out
+
+    def _call(self, ids: np.ndarray) -> np.ndarray:
+        """The function of the records ``ids``: one Python call each, in chunks of :meth:`_chunk`."""
         out = np.empty(len(ids), dtype=self.dtype)
         chunk = self.tuning.user_chunk
         for lo in range(0, len(ids), chunk):
@@ -112,7 +126,7 @@ class Map(Memoized):
 
     def __init__(self, scope: Scope, f: Callable) -> None:
         super().__init__(scope, f, "map")
-        self.columns = MapBuilder(self.interner, f)  # builds from id columns when f only rearranges
+        self.columns = MapBuilder(self.interner, shape_of(f, 1, items=True))  # when f only rearranges or counts
         self.pair_columns = self.columns.from_pairs  # pair records as two columns: built, no Python
         if self.pair_columns:
             self.pair_items = self.columns.items_read
@@ -131,15 +145,6 @@ class Map(Memoized):
                 self.emit(self.apply(Updates((self.interner.pair(*u.data),), u.times, u.diffs)))
             else:
                 self.emit_records(Updates(built, u.times, u.diffs))
-
-    def _compute(self, ids: np.ndarray) -> np.ndarray:
-        if self.columns.shape is None:
-            return self._call(ids)
-        out, built = self.columns(ids)
-        if built is not None and not built.all():
-            rest = ~built
-            out[rest] = self._call(ids[rest])
-        return out
 
     def _call(self, ids: np.ndarray) -> np.ndarray:
         """Ids of ``f`` of the records ``ids``: one Python call each, in chunks."""
@@ -179,16 +184,7 @@ class Filter(Memoized):
 
     def __init__(self, scope: Scope, p: Callable) -> None:
         super().__init__(scope, p, "filter")
-        self.predicate = PredicateBuilder(self.interner, p)  # decides from id columns when p compares ints
-
-    def _compute(self, ids: np.ndarray) -> np.ndarray:
-        if self.predicate.shape is None:
-            return super()._compute(ids)
-        kept, built = self.predicate(ids)
-        if not built.all():
-            rest = ~built
-            kept[rest] = super()._compute(ids[rest])
-        return kept
+        self.columns = PredicateBuilder(self.interner, p)  # decides from id columns when p compares ints
 
     def _chunk(self, ids: np.ndarray) -> np.ndarray:
         kept = call_all("filter", self.f, (self.interner.value_list(ids),), ids, self.scope.context.quarantine, False)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..values.equality import I64_MAX, I64_MIN
 from ..values.ids import pack, unpack
 from ..values.interner import Interner
 from ..values.keytable import KeyTable
@@ -119,7 +120,7 @@ def shape_of(f: Callable, arity: int = 3, *, items: bool = False, compare: bool 
 
 def _int_constant(shape: Shape) -> bool:
     """An int constant within int64 (numpy computes with it as one)."""
-    return shape[0] == "const" and type(shape[1]) is int and -(2**63) <= shape[1] < 2**63
+    return shape[0] == "const" and type(shape[1]) is int and I64_MIN <= shape[1] <= I64_MAX
 
 
 def _value(shape: Shape) -> bool:
@@ -183,10 +184,6 @@ def build(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
     return interner.pair(build(interner, shape[1][0], args, items, ok), build(interner, shape[1][1], args, items, ok))
 
 
-_I64_MAX = np.iinfo(np.int64).max
-_I64_MIN = np.iinfo(np.int64).min
-
-
 def _arith(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
            items: tuple[np.ndarray, np.ndarray] | None, ok: np.ndarray) -> np.ndarray:
     """Ids of ``left op right`` for the ``arith`` shape ``("arith", op, left, right)``, where its values
@@ -203,7 +200,7 @@ def _arith(interner: Interner, shape: Shape, args: tuple[np.ndarray, ...],
             fine = ((x ^ y) & (x ^ r)) >= 0
         elif op == "*":
             r = x * y
-            fine = (x == 0) | ((r // np.where(x == 0, 1, x) == y) & ~((x == -1) & (y == _I64_MIN)))
+            fine = (x == 0) | ((r // np.where(x == 0, 1, x) == y) & ~((x == -1) & (y == I64_MIN)))
         else:  # "//" and "%": no zero divisor, no -1 (MIN // -1 leaves int64; Python's % is 0 there)
             fine = (y != 0) & (y != -1)
             den = np.where(fine, y, 1)
@@ -306,15 +303,15 @@ def uses_record(shape: Shape) -> bool:
 
 
 class MapBuilder:
-    """Ids of ``f(record)`` for a :func:`shape_of` shape of one argument (``items`` allowed), from id
+    """Ids of ``f(record)`` for ``shape``, ``f``'s :func:`shape_of` of one argument (``items`` allowed), from id
     columns: every record when the shape reads no item, else the records that are plain 2-tuples;
     ``None`` for a function of another shape. ``from_pairs`` is true when the shape reads only items
     and constants: then it builds from the two columns of pair records (:meth:`pairs`), whose
     records are plain 2-tuples, with no pair id; ``items_read`` says which of their items it reads."""
 
-    def __init__(self, interner: Interner, f: Callable | None, shape: Shape | None = None) -> None:
+    def __init__(self, interner: Interner, shape: Shape | None) -> None:
         self.interner = interner
-        self.shape = shape_of(f, 1, items=True) if f is not None else shape
+        self.shape = shape
         self.items = self.shape is not None and uses_items(self.shape)
         self.arith = self.shape is not None and uses_arith(self.shape)
         self.from_pairs = self.shape is not None and not uses_record(self.shape)
@@ -362,7 +359,7 @@ class PredicateBuilder:
         self.interner = interner
         if self.shape is not None:
             self._compare = _COMPARE[self.shape[1]]
-            self._values = {id(part): MapBuilder(interner, None, part) for part in self.shape[2:] if part[0] != "const"}
+            self._values = {part: MapBuilder(interner, part) for part in self.shape[2:] if part[0] != "const"}
 
     def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(kept, built)``: ``kept[i]`` (int8) whether ``p(record i)`` holds, where ``built[i]``;
@@ -370,7 +367,7 @@ class PredicateBuilder:
         built = np.ones(len(ids), dtype=bool)
 
         def ids_of(part: Shape) -> np.ndarray:
-            values, ok = self._values[id(part)](ids)
+            values, ok = self._values[part](ids)
             if ok is None:
                 return values
             built[~ok] = False
