@@ -10,7 +10,7 @@ Every configuration's final output is checked against the plain Dataflow's. Work
 processes over the mesh: ``bench_workers_mesh.py``.
 
 With ``--daemon`` it runs the dataflows through the daemon instead: ``ddflow run`` processes with
-``[workers] count = 1`` and then 2 (one process per worker, exchanging over the mesh at its default
+``[workers] count`` = each of ``--workers`` (default 1, 2 and 4; one process per worker, exchanging over the mesh at its default
 ``ipc://`` addresses) over an embedded broker, on two
 workloads written to a 4-partition input topic before the daemons start (a backlog): count-per-page
 (``--updates`` views ``(user, page)``, default 1,000,000, 1 us apart, a marker every 1 ms, 1 ms
@@ -19,13 +19,13 @@ E = ``--epoch``, default 10,000 per epoch). Per run: updates (changes) per secon
 worker is open to the moment every worker's progress marker reaching the end is committed on the
 result topic (watched by a consumer that decodes only the markers; the results are read and checked
 after, untimed, so the benchmark's own Python decoding competes with no worker), the ratio to the
-1-worker run of the same invocation, each process's CPU seconds, and for 2 workers the exchange
+first worker count's run of the same invocation, each process's CPU seconds, and with several workers the exchange
 steps, the mean wait per step (the per-round exchange latency) and the updates that crossed
 workers, from the workers' logs. Results are checked: the counts per page against a count of the
-input, reachability against the 1-worker run.
+input, reachability against the first run.
 
     .venv/bin/python benchmarks/bench_workers.py [--nodes 1000 --edges 2000 --changes 1000 --epoch 100]
-    .venv/bin/python benchmarks/bench_workers.py --daemon [--updates 1000000 --changes 20000 --epoch 10000]
+    .venv/bin/python benchmarks/bench_workers.py --daemon [--workers 1,2,4 --updates 1000000 --changes 20000 --epoch 10000]
 """
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--roots", type=int, default=10)
     p.add_argument("--changes", type=int, default=None, help="changes (default 1,000; --daemon: 20,000)")
     p.add_argument("--epoch", type=int, default=None, help="changes per epoch, E (default 100; --daemon: 10,000)")
-    p.add_argument("--workers", default="1,2,3", help="worker counts to run besides the plain Dataflow")
+    p.add_argument("--workers", default=None,
+                   help="worker counts: in-process besides the plain Dataflow (default 1,2,3); --daemon: "
+                        "worker processes (default 1,2,4), the first the baseline of the ratios")
     p.add_argument("--daemon", action="store_true", help="through ddflow run: 1 process, then 2 (see above)")
     p.add_argument("--updates", type=int, default=1_000_000, help="--daemon: count-per-page views")
     p.add_argument("--skip", default="", help="--daemon: skip 'count' or 'reach'")
@@ -106,10 +108,12 @@ def main(argv: list[str] | None = None) -> None:
 
         args.changes = 20_000 if args.changes is None else args.changes
         args.epoch = 10_000 if args.epoch is None else args.epoch
+        args.workers = "1,2,4" if args.workers is None else args.workers
         daemon_mode(args)
         return
     args.changes = 1000 if args.changes is None else args.changes
     args.epoch = 100 if args.epoch is None else args.epoch
+    args.workers = "1,2,3" if args.workers is None else args.workers
     graph = workload(args.nodes, args.edges, args.changes)
     print(f"reachability {args.nodes} nodes / {args.edges} edges / {args.roots} roots, {args.changes} changes, "
           f"E={args.epoch}")

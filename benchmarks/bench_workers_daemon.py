@@ -1,4 +1,4 @@
-"""``bench_workers.py --daemon``: the workloads through ``ddflow run`` with 1 and 2 worker processes
+"""``bench_workers.py --daemon``: the workloads through ``ddflow run`` with 1, 2 and 4 worker processes
 (see bench_workers' docstring). Not a script of its own."""
 
 from __future__ import annotations
@@ -169,6 +169,7 @@ def report(label: str, workers: int, rate: float, base: float | None, cpu: list,
 
 
 def daemon_mode(args) -> None:
+    counts = [int(w) for w in args.workers.split(",") if w]
     with EmbeddedBroker() as broker:
         options = {"bootstrap.servers": broker.bootstrap}
         print(f"through ddflow run on an embedded broker ({broker.bootstrap}); time from every worker open to "
@@ -188,7 +189,7 @@ def daemon_mode(args) -> None:
             want = Counter(pages.tolist())
             print(f"count-per-page: {args.updates} views, 1 ms epochs", flush=True)
             base = None
-            for workers in (1, 2):
+            for workers in counts:
                 seconds, cpu, view, exchange = measure(options, broker.bootstrap, "count", source, end, workers,
                                                        1_000_000, 0)
                 if view != {(p, n): 1 for p, n in want.items()}:
@@ -214,11 +215,11 @@ def daemon_mode(args) -> None:
                 producer.advance_to(end)
             print(f"reachability {args.nodes} nodes / {m} edges / {args.roots} roots, {c} changes, E={e}", flush=True)
             base, first = None, None
-            for workers in (1, 2):
+            for workers in counts:
                 seconds, cpu, view, exchange = measure(options, broker.bootstrap, "reach", source, end, workers,
                                                        e, args.roots)
                 if first is not None and view != first:
-                    raise SystemExit("reachability with 2 workers differs from 1 worker")
+                    raise SystemExit(f"reachability with {workers} workers differs from {counts[0]} worker(s)")
                 first = view
                 rate = c / seconds
                 report("reachability", workers, rate, base, cpu, exchange)
