@@ -70,3 +70,14 @@ def test_kernel_loops_benchmark_runs_its_checks(capsys):
     assert load("bench_kernel_loops").main(["--repeats", "3"]) == 0
     out = capsys.readouterr().out
     assert out.count(" (x") == 3 and "reduce_points" in out and "insert_tagged" in out and "cascade" in out
+
+
+def test_the_16_core_worker_commands_parse():
+    """The worker benchmarks' commands of the 16-core section name real scripts and parse."""
+    block = example("workers-16-core", "bash")
+    assert block in section("performance.md", "Workers on a 16-core machine")
+    argvs = [shlex.split(line) for line in block.splitlines() if line.strip()]
+    assert {Path(a[1]).stem for a in argvs} == {"bench_workers", "bench_workers_mesh"}
+    for argv in argvs:
+        assert argv[0] == ".venv/bin/python" and (ROOT / argv[1]).exists(), argv
+        load(Path(argv[1]).stem).arguments().parse_args(argv[2:])
