@@ -6,7 +6,8 @@ every interface at ``port``) and connects one DEALER socket to every other worke
 ZeroMQ identity is ``w{i}``: so every message names the connection it came from, and a message whose
 header claims another source is refused (`mesh_wire.decode`). Between two workers messages keep
 their order (one connection each way), which is all the exchange protocol needs: a step's batches
-come before its marker. Updates cross as raw int64 column frames sent without a copy; records that
+come before its marker, and a step's last batch to a worker is its marker too (one message per step
+and worker). Updates cross as raw int64 column frames sent without a copy; records that
 are not ints or pairs of ints cross as codes, each distinct value once per receiver
 (`mesh_wire`). Agreements (the common clock, the least loop round, whether any worker has work)
 are votes on the same connections.
@@ -60,6 +61,8 @@ __all__ = ["Interrupted", "MeshError", "MeshTimeout", "MeshTransport", "PeerLost
 
 log = logging.getLogger("ddflow.daemon.cluster.mesh")
 
+# plain ints: pyzmq's enum members cost an enum operation at every use
+_EVENTS, _POLLIN, _RCVMORE, _SNDMORE = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.RCVMORE), int(zmq.SNDMORE)
 HELLO_AGAIN_S = 0.5  # a worker waiting at start-up says hello again this often to the peers it misses
 
 
@@ -115,6 +118,9 @@ class MeshTransport:
             self._router.close(0)
             raise MeshError(f"mesh: worker {index} cannot listen at {addresses[index]!r}: {exc}") from exc
         self._dealers = {p: self._dealer(p, b"") for p in self._peers}
+        self._poller = zmq.Poller()
+        self._poller.register(self._router, zmq.POLLIN)
+        self._held: dict[int, tuple[ExchangeBatch, list, int, int]] = {}  # per worker: a batch not sent yet
         self._boxes: dict[tuple[int, int], tuple[list[wire.Message], dict[int, wire.Message]]] = {}
         self._votes: dict[int, dict[int, Any]] = {}
         self._codes_out: dict[int, dict[Any, int]] = {p: {} for p in self._peers}
@@ -223,18 +229,36 @@ class MeshTransport:
                                 f"None and tuples of them)") from exc
         times = np.ascontiguousarray(batch.times, dtype="<i8")
         diffs = np.ascontiguousarray(batch.diffs, dtype="<i8")
-        head = self._head(wire.BATCH, batch.dest, channel=batch.channel, seq=batch.seq,
-                           lower=batch.lower, upper=batch.upper, rounds=batch.rounds, count=n,
-                           depth=times.shape[1], form=form, first=first)
-        frames = [head, column, times, diffs, *extra]
-        self._dealers[batch.dest].send_multipart(frames, copy=False)
+        self._flush(batch.dest, False)
+        self._held[batch.dest] = (batch, [column, times, diffs, *extra], form, first)
         self.sent_bytes += column.nbytes + times.nbytes + diffs.nbytes + sum(len(e) for e in extra)
 
     def mark(self, marker: ExchangeMarker) -> None:
         self.start()
+        held = self._held.get(marker.dest)
+        if held is not None and held[0].channel == marker.channel and held[0].seq == marker.seq:
+            self._flush(marker.dest, True)  # the step's last batch carries its marker
+            return
+        self._flush(marker.dest, False)
         self._dealers[marker.dest].send(self._head(
             wire.MARKER, marker.dest, channel=marker.channel, seq=marker.seq, lower=marker.lower,
             upper=marker.upper, rounds=marker.rounds, count=marker.count))
+
+    def _flush(self, dest: int, ends: bool) -> None:
+        """Send the batch held for ``dest`` (if any); ``ends``: it is its step's marker too. A batch is
+        held until the next message to its worker, so the last of a step rides with the marker."""
+        held = self._held.pop(dest, None)
+        if held is None:
+            return
+        batch, frames, form, first = held
+        head = self._head(wire.BATCH, dest, channel=batch.channel, seq=batch.seq, lower=batch.lower,
+                          upper=batch.upper, rounds=batch.rounds, count=len(frames[2]), depth=frames[1].shape[1],
+                          form=form, first=first, ends=ends)
+        dealer = self._dealers[dest]
+        dealer.send(head, _SNDMORE)
+        for frame in frames[:-1]:
+            dealer.send(frame, _SNDMORE, copy=False)
+        dealer.send(frames[-1], 0, copy=False)
 
     def receive(self, worker: int, channel: int, seq: int) -> list[ExchangeBatch]:
         self.start()
@@ -249,7 +273,7 @@ class MeshTransport:
             got[m.source] = got.get(m.source, 0) + m.count
         facts = {(m.lower, m.upper, m.rounds) for m in markers.values()}
         for source, marker in markers.items():
-            if got.get(source, 0) != marker.count:
+            if not marker.ends and got.get(source, 0) != marker.count:  # a batch that ends a step counts itself
                 raise MeshError(f"mesh: exchange {channel} step {seq}: {self.name(source)} marked {marker.count} "
                                 f"updates but sent {got.get(source, 0)}")
         if len(facts) > 1:
@@ -269,6 +293,7 @@ class MeshTransport:
         self.start()
         packed = msgpack.packb(value, use_bin_type=True)
         for p in self._peers:
+            self._flush(p, False)  # a batch still held goes first: messages to a worker keep their order
             self._dealers[p].send_multipart([self._head(wire.VOTE, p, seq=seq), packed])
         votes = self._votes.setdefault(seq, {})
         votes[self.index] = msgpack.unpackb(packed, raw=False, use_list=True, strict_map_key=False)
@@ -345,14 +370,16 @@ class MeshTransport:
     def _poll(self, timeout: float) -> None:
         """File every message that arrives within ``timeout`` seconds (all that are there, at least)."""
         router = self._router
-        if not router.poll(int(timeout * 1000)):
+        if not router.getsockopt(_EVENTS) & _POLLIN and (timeout <= 0 or not self._poller.poll(int(timeout * 1000))):
             return
-        while True:
-            try:
-                frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+        while True:  # one is there: the socket said so
+            identity = router.recv()
+            frames = [router.recv(copy=False)]
+            while router.getsockopt(_RCVMORE):
+                frames.append(router.recv(copy=False))
+            self._file(identity, [f.buffer for f in frames])
+            if not router.getsockopt(_EVENTS) & _POLLIN:
                 return
-            self._file(frames[0].bytes, [f.buffer for f in frames[1:]])
 
     def _file(self, identity: bytes, frames: list) -> None:
         sender = identity.split(b"/")[0].decode("ascii", "replace")
@@ -374,8 +401,13 @@ class MeshTransport:
         if m.kind == wire.BATCH:
             if m.form == wire.CODES:
                 self._codes_in[peer].extend(m.values)
-            self._boxes.setdefault((m.channel, m.seq), ([], {}))[0].append(m)
+            batches, markers = self._boxes.setdefault((m.channel, m.seq), ([], {}))
+            batches.append(m)
             self.received_bytes += sum(len(f) for f in frames[1:])
+            if m.ends:  # its step's marker too
+                if peer in markers:
+                    raise MeshError(f"mesh: exchange {m.channel} step {m.seq}: {self.name(peer)} marked it twice")
+                markers[peer] = m  # `receive` counts the step's batches from this peer for it
         elif m.kind == wire.MARKER:
             markers = self._boxes.setdefault((m.channel, m.seq), ([], {}))[1]
             if peer in markers:

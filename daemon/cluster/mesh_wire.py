@@ -3,13 +3,13 @@
 Every message between two workers of a mesh (`ddflow.daemon.cluster.mesh`) is one ZeroMQ multipart
 message whose first frame is a fixed little-endian header (`HEADER`, then ``rounds`` int64s):
 
-    magic "ddfm", version, kind, source, dest, channel, seq, lower, upper, absent, rounds, count,
+    magic "ddfm", version, kind, source, dest, channel, seq, lower, upper, flags, rounds, count,
     depth, form, run, first, incarnation
 
 ``run`` is a 64-bit token of the run's name (`run_token`): a message of another run is foreign and
 refused; ``incarnation``: a random number per sender process (a receiver takes only messages of the
-incarnation that said hello to it). ``absent``: bit 0 set when ``lower`` is None, bit 1 when ``upper`` is. The kinds and their
-further frames:
+incarnation that said hello to it). ``flags``: bit 0 set when ``lower`` is None, bit 1 when ``upper``
+is, bit 2 (``ENDS``) when a batch is also its step's marker. The kinds and their further frames:
 
 * ``HELLO`` (start-up barrier) — no further frame; ``count`` 1: the sender has not heard the
   receiver's hello yet and asks for it (an answer has ``count`` 0).
@@ -21,7 +21,9 @@ further frames:
   ``CODES``: one int64 code per record, a code naming the value the sender first sent to this
   receiver under it. Codes are handed out in order, ``first`` is the first code this batch
   introduces, and the last frame holds the new values (msgpack, arrays read back as tuples): every
-  value crosses to a receiver once.
+  value crosses to a receiver once. With ``ENDS`` set the batch is the last of its step from its
+  sender, whose marker it stands for (the step's count: this batch's and the earlier ones'), so a
+  step that sends updates to a worker costs one message, not two.
 * ``MARKER`` the end of exchange step ``(channel, seq)``; ``count`` updates were sent in it.
 * ``VOTE`` agreement ``seq``: one frame, the msgpack of the sender's value.
 
@@ -43,15 +45,16 @@ import numpy as np
 from ..exceptions import DaemonError
 from ..formats.types import to_record
 
-__all__ = ["BATCH", "BEAT", "CODES", "HELLO", "INTS", "MARKER", "PAIRS", "VOTE", "Message", "MeshMessageError", "peek",
+__all__ = ["BATCH", "BEAT", "CODES", "ENDS", "HELLO", "INTS", "MARKER", "PAIRS", "VOTE", "Message", "MeshMessageError", "peek",
            "decode", "header", "run_token"]
 
-MAGIC, VERSION = b"ddfm", 1
+MAGIC, VERSION = b"ddfm", 2
 HELLO, BEAT, BATCH, MARKER, VOTE = 1, 2, 3, 4, 5
 INTS, PAIRS, CODES = 0, 1, 2
 KINDS = {HELLO: "hello", BEAT: "heartbeat", BATCH: "batch", MARKER: "marker", VOTE: "vote"}
 FRAMES = {HELLO: 1, BEAT: 1, MARKER: 1, VOTE: 2}  # BATCH: 4, or 5 with CODES
 HEADER = struct.Struct("<4sBBHHiqqqBBqBBqqq")
+ENDS = 4  # flags: the batch ends its step
 MAX_ROUNDS = 64
 
 
@@ -66,10 +69,10 @@ def run_token(run: str) -> int:
 
 def header(kind: int, source: int, dest: int, run: int, *, channel: int = 0, seq: int = 0,
            lower: int | None = None, upper: int | None = None, rounds: tuple[int, ...] = (), count: int = 0,
-           depth: int = 0, form: int = 0, first: int = 0, incarnation: int = 0) -> bytes:
-    """The first frame of a message (see the module)."""
-    absent = (lower is None) | ((upper is None) << 1)
-    head = HEADER.pack(MAGIC, VERSION, kind, source, dest, channel, seq, lower or 0, upper or 0, absent,
+           depth: int = 0, form: int = 0, first: int = 0, incarnation: int = 0, ends: bool = False) -> bytes:
+    """The first frame of a message (see the module); ``ends``: a batch that is its step's marker."""
+    flags = (lower is None) | ((upper is None) << 1) | (ENDS if ends else 0)
+    head = HEADER.pack(MAGIC, VERSION, kind, source, dest, channel, seq, lower or 0, upper or 0, flags,
                        len(rounds), count, depth, form, run, first, incarnation)
     return head + struct.pack(f"<{len(rounds)}q", *rounds) if rounds else head
 
@@ -78,7 +81,7 @@ def header(kind: int, source: int, dest: int, run: int, *, channel: int = 0, seq
 class Message:
     """One decoded message. For a batch, ``records`` is an int64 column, an ``(n, 2)`` int64 array,
     or (``CODES``) the codes, with ``values`` the values first sent in it; arrays are read-only views
-    of the received frames."""
+    of the received frames; ``ends``: the batch is also its step's marker."""
 
     kind: int
     source: int
@@ -91,6 +94,7 @@ class Message:
     form: int = INTS
     first: int = 0
     incarnation: int = 0
+    ends: bool = False
     records: np.ndarray | None = None
     times: np.ndarray | None = None
     diffs: np.ndarray | None = None
@@ -128,7 +132,7 @@ def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes:
     head = memoryview(frames[0])
     if len(head) < HEADER.size:
         fail(f"its header holds {len(head)} bytes, fewer than {HEADER.size} (not a ddflow mesh message)")
-    (magic, version, kind, source, dest, channel, seq, lower, upper, absent, nrounds, count, depth, form, token,
+    (magic, version, kind, source, dest, channel, seq, lower, upper, flags, nrounds, count, depth, form, token,
      first, incarnation) = HEADER.unpack_from(head)
     if magic != MAGIC:
         fail(f"it does not start with {MAGIC!r} (not a ddflow mesh message)")
@@ -150,8 +154,8 @@ def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes:
         fail(f"a {KINDS[kind]} of {len(frames)} frames, not {want}")
     if count < 0 or seq < 0 or channel < 0:
         fail(f"negative count, seq or channel ({count}, {seq}, {channel})")
-    msg = Message(kind, source, channel, seq, None if absent & 1 else lower, None if absent & 2 else upper,
-                  tuple(rounds), count, form, first, incarnation)
+    msg = Message(kind, source, channel, seq, None if flags & 1 else lower, None if flags & 2 else upper,
+                  tuple(rounds), count, form, first, incarnation, kind == BATCH and bool(flags & ENDS))
     if kind == VOTE:
         try:
             msg.vote = msgpack.unpackb(frames[1], raw=False, use_list=True, strict_map_key=False)

@@ -146,6 +146,63 @@ def test_ints_and_pairs_cross_as_columns_and_agreements_gather_in_worker_order(t
             e.close()
 
 
+def test_a_steps_last_batch_carries_its_marker(tmp_path):
+    """A step that sends updates to a worker costs it one message (the batch ends the step); with
+    two batches in a step the second ends it and the receiver counts both; a step that sends none
+    is a marker alone."""
+    ends = pair(tmp_path)
+    kinds: list[tuple[int, bool]] = []
+    filed = ends[1]._file
+
+    def spy(identity, frames):
+        m = wire.peek(frames[0])
+        if m is not None and m[0] in (wire.BATCH, wire.MARKER):
+            head = wire.decode(frames, sender="w0", me=1, workers=2, run=ends[1]._token,
+                               codes=len(ends[1]._codes_in[0]))
+            kinds.append((head.kind, head.ends))
+        filed(identity, frames)
+
+    ends[1]._file = spy
+    try:
+        def work(i):
+            if i == 1:
+                return [ends[1].receive(1, 0, seq) for seq in range(3)]
+            one, end = batch(0, 0, 1, np.arange(3, dtype=np.int64))
+            ends[0].send(one)
+            ends[0].mark(end)
+            first, _ = batch(1, 0, 1, np.arange(2, dtype=np.int64))
+            second, _ = batch(1, 0, 1, np.arange(4, dtype=np.int64) + 10)
+            ends[0].send(first)
+            ends[0].send(second)
+            ends[0].mark(ExchangeMarker(0, 1, 0, 1, 0, 10, (2,), 6))
+            ends[0].mark(batch(2, 0, 1, [])[1])
+            return None
+
+        steps = both(work)[1]
+        assert [[b.records.tolist() for b in step] for step in steps] == [[[0, 1, 2]], [[0, 1], [10, 11, 12, 13]], []]
+        assert kinds == [(wire.BATCH, True), (wire.BATCH, False), (wire.BATCH, True), (wire.MARKER, False)]
+    finally:
+        for e in ends:
+            e.close()
+
+
+def test_a_batch_ending_a_step_twice_is_refused(tmp_path):
+    ends = pair(tmp_path)
+    try:
+        both(lambda i: ends[i].start())
+        b, m = batch(0, 0, 1, np.arange(2, dtype=np.int64))
+        ends[0].send(b)
+        ends[0].mark(m)  # the batch goes with this end of its step
+        ends[0].mark(m)  # a second end of the same step
+        with pytest.raises(MeshError, match="step 0: worker 0 .* marked it twice"):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                ends[1]._poll(0.05)
+    finally:
+        for e in ends:
+            e.close()
+
+
 def frames_of(head: bytes, *rest) -> list:
     return [head, *rest]
 
