@@ -131,9 +131,11 @@ def watch_end(bootstrap: str, topic: str, partitions: int, end: int, workers: in
         c.close()
 
 
-def measure(options, bootstrap, flow, source, end, workers, resolution_ns, roots) -> tuple[float, list, dict, list]:
+def measure(options, broker, flow, source, end, workers, resolution_ns, roots) -> tuple[float, list, float, dict, list]:
     """Seconds from every worker open to the output complete at ``end`` (watched by its markers), CPU
-    seconds per worker process, the final view (read after, untimed) and the exchange figures."""
+    seconds per worker process and of the broker in that time, the final view (read after, untimed)
+    and the exchange figures."""
+    bootstrap = broker.bootstrap
     tag = uuid.uuid4().hex[:6]
     results = f"bench-out-{tag}"
     ensure_topics(options, {results: RESULT_PARTITIONS, f"{source}-dead": 1})
@@ -144,22 +146,25 @@ def measure(options, bootstrap, flow, source, end, workers, resolution_ns, roots
         try:
             run.wait_open()
             started = time.perf_counter()
-            cpu0 = [cpu_seconds(p.pid) for p in run.procs]
+            cpu0, broker0 = [cpu_seconds(p.pid) for p in run.procs], cpu_seconds(broker.pid)
             watch_end(bootstrap, results, RESULT_PARTITIONS, end, workers, run)
             seconds = time.perf_counter() - started
             cpu = [cpu_seconds(p.pid) - c for p, c in zip(run.procs, cpu0)]
+            broker_cpu = cpu_seconds(broker.pid) - broker0
         finally:
             run.stop()
     with ResultClient(results, options) as client:
         if not client.wait_for(end, timeout=600):
             raise SystemExit(f"{flow}: the result client did not reach {end}")
         view = client.view
-    return seconds, cpu, view, run.exchange()
+    return seconds, cpu, broker_cpu, view, run.exchange()
 
 
-def report(label: str, workers: int, rate: float, base: float | None, cpu: list, exchange: list) -> None:
+def report(label: str, workers: int, rate: float, base: float | None, cpu: list, broker: float, seconds: float,
+           exchange: list) -> None:
     ratio = "" if base is None else f" (ratio {rate / base:.2f})"
-    line = f"  {label} {workers} worker(s): {rate:9.0f}/s{ratio}; CPU s per process {[round(c, 1) for c in cpu]}"
+    line = (f"  {label} {workers} worker(s): {rate:9.0f}/s{ratio}; CPU s per process {[round(c, 1) for c in cpu]}, "
+            f"broker {broker:.1f} s CPU in {seconds:.1f} s")
     if exchange:
         steps = sum(e[0] for e in exchange) / len(exchange)
         wait = sum(e[0] * e[1] for e in exchange) / max(1, sum(e[0] for e in exchange))
@@ -190,12 +195,12 @@ def daemon_mode(args) -> None:
             print(f"count-per-page: {args.updates} views, 1 ms epochs", flush=True)
             base = None
             for workers in counts:
-                seconds, cpu, view, exchange = measure(options, broker.bootstrap, "count", source, end, workers,
+                seconds, cpu, broker_cpu, view, exchange = measure(options, broker, "count", source, end, workers,
                                                        1_000_000, 0)
                 if view != {(p, n): 1 for p, n in want.items()}:
                     raise SystemExit(f"count-per-page with {workers} workers: wrong counts")
                 rate = args.updates / seconds
-                report("count-per-page", workers, rate, base, cpu, exchange)
+                report("count-per-page", workers, rate, base, cpu, broker_cpu, seconds, exchange)
                 base = base or rate
         if "reach" not in args.skip:
             m, c, e = args.edges, args.changes, args.epoch
@@ -216,11 +221,11 @@ def daemon_mode(args) -> None:
             print(f"reachability {args.nodes} nodes / {m} edges / {args.roots} roots, {c} changes, E={e}", flush=True)
             base, first = None, None
             for workers in counts:
-                seconds, cpu, view, exchange = measure(options, broker.bootstrap, "reach", source, end, workers,
+                seconds, cpu, broker_cpu, view, exchange = measure(options, broker, "reach", source, end, workers,
                                                        e, args.roots)
                 if first is not None and view != first:
                     raise SystemExit(f"reachability with {workers} workers differs from {counts[0]} worker(s)")
                 first = view
                 rate = c / seconds
-                report("reachability", workers, rate, base, cpu, exchange)
+                report("reachability", workers, rate, base, cpu, broker_cpu, seconds, exchange)
                 base = base or rate

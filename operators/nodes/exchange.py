@@ -56,21 +56,24 @@ class Exchange(Node):
         me, count = worker.index, worker.count
         if len(u):
             owners = self._owners(u.data[0], count)
+            for dest in range(count):
+                if dest == me:
+                    continue
+                sel = np.flatnonzero(owners == dest)
+                if len(sel):
+                    part = u.take(sel)
+                    records = self._records(part.data[0])
+                    transport.send(ExchangeBatch(self.channel, seq, me, dest, lower, upper, rounds, records,
+                                                 part.times, part.diffs))
+                    self.sent += len(sel)
+                transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, len(sel)))
             mine = owners == me
-        else:
-            owners, mine = np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
-        for dest in range(count):
-            if dest == me:
-                continue
-            sel = np.flatnonzero(owners == dest)
-            if len(sel):
-                part = u.take(sel)
-                records = self._records(part.data[0])
-                transport.send(ExchangeBatch(self.channel, seq, me, dest, lower, upper, rounds, records,
-                                             part.times, part.diffs))
-                self.sent += len(sel)
-            transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, len(sel)))
-        parts = [u.take(mine) if len(u) and not mine.all() else u]
+            parts = [u if mine.all() else u.take(mine)]
+        else:  # nothing to send: an empty marker to every other worker
+            for dest in range(count):
+                if dest != me:
+                    transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, 0))
+            parts = []
         started = time.perf_counter()
         batches = transport.receive(me, self.channel, seq)
         self.wait_seconds += time.perf_counter() - started
@@ -79,9 +82,13 @@ class Exchange(Node):
             ids = self.interner.ids_of_columns(records) if isinstance(records, np.ndarray) else self.interner.ids(records)
             parts.append(Updates((ids,), batch.times, batch.diffs))
             self.received += len(batch.diffs)
-        out = concat(parts, 1, self.scope.depth)
-        if len(out):
-            self.emit(out)
+        if len(parts) == 1:
+            if len(parts[0]):
+                self.emit(parts[0])
+        elif parts:
+            out = concat(parts, 1, self.scope.depth)
+            if len(out):
+                self.emit(out)
 
     def _records(self, ids: np.ndarray) -> list | np.ndarray:
         """The records of ``ids`` as they travel: int columns when they are ints or pairs of ints
