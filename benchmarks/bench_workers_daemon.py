@@ -37,7 +37,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def config(path: Path, bootstrap: str, group: str, flow: str, source: str, results: str, workers: int,
-           resolution_ns: int, roots: int) -> Path:
+           resolution_ns: int, roots: int, max_updates: int | None = None) -> Path:
     function, name, fields, output = {
         "count": ("page_counts", "views", '{ user = "int", page = "int" }', "page_views"),
         "reach": ("reachability", "edges", '{ src = "int", dst = "int" }', "reachable"),
@@ -63,6 +63,7 @@ topic = "{results}"
 
 [epoch]
 resolution = "{resolution_ns}ns"
+{"" if max_updates is None else f"max_updates = {max_updates}"}
 
 [dead_letter]
 topic = "{source}-dead"
@@ -131,7 +132,8 @@ def watch_end(bootstrap: str, topic: str, partitions: int, end: int, workers: in
         c.close()
 
 
-def measure(options, broker, flow, source, end, workers, resolution_ns, roots) -> tuple[float, list, float, dict, list]:
+def measure(options, broker, flow, source, end, workers, resolution_ns, roots,
+            max_updates: int | None = None) -> tuple[float, list, float, dict, list]:
     """Seconds from every worker open to the output complete at ``end`` (watched by its markers), CPU
     seconds per worker process and of the broker in that time, the final view (read after, untimed)
     and the exchange figures."""
@@ -141,7 +143,7 @@ def measure(options, broker, flow, source, end, workers, resolution_ns, roots) -
     ensure_topics(options, {results: RESULT_PARTITIONS, f"{source}-dead": 1})
     with tempfile.TemporaryDirectory() as tmp:
         path = config(Path(tmp) / "daemon.toml", bootstrap, f"bench-{tag}", flow, source, results, workers,
-                      resolution_ns, roots)
+                      resolution_ns, roots, max_updates)
         run = Run(path, workers)
         try:
             run.wait_open()
@@ -196,7 +198,7 @@ def daemon_mode(args) -> None:
             base = None
             for workers in counts:
                 seconds, cpu, broker_cpu, view, exchange = measure(options, broker, "count", source, end, workers,
-                                                       1_000_000, 0)
+                                                                   1_000_000, 0, args.max_updates)
                 if view != {(p, n): 1 for p, n in want.items()}:
                     raise SystemExit(f"count-per-page with {workers} workers: wrong counts")
                 rate = args.updates / seconds
@@ -222,7 +224,7 @@ def daemon_mode(args) -> None:
             base, first = None, None
             for workers in counts:
                 seconds, cpu, broker_cpu, view, exchange = measure(options, broker, "reach", source, end, workers,
-                                                       e, args.roots)
+                                                                   e, args.roots, args.max_updates)
                 if first is not None and view != first:
                     raise SystemExit(f"reachability with {workers} workers differs from {counts[0]} worker(s)")
                 first = view
