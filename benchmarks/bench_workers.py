@@ -55,6 +55,9 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--daemon", action="store_true", help="through ddflow run: 1 process, then 2 (see above)")
     p.add_argument("--updates", type=int, default=1_000_000, help="--daemon: count-per-page views")
     p.add_argument("--skip", default="", help="--daemon: skip 'count' or 'reach'")
+    p.add_argument("--threads", action="store_true",
+                   help="--daemon: print each worker's busiest threads and their CPU (Python's threads carry the "
+                        "process's name, the Kafka client's and ZeroMQ's their own)")
     p.add_argument("--max-updates", type=int, default=None,
                    help="--daemon: epoch.max_updates (a backlog's epochs hold at most this many updates; "
                         "default the daemon's)")

@@ -36,6 +36,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def thread_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """Per thread of a process: its name (the OS's: Python threads show the process's name, the
+    Kafka client's and ZeroMQ's native threads their own) and user + system CPU seconds so far."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            head, rest = (task / "stat").read_text().rsplit(")", 1)
+        except OSError:  # ended meanwhile
+            continue
+        fields = rest.split()
+        out[int(task.name)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / TICK)
+    return out
+
+
+def busiest_threads(before: dict, after: dict, top: int = 4) -> str:
+    """The ``top`` threads by CPU between two `thread_seconds` readings, as ``name cpu`` pairs."""
+    spent = sorted(((cpu - before.get(tid, ("", 0.0))[1], name) for tid, (name, cpu) in after.items()), reverse=True)
+    return ", ".join(f"{name} {cpu:.2f}" for cpu, name in spent[:top] if cpu > 0)
+
+
 def config(path: Path, bootstrap: str, group: str, flow: str, source: str, results: str, workers: int,
            resolution_ns: int, roots: int, max_updates: int | None = None) -> Path:
     function, name, fields, output = {
@@ -133,10 +153,10 @@ def watch_end(bootstrap: str, topic: str, partitions: int, end: int, workers: in
 
 
 def measure(options, broker, flow, source, end, workers, resolution_ns, roots,
-            max_updates: int | None = None) -> tuple[float, list, float, dict, list]:
+            max_updates: int | None = None) -> tuple[float, list, float, dict, list, list]:
     """Seconds from every worker open to the output complete at ``end`` (watched by its markers), CPU
-    seconds per worker process and of the broker in that time, the final view (read after, untimed)
-    and the exchange figures."""
+    seconds per worker process and of the broker in that time, the final view (read after, untimed),
+    the exchange figures and each worker's busiest threads."""
     bootstrap = broker.bootstrap
     tag = uuid.uuid4().hex[:6]
     results = f"bench-out-{tag}"
@@ -149,21 +169,23 @@ def measure(options, broker, flow, source, end, workers, resolution_ns, roots,
             run.wait_open()
             started = time.perf_counter()
             cpu0, broker0 = [cpu_seconds(p.pid) for p in run.procs], cpu_seconds(broker.pid)
+            threads0 = [thread_seconds(p.pid) for p in run.procs]
             watch_end(bootstrap, results, RESULT_PARTITIONS, end, workers, run)
             seconds = time.perf_counter() - started
             cpu = [cpu_seconds(p.pid) - c for p, c in zip(run.procs, cpu0)]
             broker_cpu = cpu_seconds(broker.pid) - broker0
+            threads = [busiest_threads(t, thread_seconds(p.pid)) for p, t in zip(run.procs, threads0)]
         finally:
             run.stop()
     with ResultClient(results, options) as client:
         if not client.wait_for(end, timeout=600):
             raise SystemExit(f"{flow}: the result client did not reach {end}")
         view = client.view
-    return seconds, cpu, broker_cpu, view, run.exchange()
+    return seconds, cpu, broker_cpu, view, run.exchange(), threads
 
 
 def report(label: str, workers: int, rate: float, base: float | None, cpu: list, broker: float, seconds: float,
-           exchange: list) -> None:
+           exchange: list, threads: list[str], show_threads: bool) -> None:
     ratio = "" if base is None else f" (ratio {rate / base:.2f})"
     line = (f"  {label} {workers} worker(s): {rate:9.0f}/s{ratio}; CPU s per process {[round(c, 1) for c in cpu]}, "
             f"broker {broker:.1f} s CPU in {seconds:.1f} s")
@@ -173,6 +195,9 @@ def report(label: str, workers: int, rate: float, base: float | None, cpu: list,
         line += (f"; {steps:.0f} exchange steps per worker, mean wait {wait:.0f} us per step, "
                  f"{sum(e[2] for e in exchange)} updates crossed workers")
     print(line, flush=True)
+    if show_threads:
+        for i, busiest in enumerate(threads):
+            print(f"    worker {i}'s busiest threads (CPU s): {busiest}", flush=True)
 
 
 def daemon_mode(args) -> None:
@@ -197,12 +222,13 @@ def daemon_mode(args) -> None:
             print(f"count-per-page: {args.updates} views, 1 ms epochs", flush=True)
             base = None
             for workers in counts:
-                seconds, cpu, broker_cpu, view, exchange = measure(options, broker, "count", source, end, workers,
+                seconds, cpu, broker_cpu, view, exchange, threads = measure(options, broker, "count", source, end, workers,
                                                                    1_000_000, 0, args.max_updates)
                 if view != {(p, n): 1 for p, n in want.items()}:
                     raise SystemExit(f"count-per-page with {workers} workers: wrong counts")
                 rate = args.updates / seconds
-                report("count-per-page", workers, rate, base, cpu, broker_cpu, seconds, exchange)
+                report("count-per-page", workers, rate, base, cpu, broker_cpu, seconds, exchange, threads,
+                       args.threads)
                 base = base or rate
         if "reach" not in args.skip:
             m, c, e = args.edges, args.changes, args.epoch
@@ -223,11 +249,12 @@ def daemon_mode(args) -> None:
             print(f"reachability {args.nodes} nodes / {m} edges / {args.roots} roots, {c} changes, E={e}", flush=True)
             base, first = None, None
             for workers in counts:
-                seconds, cpu, broker_cpu, view, exchange = measure(options, broker, "reach", source, end, workers,
+                seconds, cpu, broker_cpu, view, exchange, threads = measure(options, broker, "reach", source, end, workers,
                                                                    e, args.roots, args.max_updates)
                 if first is not None and view != first:
                     raise SystemExit(f"reachability with {workers} workers differs from {counts[0]} worker(s)")
                 first = view
                 rate = c / seconds
-                report("reachability", workers, rate, base, cpu, broker_cpu, seconds, exchange)
+                report("reachability", workers, rate, base, cpu, broker_cpu, seconds, exchange, threads,
+                       args.threads)
                 base = base or rate
