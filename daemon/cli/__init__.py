@@ -8,13 +8,22 @@ light. The top layer: may import any part of the daemon.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["BLAS_THREADS", "main"]
+
+# numpy's BLAS starts a pool of one thread per core at import, and each new pool spins on a core
+# for about 0.1 s before it sleeps: on a 16-core host that is ~1.5 s of CPU per process, for a
+# library no command of ddflow calls (the engine's work is integer kernels). One thread, unless
+# the environment says otherwise.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ddflow`` command line with ``argv`` (default: the process's); the exit code."""
+    for name in BLAS_THREADS:  # before numpy is imported (nothing above imports it)
+        os.environ.setdefault(name, "1")
     from .parser import main as run
 
     return run(argv)

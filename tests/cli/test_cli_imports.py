@@ -42,3 +42,31 @@ def test_produce_and_tail_modules_leave_arrow_and_spark_alone():
 def test_the_daemon_package_loads_its_public_names_on_use():
     code = "import ddflow.daemon as d\nassert 'confluent_kafka' not in sys.modules\nd.UpdateProducer"
     assert "confluent_kafka" in loaded_after(code)
+
+
+def blas_threads_after(code: str, env: dict[str, str]) -> tuple[int, int]:
+    """Threads of a fresh process after ``code`` and then ``import numpy``, against a process that
+    imports numpy alone, both under ``env`` (the BLAS variables removed from this one's)."""
+    import os
+
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                                               "OMP_NUM_THREADS")}
+    count = "import os, numpy; print(len(os.listdir('/proc/self/task')))"
+    run = [subprocess.run([sys.executable, "-c", f"{c}\n{count}"], capture_output=True, text=True, timeout=120,
+                          check=True, env={**base, **env}) for c in (code, "")]
+    return int(run[0].stdout.split()[-1]), int(run[1].stdout.split()[-1])
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_a_command_starts_no_blas_thread_pool_unless_told():
+    """numpy's BLAS would start a thread per core (each spinning ~0.1 s): a ddflow command keeps it
+    at one, and a BLAS thread count set in the environment is kept."""
+    import os
+
+    command = "from ddflow.daemon.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    with_main, alone = blas_threads_after(command, {})
+    assert with_main == 1
+    if os.cpu_count() and os.cpu_count() > 1:
+        assert alone > 1  # numpy alone starts its pool here: the comparison shows the difference
+        told, _ = blas_threads_after(command, {"OPENBLAS_NUM_THREADS": "2"})
+        assert told == 2
