@@ -116,7 +116,7 @@ def check_stream(
         probe: Any = build(*(s.collection for s in sessions)).capture()
     else:
         df = Workers(workers, lambda d: build(*(d.new_input(name).collection for name in names)).capture(),
-                     config=config, transport=transport(workers))
+                     config=config, transport=transport(workers, stream.seed))
         sessions = [df.input(name) for name in names]
         probe = df.capture(lambda capture: capture)
     epochs = {name: stream.epochs(name) for name in names}

@@ -170,7 +170,7 @@ def check_pipeline(
         sessions = [df.inputs[f"in{i}"] for i in range(len(sources_))]
         first = df
     else:
-        df = Workers(workers, build, config=config, transport=transport(workers))
+        df = Workers(workers, build, config=config, transport=transport(workers, key))
         probes = [df.capture(lambda out, i=i: out[i]) for i in range(len(df.outputs[0]))]
         sessions = [df.input(f"in{i}") for i in range(len(sources_))]
         first = df.dataflows[0]

@@ -108,7 +108,7 @@ def check_windows(build: Callable, reference: Callable[[Updates, int], dict], so
         session, runner = df.inputs["in0"], df
     else:
         runner = Workers(workers, lambda d: build(d.new_input("in0").collection).capture(),
-                         transport=transport(workers))
+                         transport=transport(workers, len(source.updates)))
         probe, session = runner.capture(lambda capture: capture), runner.input("in0")
     updates = list(source.updates)
     marks = {u for _, u, _ in updates} | set(source.boundaries) | ends

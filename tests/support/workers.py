@@ -7,9 +7,11 @@
 * a comma list such as ``1,2,3``: each test runs once per listed count with all its examples (the
   thorough setting; ``1`` alone for a quick local run).
 
-``DDFLOW_TEST_TRANSPORT`` (default ``local``): how several workers meet. ``local``: threads over one
+``DDFLOW_TEST_TRANSPORT`` (default ``mixed``): how several workers meet. ``local``: threads over one
 in-process transport; ``mesh``: each worker its own end of a mesh (real ZeroMQ sockets over
-``ipc://``, ``ddflow.daemon.cluster.mesh``), so the suites check the mesh's wire format too.
+``ipc://``, ``ddflow.daemon.cluster.mesh``), so the suites check the mesh's wire format and
+protocol too; ``mixed``: every other example of several workers over the mesh, picked from the
+example itself like its count (``transport_for``).
 """
 
 from __future__ import annotations
@@ -34,17 +36,23 @@ def count_for(setting: int | None, key: int) -> int:
     return MIXED[key % len(MIXED)] if setting is None else setting
 
 
-TRANSPORT = os.environ.get("DDFLOW_TEST_TRANSPORT", "").strip() or "local"
+TRANSPORT = os.environ.get("DDFLOW_TEST_TRANSPORT", "").strip() or "mixed"
+if TRANSPORT not in ("local", "mesh", "mixed"):
+    raise ValueError(f"DDFLOW_TEST_TRANSPORT must be 'local', 'mesh' or 'mixed', got {TRANSPORT!r}")
 _open: list = []  # the mesh ends of the previous example, closed when the next one starts
 
 
-def transport(count: int):
-    """What ``Workers(count, ..., transport=...)`` meets through under ``DDFLOW_TEST_TRANSPORT``:
-    None (its own in-process transport) or one mesh end per worker."""
-    if TRANSPORT == "local":
+def transport_for(key: int) -> str:
+    """``local`` or ``mesh`` for an example: ``TRANSPORT`` when fixed, else picked by ``key`` (the
+    number `count_for` takes, read at another digit so that every count meets both)."""
+    return ("local", "mesh")[(key // len(MIXED)) % 2] if TRANSPORT == "mixed" else TRANSPORT
+
+
+def transport(count: int, key: int = 0):
+    """What ``Workers(count, ..., transport=...)`` meets through for the example ``key``
+    (`transport_for`): None (its own in-process transport) or one mesh end per worker."""
+    if transport_for(key) == "local":
         return None
-    if TRANSPORT != "mesh":
-        raise ValueError(f"DDFLOW_TEST_TRANSPORT must be 'local' or 'mesh', got {TRANSPORT!r}")
     from ddflow.daemon.cluster.mesh import MeshTransport
 
     while _open:
