@@ -20,7 +20,7 @@ worker is open to the moment every worker's progress marker reaching the end is 
 result topic (watched by a consumer that decodes only the markers; the results are read and checked
 after, untimed, so the benchmark's own Python decoding competes with no worker), the ratio to the
 first worker count's run of the same invocation, each process's CPU seconds and the broker's (a broker busy the whole time bounds the run), and with several workers the exchange
-steps, the mean wait per step (the per-round exchange latency) and the updates that crossed
+steps, the mean and p99 wait per step (the per-round exchange latency) and the updates that crossed
 workers, from the workers' logs. Results are checked: the counts per page against a count of the
 input, reachability against the first run.
 

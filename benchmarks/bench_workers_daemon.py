@@ -122,14 +122,15 @@ class Run:
             if p.wait(120) != 0:
                 raise SystemExit("a worker failed:\n" + "".join(line for log in self.logs for line in log[-20:]))
 
-    def exchange(self) -> list[tuple[int, float, int]]:
-        """Per worker (steps, mean wait per step in us, updates received) from its log at exit."""
+    def exchange(self) -> list[tuple[int, float, int, float]]:
+        """Per worker (steps, mean wait per step in us, updates received, p99 wait per step in us) from
+        its log at exit."""
         out = []
         for log in self.logs:
-            m = re.search(r"(\d+) exchange steps, mean wait (\d+) us per step, (\d+) updates sent and (\d+) received",
-                          "".join(log))
+            m = re.search(r"(\d+) exchange steps, mean wait (\d+) us per step \(p99 (\d+) us\), (\d+) updates sent "
+                          r"and (\d+) received", "".join(log))
             if m:
-                out.append((int(m.group(1)), float(m.group(2)), int(m.group(4))))
+                out.append((int(m.group(1)), float(m.group(2)), int(m.group(5)), float(m.group(3))))
         return out
 
 
@@ -192,8 +193,9 @@ def report(label: str, workers: int, rate: float, base: float | None, cpu: list,
     if exchange:
         steps = sum(e[0] for e in exchange) / len(exchange)
         wait = sum(e[0] * e[1] for e in exchange) / max(1, sum(e[0] for e in exchange))
-        line += (f"; {steps:.0f} exchange steps per worker, mean wait {wait:.0f} us per step, "
-                 f"{sum(e[2] for e in exchange)} updates crossed workers")
+        line += (f"; {steps:.0f} exchange steps per worker, mean wait {wait:.0f} us per step (p99 of the "
+                 f"slowest worker {max(e[3] for e in exchange):.0f} us), {sum(e[2] for e in exchange)} updates "
+                 "crossed workers")
     print(line, flush=True)
     if show_threads:
         for i, busiest in enumerate(threads):

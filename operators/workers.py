@@ -39,17 +39,37 @@ from .frontier import Antichain
 from .input import InputSession, RecordColumns
 from .transport import LocalTransport, Transport, TransportAborted
 
-__all__ = ["MergedCapture", "SpreadInput", "Worker", "Workers", "worker_dataflow"]
+__all__ = ["MergedCapture", "SpreadInput", "StepWaits", "Worker", "Workers", "worker_dataflow"]
 
 T = TypeVar("T")
 
 
+class StepWaits:
+    """How long a worker's latest exchange steps waited for the others: the last ``size`` waits (in
+    seconds, every exchange point's steps together), kept for their percentiles."""
+
+    def __init__(self, size: int = 65_536) -> None:
+        self._waits = np.zeros(size)
+        self.count = 0  # steps recorded so far (the latest ``size`` are kept)
+
+    def add(self, seconds: float) -> None:
+        self._waits[self.count % len(self._waits)] = seconds
+        self.count += 1
+
+    def percentile(self, q: float) -> float | None:
+        """The ``q``-th percentile (0-100) of the kept waits, in seconds; None before the first."""
+        kept = min(self.count, len(self._waits))
+        return float(np.percentile(self._waits[:kept], q)) if kept else None
+
+
 class Worker:
     """One worker's part in a multi-worker dataflow: its index among ``count``, the transport, and
-    the agreements its dataflow's scheduler makes with the others (see ``Dataflow.run`` and loops)."""
+    the agreements its dataflow's scheduler makes with the others (see ``Dataflow.run`` and loops);
+    ``waits``: its exchange steps' waits (`StepWaits`)."""
 
     def __init__(self, index: int, count: int, transport: Transport) -> None:
         self.index, self.count, self.transport = index, count, transport
+        self.waits = StepWaits()
         self.epoch: tuple[int | None, int | None] = (None, None)  # [lower, upper) being worked on
         self.exchanges: list = []  # the exchange nodes, in channel order
         self._channels = 0

@@ -92,21 +92,24 @@ class ClusterWorker(Worker):
     def exchange_summary(self) -> dict[str, float]:
         """What this worker's exchanges cost so far: ``steps`` (every exchange point's steps),
         ``wait_seconds`` (blocked in them for the others), ``updates_sent``/``updates_received``
-        (updates that crossed to/from other workers) and ``agreements`` on epoch ends."""
+        (updates that crossed to/from other workers), ``agreements`` on epoch ends and
+        ``p99_wait_seconds``, the 99th percentile of the latest steps' waits (0 before any step)."""
         from ...operators.nodes.exchange import Exchange
 
         nodes = [n for n in self.dataflow._all_nodes() if isinstance(n, Exchange)] if self.dataflow else []
+        worker = self.dataflow.worker if self.dataflow is not None else None
+        p99 = worker.waits.percentile(99) if worker is not None else None
         return {"steps": sum(n.seq for n in nodes), "wait_seconds": sum(n.wait_seconds for n in nodes),
                 "updates_sent": sum(n.sent for n in nodes), "updates_received": sum(n.received for n in nodes),
-                "agreements": 0 if self.clock is None else self.clock.agreements}
+                "agreements": 0 if self.clock is None else self.clock.agreements, "p99_wait_seconds": p99 or 0.0}
 
     def close(self) -> None:
         if self._open and self.dataflow is not None:
             s = self.exchange_summary()
-            log.info("worker %d of %d: %d exchange steps, mean wait %.0f us per step, %d updates sent and %d "
-                     "received, %d epoch agreements", self.index, self.count, s["steps"],
-                     1e6 * s["wait_seconds"] / max(s["steps"], 1), s["updates_sent"], s["updates_received"],
-                     s["agreements"])
+            log.info("worker %d of %d: %d exchange steps, mean wait %.0f us per step (p99 %.0f us), %d updates "
+                     "sent and %d received, %d epoch agreements", self.index, self.count, s["steps"],
+                     1e6 * s["wait_seconds"] / max(s["steps"], 1), 1e6 * s["p99_wait_seconds"], s["updates_sent"],
+                     s["updates_received"], s["agreements"])
         try:
             super().close()
         finally:

@@ -76,7 +76,9 @@ class Exchange(Node):
             parts = []
         started = time.perf_counter()
         batches = transport.receive(me, self.channel, seq)
-        self.wait_seconds += time.perf_counter() - started
+        waited = time.perf_counter() - started
+        self.wait_seconds += waited
+        worker.waits.add(waited)
         for batch in batches:
             records = batch.records
             ids = self.interner.ids_of_columns(records) if isinstance(records, np.ndarray) else self.interner.ids(records)

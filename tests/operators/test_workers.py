@@ -225,3 +225,28 @@ def test_ints_and_int_pairs_travel_as_columns_and_other_values_as_themselves():
     assert got == {"NoneType", "float", "int", "str", "tuple"}  # values keep their types across workers
     kinds = {(isinstance(b.records, np.ndarray), getattr(b.records, "ndim", 0)) for b in transport.sent}
     assert kinds == {(True, 1), (True, 2), (False, 0)}  # int columns, pair columns, lists of values
+
+
+def test_every_exchange_step_records_its_wait_for_the_percentiles():
+    """A worker keeps each exchange step's wait (`StepWaits`): one per step of every exchange point,
+    the latest ``size`` of them, and their percentiles lie between the least and the most."""
+    from ddflow.operators.nodes.exchange import Exchange
+    from ddflow.operators.workers import StepWaits
+
+    workers = Workers(2, lambda df: df.new_input("in").collection.count().capture())
+    source = workers.input("in")
+    for k in range(20):
+        source.insert(k % 5, k)
+        source.advance_to(k + 1)
+        workers.run()
+    for df in workers.dataflows:
+        steps = sum(n.seq for n in df._all_nodes() if isinstance(n, Exchange))
+        assert steps and df.worker.waits.count == steps
+        kept = df.worker.waits._waits[:steps]
+        assert kept.min() <= df.worker.waits.percentile(99) <= kept.max()
+    waits = StepWaits(size=4)
+    assert waits.percentile(50) is None
+    for w in (9.0, 1.0, 2.0, 3.0, 4.0, 5.0):
+        waits.add(w)
+    assert waits.count == 6 and sorted(waits._waits) == [2.0, 3.0, 4.0, 5.0]  # the latest four
+    assert waits.percentile(0) == 2.0 and waits.percentile(100) == 5.0
