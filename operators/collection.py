@@ -37,6 +37,8 @@ class Collection:
         self.scope = scope or node.scope
         self._entered: dict[int, Collection] = {}
         self._arranged: dict[bool, Arranged] = {}
+        self._outer: Collection | None = None  # the collection this one is entered from (an `enter`)
+        self._exchanged: dict[bool, Collection] = {}
 
     @property
     def context(self) -> Context:
@@ -74,6 +76,7 @@ class Collection:
         for s in reversed(chain[: chain.index(self.scope)]):
             if id(s) not in c._entered:
                 c._entered[id(s)] = c._then(linear.Enter(s, c.node))
+                c._entered[id(s)]._outer = c
             c = c._entered[id(s)]
         return c
 
@@ -135,12 +138,26 @@ class Collection:
             name = self.context.name_arrangement(kind)
             source = self.node
             if self.context.worker is not None:  # one of several workers: keys go to their owners first
-                source = Exchange(self.scope, by_self=by_self, arrangement=name)
-                self.node.connect(source)
+                source = self._routed(by_self, name).node
             node = Arrange(self.scope, by_self=by_self, name=name, source=self.node)
             source.connect(node)
             self._arranged[by_self] = Arranged(self, node)
         return self._arranged[by_self]
+
+    def _routed(self, by_self: bool, name: str) -> Collection:
+        """This collection's updates, each on the worker that owns its key (the record with
+        ``by_self``). A collection entered into a loop is routed where it came from, before it
+        enters: an exchange there steps once per pass of that scope instead of once per round of
+        the loop, and the loop receives each update already on its owner."""
+        if by_self not in self._exchanged:
+            if self._outer is not None:
+                routed = self._outer._routed(by_self, name).enter(self.scope)
+            else:
+                node = Exchange(self.scope, by_self=by_self, arrangement=name)
+                self.node.connect(node)
+                routed = Collection(node)
+            self._exchanged[by_self] = routed
+        return self._exchanged[by_self]
 
     def arrange_by_key(self) -> Arranged:
         """Index ``(key, val)`` records by key; joins and reductions given the result share it."""

@@ -250,3 +250,37 @@ def test_every_exchange_step_records_its_wait_for_the_percentiles():
         waits.add(w)
     assert waits.count == 6 and sorted(waits._waits) == [2.0, 3.0, 4.0, 5.0]  # the latest four
     assert waits.percentile(0) == 2.0 and waits.percentile(100) == 5.0
+
+
+def test_a_collection_entered_into_a_loop_is_routed_before_it_enters():
+    """With several workers, the edges reachability joins with inside its loop are exchanged in the
+    enclosing scope (one step per pass there, not one per loop round), the loop's own collections
+    inside it; the result equals one dataflow's, and an epoch takes fewer exchange steps."""
+    from ddflow.operators.nodes.exchange import Exchange
+
+    def build(df):
+        return reachability(df.new_input("roots").collection, df.new_input("edges").collection).capture()
+
+    workers = Workers(2, build)
+    exchanges = [n for n in workers.dataflows[0]._all_nodes() if isinstance(n, Exchange)]
+    assert sorted(n.scope.depth for n in exchanges) == [1, 2, 2]
+    single = Dataflow()
+    want = build(single)
+    rng = random.Random(5)
+    edges = [(rng.randrange(30), rng.randrange(30)) for _ in range(60)]
+    roots, spread = workers.input("roots"), workers.input("edges")
+    roots.insert(0, 0)
+    single.inputs["roots"].insert(0, 0)
+    for t, edge in enumerate(edges):
+        for session in (spread, single.inputs["edges"]):
+            session.insert(edge, t)
+            if t >= 10:
+                session.remove(edges[t - 10], t)
+    for session in (roots, spread, single.inputs["roots"], single.inputs["edges"]):
+        session.advance_to(len(edges))
+    workers.run()
+    single.run()
+    got = workers.capture(lambda out: out)
+    assert {r: d for r, d in got.at(len(edges) - 1).items() if d} == want.at(len(edges) - 1) != {}
+    rounds = sum(n.seq for n in exchanges if n.scope.depth == 2)
+    assert next(n for n in exchanges if n.scope.depth == 1).seq < rounds / 2  # steps of the routed edges
