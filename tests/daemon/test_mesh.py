@@ -211,6 +211,8 @@ def frames_of(head: bytes, *rest) -> list:
     ([b"junk"], "fewer than"),
     ([b"xxxx" + wire.header(wire.BEAT, 0, 1, 7)[4:]], "not a ddflow mesh message"),
     ([wire.header(wire.BEAT, 0, 1, 8)], "another run"),
+    ([wire.header(wire.BEAT, 0, 1, 7)[:4] + bytes([1]) + wire.header(wire.BEAT, 0, 1, 7)[5:]],
+     "protocol version 1, this worker speaks 2"),  # a worker of before a step's batch carried its marker
     ([wire.header(wire.BEAT, 1, 1, 7)], "source worker 1 is not another worker"),
     ([wire.header(wire.BEAT, 0, 0, 7)], "addressed to worker 0"),
     ([wire.header(9, 0, 1, 7)], "unknown kind 9"),
