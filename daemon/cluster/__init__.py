@@ -4,7 +4,8 @@
 the other workers and whose epochs close at the same boundaries on every worker (`clock`), and
 whose index comes from the host name or the config (`identity`, which also gives the workers'
 mesh addresses). `mesh.MeshTransport` is the engine's transport over direct ZeroMQ connections
-between the workers (`mesh_wire`: its messages and their validating decoder);
+between the workers (`mesh_peers`: the connections, membership and what arrived from whom;
+`mesh_wire`: the messages and their validating decoder);
 `mesh_member.MeshWorker` is the worker of several over it, checkpointing at epochs all workers
 agree on and restoring together the newest checkpoint all of them completed.
 
