@@ -184,11 +184,7 @@ def _insert_tagged(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query:
             slots, tags, keys, query, out, i, count, free, nfree, next_value, room, added, homes, seen)
         if v < 0:  # done, or out of values before key i
             break
-        # key i took value v, and the table is full: grow by half, or at once to the size the rest of
-        # the query needs if it brings new keys at the rate seen so far (one rehash for a large batch
-        # of new keys, not dozens)
-        expected = count + 1 + (n - i - 1) * added // (i + 1)
-        cap = max(slots.shape[0] + slots.shape[0] // 2 + 1, (expected * LOAD_DEN) // LOAD_NUM + 1)
+        cap = _grown_capacity(slots.shape[0], count, n, i, added)  # key i took value v, the table is full
         grown = np.full(cap, -1, dtype=np.int32)
         grown_tags = np.zeros(cap, dtype=np.int8)
         for j in range(slots.shape[0]):
@@ -205,6 +201,16 @@ def _insert_tagged(slots: np.ndarray, tags: np.ndarray, keys: np.ndarray, query:
     if seen == 1 << 62 and n > 0:  # looks the first key up again (its value as found): the reads ahead are used
         out[0] = _lookup(slots, tags, keys, keys[out[0]])
     return out, slots, tags, count, nfree, next_value, i
+
+
+@helper
+def _grown_capacity(cap: int, count: int, n: int, i: int, added: int) -> int:
+    """The capacity a full table of ``cap`` buckets and ``count`` keys grows to while key ``i`` of a
+    query of ``n`` keys goes in, ``added`` of them new so far: by half, or at once to the size the
+    rest of the query needs if it brings new keys at the rate seen so far (one rehash for a large
+    batch of new keys, not dozens)."""
+    expected = count + 1 + (n - i - 1) * added // (i + 1)
+    return max(cap + cap // 2 + 1, (expected * LOAD_DEN) // LOAD_NUM + 1)
 
 
 @helper
@@ -351,9 +357,7 @@ def insert(slots: np.ndarray, keys: np.ndarray, query: np.ndarray, count: int, f
             slots, keys, query, out, i, count, free, nfree, next_value, room, added, held)
         if v < 0:
             break
-        expected = count + 1 + (n - i - 1) * added // (i + 1)
-        cap = max(slots.shape[0] + slots.shape[0] // 2 + 1, (expected * LOAD_DEN) // LOAD_NUM + 1)
-        slots = _grown(slots, keys, cap)
+        slots = _grown(slots, keys, _grown_capacity(slots.shape[0], count, n, i, added))
         _place_untagged(slots, keys, v)
         count += 1
         out[i] = v

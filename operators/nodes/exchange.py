@@ -84,11 +84,8 @@ class Exchange(Node):
             ids = self.interner.ids_of_columns(records) if isinstance(records, np.ndarray) else self.interner.ids(records)
             parts.append(Updates((ids,), batch.times, batch.diffs))
             self.received += len(batch.diffs)
-        if len(parts) == 1:
-            if len(parts[0]):
-                self.emit(parts[0])
-        elif parts:
-            out = concat(parts, 1, self.scope.depth)
+        if parts:
+            out = concat(parts, 1, self.scope.depth)  # one part is passed on as it is
             if len(out):
                 self.emit(out)
 

@@ -48,7 +48,7 @@ def transport_for(key: int) -> str:
     return ("local", "mesh")[(key // len(MIXED)) % 2] if TRANSPORT == "mixed" else TRANSPORT
 
 
-def transport(count: int, key: int = 0):
+def transport(count: int, key: int):
     """What ``Workers(count, ..., transport=...)`` meets through for the example ``key``
     (`transport_for`): None (its own in-process transport) or one mesh end per worker."""
     if transport_for(key) == "local":
