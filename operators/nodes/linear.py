@@ -130,21 +130,48 @@ class Map(Memoized):
         self.pair_columns = self.columns.from_pairs  # pair records as two columns: built, no Python
         if self.pair_columns:
             self.pair_items = self.columns.items_read
+        self._columns_out: bool | None = None  # see _builds_columns
 
     def step(self, frontier: Antichain) -> None:
         """Every buffered batch: those of record ids through :meth:`apply`, those of pair columns
-        built from their columns (handed on as pair columns when the function builds pairs)."""
+        built from their columns (handed on as pair columns when the function builds pairs). Record
+        ids that are all pairs are built from their columns too, when every consumer takes what that
+        gives (:meth:`_builds_columns`): then no pair is interned and no memo consulted."""
         parts, self.buffers[0] = self.buffers[0], []
         for group in by_width(parts) if parts else ():
             u = group[0] if len(group) == 1 else concat(group)
             if len(u.data) == 1:
-                self.emit(self.apply(u))
+                built = self._built_from_pair_ids(u) if self._builds_columns() else None
+                if built is None:
+                    self.emit(self.apply(u))
+                else:
+                    self.emit_records(built)
                 continue
             built = self.columns.pairs(*u.data)
             if built is None:  # some record's arithmetic needs the Python call: mapped by its id
                 self.emit(self.apply(Updates((self.interner.pair(*u.data),), u.times, u.diffs)))
             else:
                 self.emit_records(Updates(built, u.times, u.diffs))
+
+    def _builds_columns(self) -> bool:
+        """Whether batches of record ids that are pairs go through :meth:`_built_from_pair_ids`: the
+        function reads only their items and constants, computes no arithmetic (which may need the
+        Python call), and builds a single value or a pair that every consumer takes as two columns
+        (``Node.pair_columns``; a pair would be interned for any other). Decided at the first step:
+        the graph is fixed once running."""
+        if self._columns_out is None:
+            columns = self.columns
+            self._columns_out = bool(columns.from_pairs and not columns.arith and (
+                columns.shape[0] != "tuple" or all(node.pair_columns for node, _port in self.consumers)))
+        return self._columns_out
+
+    def _built_from_pair_ids(self, u: Updates) -> Updates | None:
+        """``u``'s outputs built from the columns of its records, which name pairs (``None`` when
+        one does not: the batch is then mapped by its ids)."""
+        is_pair, firsts, seconds = self.interner.plain_pairs(u.data[0])
+        if False in is_pair:
+            return None
+        return Updates(self.columns.pairs(firsts, seconds), u.times, u.diffs)
 
     def _call(self, ids: np.ndarray) -> np.ndarray:
         """Ids of ``f`` of the records ``ids``: one Python call each, in chunks."""
