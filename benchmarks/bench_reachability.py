@@ -133,6 +133,7 @@ class Phase:
     cpu: float  # process CPU seconds
     latencies: np.ndarray  # per change, wall seconds
     epoch_cpu: np.ndarray  # per change, the CPU seconds of its epoch (feed and run)
+    rounds: np.ndarray  # per change, the loop rounds its epoch ran
     rss: dict[int, float] = field(default_factory=dict)  # MB after a number of changes (absolute)
 
     @property
@@ -167,8 +168,8 @@ class Reachability:
             records = np.asarray(records, dtype=np.int64).reshape(-1, 2)
         self.pending.append((records[:, 0] * self.nodes + records[:, 1], diffs))
         self.pending_rows += len(diffs)
-        if self.pending_rows >= max(1 << 24, len(self.codes)):  # bounded, and rarely in a timed phase
-            self._fold()
+        if self.pending_rows >= max(1 << 24, len(self.codes)) or len(self.pending) >= 4096:
+            self._fold()  # bounded (rows, and drains: a million single-change drains would hold ~350 MB)
 
     def _fold(self) -> None:
         """Add the pending drains to the accumulated output (amortized: once they are as many)."""
@@ -205,12 +206,14 @@ class Reachability:
         # the phase's edges as tuples, made before timing (change k: old edge k, new edge M + k)
         old = list(map(tuple, self.e[first:stop].tolist()))
         new = list(map(tuple, self.e[edges + first : edges + stop].tolist()))
-        latencies, epoch_cpu = np.empty(changes), np.empty(changes)
+        latencies, epoch_cpu, rounds = np.empty(changes), np.empty(changes), np.empty(changes)
+        loops = [n for n in self.df._all_nodes() if type(n).__name__ == "Loop"]
         rss: dict[int, float] = {}
         started, cpu = clock(), time.process_time()
         k = first
         while k < stop:
             end = min(k + epoch, stop)
+            before = sum(loop.rounds for loop in loops)
             fed, cpu_start = np.empty(end - k), time.process_time()
             for j in range(k, end):
                 fed[j - k] = clock()
@@ -220,6 +223,7 @@ class Reachability:
             self.df.run()
             latencies[k - first : end - first] = clock() - fed
             epoch_cpu[k - first : end - first] = time.process_time() - cpu_start
+            rounds[k - first : end - first] = sum(loop.rounds for loop in loops) - before
             self._absorb()
             k = end
             if k in marks or k == stop:
@@ -229,7 +233,7 @@ class Reachability:
                           f"RSS {rss[k]:,.0f} MB", file=sys.stderr, flush=True)
         self.done = stop
         return Phase(epoch, first, changes, clock() - started, time.process_time() - cpu, latencies, epoch_cpu,
-                     rss)
+                     rounds, rss)
 
     def check(self) -> int:
         """Compare the output now with a BFS of the window; exits on a mismatch. Returns the pair count."""
@@ -364,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"latency at E={lat.epoch} (closed loop; last {args.window:,} changes before each mark; wall "
               f"time, and the CPU time of the change's epoch, which a loaded machine does not inflate):")
         print(f"{'after':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8} {'CPU p50':>8} "
-              f"{'CPU p99':>8} {'RSS MB':>8}")
+              f"{'CPU p99':>8} {'RSS MB':>8} {'rounds':>7} {'CPU/round':>10}")
         windows, cpu_windows = {}, {}
         for mark in args.milestones:
             window = lat.latencies[max(0, mark - args.window) : mark]
@@ -372,8 +376,12 @@ def main(argv: list[str] | None = None) -> int:
             cpu_windows[mark] = lat.epoch_cpu[max(0, mark - args.window) : mark]
             s = summary(window)
             c = summary(lat.epoch_cpu[max(0, mark - args.window) : mark])
+            # the loop rounds per epoch (how far changes travel in the window's graph) and the CPU per round
+            per_epoch = slice(max(0, mark - args.window), mark, lat.epoch)
+            rounds, cpu = lat.rounds[per_epoch], lat.epoch_cpu[per_epoch]
             print(f"{mark:>9,} {s['p50']:>8.1f} {s['p90']:>8.1f} {s['p99']:>8.1f} {s['max']:>8.1f} "
-                  f"{c['p50']:>8.1f} {c['p99']:>8.1f} {lat.rss.get(mark, float('nan')):>8.0f}")
+                  f"{c['p50']:>8.1f} {c['p99']:>8.1f} {lat.rss.get(mark, float('nan')):>8.0f} "
+                  f"{rounds.mean():>7.1f} {cpu.sum() / max(rounds.sum(), 1) * 1e6:>8.0f} us")
         if len(windows) > 1:
             lo, hi = min(windows), max(windows)
             a, b = summary(windows[lo]), summary(windows[hi])
