@@ -34,6 +34,7 @@ from .trie import Description, TrieBatch, int64
 
 
 _NONE = np.empty(0, dtype=np.int64)  # the address table of no merges (never written)
+_PAIRWISE_FROM = 1 << 14  # idle merges of this many updates go pair by pair (Spine._merge_pairwise)
 _INT64 = np.dtype(np.int64)
 
 
@@ -382,8 +383,9 @@ class Spine:
         then (within a budget proportional to what was inserted since the last call, so the work stays
         amortized) keeps the trace close to its compacted size: from the newest backwards, as long as
         the newest two are sealed and each older batch (or, for the newest pair, either) was advanced
-        to an older frontier, in one kernel call. A trace with nothing inserted since the last call
-        does nothing."""
+        to an older frontier, in one kernel call (pair by pair, :meth:`_merge_pairwise`, from
+        ``_PAIRWISE_FROM`` updates on). A trace with nothing inserted since the last call does
+        nothing."""
         if not self._inserted:  # idle since the last call: nothing to re-merge
             return
         budget, self._inserted = self.fuel_per_update * self._inserted, 0
@@ -405,7 +407,28 @@ class Spine:
                 break
             lo -= 1
         if lo < hi - 1:
-            self._merge_newest(lo, hi, budget, 0)
+            if total < _PAIRWISE_FROM:
+                self._merge_newest(lo, hi, budget, 0)
+            else:
+                self._merge_pairwise(lo, hi)
+
+    def _merge_pairwise(self, lo: int, hi: int) -> None:
+        """Merge the idle sealed batches ``items[lo:hi]`` into one, the adjacent pair with the fewest
+        updates first, one kernel call per pair. A cascade from the newest backwards reads what it
+        merged so far again at every older batch: ~20 times the updates for the few dozen batches
+        of very different sizes a large epoch's loop rounds leave; pair by pair, each update is read
+        a few times (about as often as a merge of sizes in a balanced tree)."""
+        items = self.items
+        while hi - lo > 1:
+            best, j = None, lo
+            for i in range(lo, hi - 1):
+                size = items[i].n + items[i + 1].n
+                if best is None or size < best:
+                    best, j = size, i
+            count, n = self._merge_newest(j, j + 2, best + 1, 0)
+            if count < 2:  # (the fuel covers the pair: never)
+                return
+            hi -= 1 if n else 2
 
     # -- reading ---------------------------------------------------------------------------------
     def batches(self) -> Iterator[TrieBatch]:

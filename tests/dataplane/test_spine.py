@@ -94,6 +94,26 @@ def insertable(data, lower: Antichain, upper: Antichain, d: int) -> Updates:
 @settings(deadline=None, max_examples=100)  # ~0.2 s per script; 1,500 scripts also pass
 @given(st.data())
 def test_trace_accumulations_match_brute_force_under_any_script(data):
+    _script(data)
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.data())
+def test_idle_merges_pair_by_pair_keep_every_view(data):
+    """The same scripts with every idle merge, however small, going pair by pair
+    (``Spine._merge_pairwise``; large ones only, by default)."""
+    from ddflow.operators.traces import spine
+
+    pairwise, spine._PAIRWISE_FROM = spine._PAIRWISE_FROM, 0
+    try:
+        _script(data)
+    finally:
+        spine._PAIRWISE_FROM = pairwise
+
+
+def _script(data) -> None:
+    """Interleaved inserts, compactions, handles, drops, idle and extra merge effort, each followed by
+    :func:`check`."""
     d = data.draw(depths)
     tiny = data.draw(st.booleans())
     trace = Spine(d, config=fuel(1, 1)) if tiny else Spine(d)
