@@ -302,37 +302,42 @@ def cascade(table, lo, hi, frontier, fuel, out, ratio):
     left int64 (``nk``, ``nv`` then the key and val; nothing replaced).
     """
     d = frontier.shape[1]
-    kept = np.empty(0, np.int64)  # the buffer of the last merge, alive while it is an input
+    head = np.empty(HEADER, np.int64)  # the header of the merge under way
+    kept = np.empty(0, np.int64)  # the trie of the last merge, alive while it is an input
     address, nk, nv, n = table[hi - 1, 0], table[hi - 1, 1], table[hi - 1, 2], table[hi - 1, 3]
     count, read = 1, 0
+    direct = False  # the last merge wrote into ``out`` itself
     for i in range(hi - 2, lo - 1, -1):
         o_address, o_nk, o_nv, o_n = table[i, 0], table[i, 1], table[i, 2], table[i, 3]
         if (ratio > 0 and o_n > ratio * n) or read + o_n + n > fuel:
             break
         ck, cv, cn = o_nk + nk, o_nv + nv, o_n + n
-        buf = np.empty(HEADER + regions(ck, cv, cn, d)[4], np.int64)
-        _start(buf, o_address, o_nk, o_nv, o_n, address, nk, nv, n, d)
+        # the oldest merge this call can make writes into ``out`` (room for the sum of all, so for
+        # this one's capacity), saving a copy; the others into a trie of their own
+        direct = i == lo
+        body = out if direct else np.empty(regions(ck, cv, cn, d)[4], np.int64)
+        _start(head, o_address, o_nk, o_nv, o_n, address, nk, nv, n, d)
         a = tables(column(o_address, regions(o_nk, o_nv, o_n, d)[4]), o_nk, o_nv, o_n, d)
         # the newer input: the table's trie at first, then the last merge's result read through a view
         # of its buffer (the view holds the buffer: compiled code frees an array after its variable's
         # last use, so an address alone would not keep it alive)
         size = regions(nk, nv, n, d)[4]
-        newer = column(address, size) if count == 1 else kept[HEADER : HEADER + size]
+        newer = column(address, size) if count == 1 else kept[:size]
         b = tables(newer, nk, nv, n, d)
-        body = buf[HEADER:]
-        done = _step(buf, a, b, tables(body, ck, cv, cn, d), frontier, cn + 1, d)
+        done = _step(head, a, b, tables(body, ck, cv, cn, d), frontier, cn + 1, d)
         if done < 0:
-            return -1, np.int64(0), buf[BAD_KEY], buf[BAD_VAL], 0, 0, read
-        nk, nv, n = buf[OUT_KEYS], buf[OUT_VALS], buf[OUT_UPDATES]
+            return -1, np.int64(0), head[BAD_KEY], head[BAD_VAL], 0, 0, read
+        nk, nv, n = head[OUT_KEYS], head[OUT_VALS], head[OUT_UPDATES]
         _pack(body, ck, cv, cn, nk, nv, n, d)
         read += done
-        kept = buf
+        kept = body
         count += 1
     if count < 2:
         return count, np.int64(0), 0, 0, 0, 0, 0
     end = regions(nk, nv, n, d)[4]
-    for x in range(end):  # a loop: a slice assignment would compile numba's shape-error formatting
-        out[x] = kept[HEADER + x]
+    if not direct:
+        for x in range(end):  # a loop: a slice assignment would compile numba's shape-error formatting
+            out[x] = kept[x]
     return count, np.int64(out.ctypes.data), nk, nv, n, end, read
 
 
