@@ -240,6 +240,38 @@ def _step(h, a, b, out, frontier, fuel, d):
 
 
 @_jit
+def _union_sizes(a, b):
+    """``(keys, (key, val) pairs)`` in the union of the tries whose tables are ``a`` and ``b``: what a
+    merge of the two writes unless some val's updates cancel out."""
+    ak, ako, av, _ = a
+    bk, bko, bv, _ = b
+    na, nb = len(ak), len(bk)
+    i = j = nk = nv = 0
+    while i < na or j < nb:
+        if j >= nb or (i < na and ak[i] < bk[j]):
+            nv += ako[i + 1] - ako[i]
+            i += 1
+        elif i >= na or bk[j] < ak[i]:
+            nv += bko[j + 1] - bko[j]
+            j += 1
+        else:  # a key of both: the union of its vals
+            x, xe, y, ye = ako[i], ako[i + 1], bko[j], bko[j + 1]
+            while x < xe or y < ye:
+                if y >= ye or (x < xe and av[x, 0] < bv[y, 0]):
+                    x += 1
+                elif x >= xe or bv[y, 0] < av[x, 0]:
+                    y += 1
+                else:
+                    x += 1
+                    y += 1
+                nv += 1
+            i += 1
+            j += 1
+        nk += 1
+    return nk, nv
+
+
+@_jit
 def _pack(body, ck, cv, cn, nk, nv, n, d):
     """Close the output tables (laid out for capacities ``(ck, cv, cn)``) with their last rows, move
     them to the exact layout and write the radix index."""
@@ -311,11 +343,7 @@ def cascade(table, lo, hi, frontier, fuel, out, ratio):
         o_address, o_nk, o_nv, o_n = table[i, 0], table[i, 1], table[i, 2], table[i, 3]
         if (ratio > 0 and o_n > ratio * n) or read + o_n + n > fuel:
             break
-        ck, cv, cn = o_nk + nk, o_nv + nv, o_n + n
-        # the oldest merge this call can make writes into ``out`` (room for the sum of all, so for
-        # this one's capacity), saving a copy; the others into a trie of their own
-        direct = i == lo
-        body = out if direct else np.empty(regions(ck, cv, cn, d)[4], np.int64)
+        cn = o_n + n
         _start(head, o_address, o_nk, o_nv, o_n, address, nk, nv, n, d)
         a = tables(column(o_address, regions(o_nk, o_nv, o_n, d)[4]), o_nk, o_nv, o_n, d)
         # the newer input: the table's trie at first, then the last merge's result read through a view
@@ -324,11 +352,17 @@ def cascade(table, lo, hi, frontier, fuel, out, ratio):
         size = regions(nk, nv, n, d)[4]
         newer = column(address, size) if count == 1 else kept[:size]
         b = tables(newer, nk, nv, n, d)
-        done = _step(head, a, b, tables(body, ck, cv, cn, d), frontier, cn + 1, d)
+        # the output laid out for the keys and vals of both (its regions move only where updates
+        # cancel a whole val); the oldest merge this call can make writes into ``out`` (room for the
+        # sum of all), saving a copy, the others into a trie of their own
+        uk, uv = _union_sizes(a, b)
+        direct = i == lo
+        body = out if direct else np.empty(regions(uk, uv, cn, d)[4], np.int64)
+        done = _step(head, a, b, tables(body, uk, uv, cn, d), frontier, cn + 1, d)
         if done < 0:
             return -1, np.int64(0), head[BAD_KEY], head[BAD_VAL], 0, 0, read
         nk, nv, n = head[OUT_KEYS], head[OUT_VALS], head[OUT_UPDATES]
-        _pack(body, ck, cv, cn, nk, nv, n, d)
+        _pack(body, uk, uv, cn, nk, nv, n, d)
         read += done
         kept = body
         count += 1

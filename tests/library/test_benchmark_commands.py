@@ -72,6 +72,16 @@ def test_kernel_loops_benchmark_runs_its_checks(capsys):
     assert out.count(" (x") == 3 and "reduce_points" in out and "insert_tagged" in out and "cascade" in out
 
 
+def test_merge_benchmark_checks_the_idle_merge_on_a_small_run(capsys):
+    """The merge benchmark checks the trace's accumulations after its idle merge; pair by pair the
+    round batches become one, a cascade within the same fuel leaves several."""
+    assert load("bench_merge").main(["--updates", "20000", "--keys", "5000", "--rounds", "11", "--peak", "40000",
+                                     "--cascade"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("merge kernel") == 2
+    assert "pair by pair" in out and ", 1 batch left" in out and "one cascade" in out
+
+
 def test_the_16_core_worker_commands_parse():
     """The worker benchmarks' commands of the 16-core section name real scripts and parse."""
     block = example("workers-16-core", "bash")
