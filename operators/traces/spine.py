@@ -418,17 +418,18 @@ class Spine:
         merged so far again at every older batch: ~20 times the updates for the few dozen batches
         of very different sizes a large epoch's loop rounds leave; pair by pair, each update is read
         a few times (about as often as a merge of sizes in a balanced tree)."""
-        items = self.items
-        while hi - lo > 1:
-            best, j = None, lo
-            for i in range(lo, hi - 1):
-                size = items[i].n + items[i + 1].n
-                if best is None or size < best:
-                    best, j = size, i
-            count, n = self._merge_newest(j, j + 2, best + 1, 0)
+        sizes = [b.n for b in self.items[lo:hi]]
+        pairs = [a + b for a, b in zip(sizes, sizes[1:])]  # per adjacent pair its updates (min and index: C loops)
+        while pairs:
+            best = min(pairs)
+            j = pairs.index(best)
+            count, n = self._merge_newest(lo + j, lo + j + 2, best + 1, 0)
             if count < 2:  # (the fuel covers the pair: never)
                 return
-            hi -= 1 if n else 2
+            merged = [n] if n else []
+            sizes[j : j + 2] = merged
+            left, right = max(j - 1, 0), min(j + len(merged), len(sizes) - 1)
+            pairs[left : j + 2] = [a + b for a, b in zip(sizes[left:right], sizes[left + 1 : right + 1])]
 
     # -- reading ---------------------------------------------------------------------------------
     def batches(self) -> Iterator[TrieBatch]:
