@@ -24,8 +24,9 @@ the current engine). With ``--plot PATH`` the latency CDF is saved as a PNG ther
 Sustained latency (the roadmap's benchmark 1 at one change per epoch): ``--sustained`` runs only that,
 E=1 for 10,000 changes (about a minute), and compares the latencies of the first ``--window`` changes
 with the last ones, and those with the same last changes on a new dataflow loaded with the window
-before them (what the window's graph costs, apart from the engine's age); ``--sustained 1000000`` gives the issue's figure (changes 999,000-1,000,000 against
-the first 1,000; hours):
+before them (what the window's graph costs, apart from the engine's age); ``--sustained 1000000``
+gives the roadmap's figure (changes 999,000-1,000,000 against the first 1,000; about half an hour
+on the development machine):
 
     .venv/bin/python benchmarks/bench_reachability.py --sustained [1000000]
 """
