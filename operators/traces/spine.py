@@ -415,9 +415,10 @@ class Spine:
     def _merge_pairwise(self, lo: int, hi: int) -> None:
         """Merge the idle sealed batches ``items[lo:hi]`` into one, the adjacent pair with the fewest
         updates first, one kernel call per pair. A cascade from the newest backwards reads what it
-        merged so far again at every older batch: ~20 times the updates for the few dozen batches
-        of very different sizes a large epoch's loop rounds leave; pair by pair, each update is read
-        a few times (about as often as a merge of sizes in a balanced tree)."""
+        has merged so far again at every older batch: the few dozen batches of very different sizes
+        a large epoch's loop rounds leave would cost ~20 reads per update to merge whole (within its
+        fuel it stopped with half of them apart); pair by pair, each update is read a few times
+        (about as often as in a balanced tree of merges)."""
         sizes = [b.n for b in self.items[lo:hi]]
         pairs = [a + b for a, b in zip(sizes, sizes[1:])]  # per adjacent pair its updates (min and index: C loops)
         while pairs:
