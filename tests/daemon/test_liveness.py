@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from daemon_support import FlowDaemon
-from support.daemons import DDFLOW, MS, free_port
+from support.daemons import DDFLOW, MS, free_port, refused_port
 
 from ddflow.daemon.kafka.broker import EmbeddedBroker
 
@@ -141,14 +141,16 @@ def test_a_broker_not_answering_at_start_is_waited_for_then_the_daemon_resumes_e
     assert daemon.exit_code(timeout=30) == 0, daemon.log
 
 
-def _unreachable_config(tmp_path: Path, connect_timeout: str) -> tuple[Path, int]:
+def _unreachable_config(tmp_path: Path, connect_timeout: str, broker_port: int) -> tuple[Path, int]:
+    """A daemon's config whose broker is at ``broker_port`` (a :func:`refused_port`), with its metrics
+    port."""
     port = free_port()
     config = tmp_path / "daemon.toml"
     config.write_text(f"""
 [dataflow]
 function = "ddflow.config.dataflows:reachability"
 [kafka]
-bootstrap = "127.0.0.1:{free_port()}"
+bootstrap = "127.0.0.1:{broker_port}"
 connect_timeout = "{connect_timeout}"
 [[inputs]]
 name = "edges"
@@ -164,8 +166,9 @@ address = "127.0.0.1:{port}"
 
 
 def test_past_kafka_connect_timeout_the_daemon_exits_saying_the_broker_is_unreachable(tmp_path: Path) -> None:
-    config, _ = _unreachable_config(tmp_path, "2s")
-    done = subprocess.run([DDFLOW, "run", "--config", str(config)], capture_output=True, text=True, timeout=60)
+    with refused_port() as broker_port:
+        config, _ = _unreachable_config(tmp_path, "2s", broker_port)
+        done = subprocess.run([DDFLOW, "run", "--config", str(config)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     said = [line for line in done.stderr.splitlines() if line.startswith("ddflow run: ")]
     assert len(said) == 1 and re.match(r"ddflow run: the broker at 127.0.0.1:\d+ is unreachable: .* \(no answer within "
@@ -174,7 +177,11 @@ def test_past_kafka_connect_timeout_the_daemon_exits_saying_the_broker_is_unreac
 
 
 def test_sigterm_while_waiting_for_the_broker_at_start_exits_0(tmp_path: Path) -> None:
-    config, port = _unreachable_config(tmp_path, "5m")
+    with refused_port() as broker_port:
+        _sigterm_while_waiting(*_unreachable_config(tmp_path, "5m", broker_port))
+
+
+def _sigterm_while_waiting(config: Path, port: int) -> None:
     process = subprocess.Popen([DDFLOW, "run", "--config", str(config)], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:
@@ -219,15 +226,16 @@ def test_the_watch_of_an_unreachable_broker_says_so_and_waits_with_backoff(caplo
 
     from ddflow.daemon.kafka.liveness import BrokerWatch
 
-    address = f"127.0.0.1:{free_port()}"
-    watch = BrokerWatch({"bootstrap.servers": address}, timeout=0.5, said_after=0.0)
-    stop = threading.Event()
-    with caplog.at_level(logging.INFO, logger="ddflow.daemon.broker"):
-        assert not watch.wait(1.0, stop)  # the limit ran out
-    assert not watch.answering and watch.answered is None and watch.error
-    assert watch.reason().startswith(f"waiting for the broker at {address} for ")
-    said = [r.getMessage() for r in caplog.records if "has not answered" in r.getMessage()]
-    assert len(said) == 1 and address in said[0]  # said once, not at every probe
-    stop.set()
-    assert not watch.wait(60.0, stop)  # a stop ends the wait at once
-    watch.close()
+    with refused_port() as port:  # (at a free port another test's broker may start meanwhile, and answer)
+        address = f"127.0.0.1:{port}"
+        watch = BrokerWatch({"bootstrap.servers": address}, timeout=0.5, said_after=0.0)
+        stop = threading.Event()
+        with caplog.at_level(logging.INFO, logger="ddflow.daemon.broker"):
+            assert not watch.wait(1.0, stop)  # the limit ran out
+        assert not watch.answering and watch.answered is None and watch.error
+        assert watch.reason().startswith(f"waiting for the broker at {address} for ")
+        said = [r.getMessage() for r in caplog.records if "has not answered" in r.getMessage()]
+        assert len(said) == 1 and address in said[0]  # said once, not at every probe
+        stop.set()
+        assert not watch.wait(60.0, stop)  # a stop ends the wait at once
+        watch.close()

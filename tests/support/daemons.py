@@ -9,6 +9,7 @@ imported by name (``from support.daemons import Daemon, send, view_at``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -47,6 +48,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port held for the block, bound but never listening: a connection there is refused,
+    and no other process (another test's broker) can listen there meanwhile, as it could at a
+    :func:`free_port`."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 def one_input_config(path: Path, bootstrap: str, function: str, source: str, out: str, dead: str, *,
