@@ -46,10 +46,6 @@ def build(executor: str, e: np.ndarray, nodes: int, edges: int, roots: int) -> R
     return r
 
 
-def rounds(r: Reachability) -> int:
-    return sum(getattr(n, "rounds", 0) for n in r.df._all_nodes() if type(n).__name__ == "Loop")
-
-
 _PASSES = (PlanExecutor._pass.__code__, Scope.step.__code__)  # the frames whose ``node`` is being stepped
 
 
@@ -84,9 +80,9 @@ def measure(executor: str, e, args) -> dict:
     r = build(executor, e, args.nodes, args.edges, args.roots)
     r.load()
     r.slide(args.warm, 1)
-    before = rounds(r)
+    before = r.loop_rounds()
     timed = r.slide(args.epochs, 1)
-    per_round = (rounds(r) - before) / args.epochs
+    per_round = (r.loop_rounds() - before) / args.epochs
     profile = cProfile.Profile()
     profile.enable()
     r.slide(args.epochs, 1)

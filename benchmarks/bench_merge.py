@@ -25,7 +25,7 @@ import numpy as np
 from ddflow.operators.frontier import Antichain
 from ddflow.operators.kernels import merge, trie
 from ddflow.operators.traces import spine as spines
-from ddflow.operators.traces.batch import Updates, consolidate
+from ddflow.operators.traces.batch import Updates, concat
 from ddflow.operators.traces.spine import Spine
 
 
@@ -103,11 +103,7 @@ def idle_merge(rounds: int, peak: int, key_range: int, cascade: bool) -> tuple[f
         seconds = time.process_time() - started
     finally:
         spines._PAIRWISE_FROM = pairwise
-    got = consolidate(trace.contents())
-    want = consolidate(Updates(tuple(np.concatenate(c) for c in zip(*(u.data for u in inserted))),
-                               np.concatenate([u.times for u in inserted]), np.concatenate([u.diffs for u in inserted])))
-    got_at, want_at = accumulated(got), accumulated(want)
-    if got_at != want_at:
+    if accumulated(trace.contents()) != accumulated(concat(inserted, 2, 2)):
         raise SystemExit("the trace's accumulations after the idle merge differ from the updates inserted")
     return seconds, trace.merge_work - work, records, before, trace.stats()["batches"]
 

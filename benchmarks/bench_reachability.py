@@ -209,13 +209,12 @@ class Reachability:
         old = list(map(tuple, self.e[first:stop].tolist()))
         new = list(map(tuple, self.e[edges + first : edges + stop].tolist()))
         latencies, epoch_cpu, rounds = np.empty(changes), np.empty(changes), np.empty(changes)
-        loops = [n for n in self.df._all_nodes() if type(n).__name__ == "Loop"]
         rss: dict[int, float] = {}
         started, cpu = clock(), time.process_time()
         k = first
         while k < stop:
             end = min(k + epoch, stop)
-            before = sum(loop.rounds for loop in loops)
+            before = self.loop_rounds()
             fed, cpu_start = np.empty(end - k), time.process_time()
             for j in range(k, end):
                 fed[j - k] = clock()
@@ -225,7 +224,7 @@ class Reachability:
             self.df.run()
             latencies[k - first : end - first] = clock() - fed
             epoch_cpu[k - first : end - first] = time.process_time() - cpu_start
-            rounds[k - first : end - first] = sum(loop.rounds for loop in loops) - before
+            rounds[k - first : end - first] = self.loop_rounds() - before
             self._absorb()
             k = end
             if k in marks or k == stop:
@@ -236,6 +235,10 @@ class Reachability:
         self.done = stop
         return Phase(epoch, first, changes, clock() - started, time.process_time() - cpu, latencies, epoch_cpu,
                      rounds, rss)
+
+    def loop_rounds(self) -> int:
+        """The loop rounds this dataflow has run so far (how far its changes travelled)."""
+        return sum(n.rounds for n in self.df._all_nodes() if type(n).__name__ == "Loop")
 
     def check(self) -> int:
         """Compare the output now with a BFS of the window; exits on a mismatch. Returns the pair count."""
@@ -259,6 +262,17 @@ def summary(latencies: np.ndarray) -> dict[str, float]:
     ms = latencies * 1e3
     p50, p90, p99 = np.percentile(ms, [50, 90, 99])
     return {"p50": p50, "p90": p90, "p99": p99, "max": ms.max()}
+
+
+def latency_row(label: str, phase: Phase, lo: int, hi: int, rss: str) -> str:
+    """A row of the latency table: the wall and epoch CPU percentiles of the phase's changes ``lo ..
+    hi - 1`` (indexes into it), ``rss`` as given, the loop rounds per epoch (how far changes travel in
+    the window's graph) and the CPU per round."""
+    s, c = summary(phase.latencies[lo:hi]), summary(phase.epoch_cpu[lo:hi])
+    per_epoch = slice(lo, hi, phase.epoch)  # (one value per epoch: each is repeated for its changes)
+    rounds, cpu = phase.rounds[per_epoch], phase.epoch_cpu[per_epoch]
+    return (f"{label:>9} {s['p50']:>8.1f} {s['p90']:>8.1f} {s['p99']:>8.1f} {s['max']:>8.1f} {c['p50']:>8.1f} "
+            f"{c['p99']:>8.1f} {rss} {rounds.mean():>7.1f} {cpu.sum() / max(rounds.sum(), 1) * 1e6:>8.0f} us")
 
 
 def plot_cdf(windows: dict[int, np.ndarray], cpu: dict[int, np.ndarray], title: str, path: Path) -> None:
@@ -376,25 +390,16 @@ def main(argv: list[str] | None = None) -> int:
             window = lat.latencies[max(0, mark - args.window) : mark]
             windows[mark] = window
             cpu_windows[mark] = lat.epoch_cpu[max(0, mark - args.window) : mark]
-            s = summary(window)
-            c = summary(lat.epoch_cpu[max(0, mark - args.window) : mark])
-            # the loop rounds per epoch (how far changes travel in the window's graph) and the CPU per round
-            per_epoch = slice(max(0, mark - args.window), mark, lat.epoch)
-            rounds, cpu = lat.rounds[per_epoch], lat.epoch_cpu[per_epoch]
-            print(f"{mark:>9,} {s['p50']:>8.1f} {s['p90']:>8.1f} {s['p99']:>8.1f} {s['max']:>8.1f} "
-                  f"{c['p50']:>8.1f} {c['p99']:>8.1f} {lat.rss.get(mark, float('nan')):>8.0f} "
-                  f"{rounds.mean():>7.1f} {cpu.sum() / max(rounds.sum(), 1) * 1e6:>8.0f} us")
+            print(latency_row(f"{mark:,}", lat, max(0, mark - args.window), mark,
+                              f"{lat.rss.get(mark, float('nan')):>8.0f}"))
         if args.sustained:  # the same last changes on a new dataflow: what the window costs, not the engine's age
             last = args.sustained - args.window
             fresh = Reachability(e[last:], n, m, r)  # the window before change ``last``, loaded at once
             fresh.load()
             phase = fresh.slide(args.window, 1)
             fresh.check()
-            c, s = summary(phase.epoch_cpu), summary(phase.latencies)
-            print(f"{'new':>9} {s['p50']:>8.1f} {s['p90']:>8.1f} {s['p99']:>8.1f} {s['max']:>8.1f} {c['p50']:>8.1f} "
-                  f"{c['p99']:>8.1f} {'':>8} {phase.rounds.mean():>7.1f} "
-                  f"{phase.epoch_cpu.sum() / max(phase.rounds.sum(), 1) * 1e6:>8.0f} us  (changes {last:,}.."
-                  f"{args.sustained - 1:,} on a new dataflow loaded with the window before them)")
+            print(latency_row("new", phase, 0, args.window, f"{'':>8}")
+                  + f"  (changes {last:,}..{args.sustained - 1:,} on a new dataflow loaded with the window before them)")
         if len(windows) > 1:
             lo, hi = min(windows), max(windows)
             a, b = summary(windows[lo]), summary(windows[hi])

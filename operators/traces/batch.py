@@ -103,6 +103,18 @@ def concat(parts: Sequence[Updates], width: int | None = None, depth: int | None
                    np.concatenate(list(map(_DIFFS, parts))))
 
 
+def keyed_columns(u: Updates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The columns ``(key, val, time, diff)`` of keyed updates, as kernels are compiled for them:
+    writable (copies where ``u``'s are read-only, as :meth:`Updates.empty`'s shared ones are, which a
+    concat of no rows gives). A read-only column would make numba compile another specialisation in
+    the middle of a run: seconds of stall and ~100 MB."""
+    columns = (u.data[0], u.data[1], u.times, u.diffs)
+    if columns[0].flags.writeable and columns[1].flags.writeable and columns[2].flags.writeable \
+            and columns[3].flags.writeable:
+        return columns
+    return tuple(c if c.flags.writeable else c.copy() for c in columns)
+
+
 def by_width(parts: list[Updates]) -> list[list[Updates]]:
     """``parts`` grouped by their number of data columns (record ids: 1; a pair's two id columns, or
     a key's and a val's: 2), in that order, each group non-empty: ``[parts]`` itself when all have

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...kernels import hashtable as ht
 from ...kernels.reduce.history import history_gather, history_store
-from ...traces.batch import Updates
+from ...traces.batch import Updates, keyed_columns
 
 
 
@@ -106,12 +106,7 @@ class KeyHistory:
             a = self._arena[side]
             length = self._length[side]
             self.rows -= int(length.take(entries).sum())
-            k, v = u.data
-            t, d = u.times, u.diffs
-            if not (k.flags.writeable and v.flags.writeable and t.flags.writeable and d.flags.writeable):
-                # the kernel is compiled for writable columns (it reads them only): a read-only one (an
-                # empty batch's, one gather passed through) would compile another specialisation mid-run
-                k, v, t, d = k.copy(), v.copy(), t.copy(), d.copy()
+            k, v, t, d = keyed_columns(u)  # (an empty batch's, one gather passed through: read-only)
             a.v, a.t, a.d, a.used, ok = history_store(keys, entries, k, v, t, d, g,
                                                       self._start[side], length, self.count, a.v, a.t, a.d, a.used)
             if not ok:

@@ -18,7 +18,7 @@ import numpy as np
 from ...kernels.reduce import DIFF_OVERFLOW, GROUPS, POSITIVE, VALUE_OVERFLOW, reduce_points
 from ...kernels.reduce.diffs import OK, reduce_emit
 from ...kernels.reduce.step import FINISHED, reduce_step, reduce_traced_step
-from ...traces.batch import Updates, sum_error
+from ...traces.batch import Updates, keyed_columns, sum_error
 from ...traces.trie import int64
 from .logic import Logic, PointOverflow
 
@@ -28,16 +28,6 @@ _INT64 = np.dtype(np.int64)
 _NO_TIMES = {d: np.empty((0, d), dtype=np.int64) for d in range(1, 5)}  # no times to revisit, by depth
 for _none in _NO_TIMES.values():
     _none.flags.writeable = False
-
-
-def _writable(u: Updates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``u``'s columns ``(key, val, time, diff)``, copies where they are read-only (the shared empty
-    batch that a concat of no rows gives): the kernels are compiled for writable columns, and a
-    read-only one would compile another specialisation in the middle of a run (seconds, ~100 MB)."""
-    columns = (u.data[0], u.data[1], u.times, u.diffs)
-    if all(c.flags.writeable for c in columns):
-        return columns
-    return tuple(c if c.flags.writeable else c.copy() for c in columns)
 
 
 def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray, inner: np.ndarray,
@@ -50,8 +40,8 @@ def reduce_round(keys: np.ndarray, cand_keys: np.ndarray, cand_outer: np.ndarray
     consolidated, sorted by ``(key, out, time)``. An accumulation outside int64 raises ``DiffError``
     naming the key and time. ``inp`` and ``out`` hold C-contiguous int64 columns, as trace lookups give them."""
     inner = _c(inner)
-    in_k, in_v, in_t, in_d = _writable(inp)  # lookups: int64 columns
-    out_k, out_v, out_t, out_d = _writable(out)
+    in_k, in_v, in_t, in_d = keyed_columns(inp)  # lookups: int64 columns
+    out_k, out_v, out_t, out_d = keyed_columns(out)
     cand_keys, cand_outer = _c(cand_keys), _c(cand_outer)
     mode, order, k = logic.plan(in_v)
     if mode in FINISHED:
