@@ -28,6 +28,10 @@ class EngineConfig:
       (beyond it, it forgets them all and looks keys up again).
     * ``reduce_history_keys``: keys of a round from which a reduction starts keeping histories (a
       lookup of fewer costs about what keeping them would).
+    * ``round_merge_updates``: updates a join or reduction takes in one loop round from which it lets
+      its traces merge the epoch's round batches during the epoch (it allows them the round's
+      frontier physically). Smaller rounds leave those batches apart until the epoch ends, when the
+      idle merge joins them: merging small rounds as they come costs more than looking them up.
     * ``user_chunk``: records or groups handed to user Python functions per bulk call (bounds the
       Python objects alive at once).
     * ``sweep_growth``, ``sweep_min_ids``: at the end of ``run()``, ids no state holds any more are
@@ -45,6 +49,7 @@ class EngineConfig:
     reduce_chunk_keys: int = 1 << 18
     reduce_history_rows: int = 1 << 20
     reduce_history_keys: int = 256
+    round_merge_updates: int = 1 << 16
     user_chunk: int = 1 << 18
     sweep_growth: int = 2
     sweep_min_ids: int = 1 << 16

@@ -101,6 +101,9 @@ class Join(Node):
             if parts:
                 self._emit(parts)
         if self.scope.context.in_round:  # the loop's closing pass moves the compaction
+            if n_a + n_b >= self.tuning.round_merge_updates:  # a large round: its batches may merge now
+                self.left_handle.set_physical_compaction(frontier)
+                self.right_handle.set_physical_compaction(frontier)
             return
         for h in (self.left_handle, self.right_handle):
             h.set_compaction(frontier)

@@ -9,6 +9,7 @@ the same epochs to completion (the same output frontier).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -84,8 +85,8 @@ def stream(rng: random.Random, *, negative: bool, size: int, keys: int):
     return updates
 
 
-def run(build, inputs, cuts, *, executor: str, workers: int):
-    config = EngineConfig(executor=executor)
+def run(build, inputs, cuts, *, executor: str, workers: int, config: EngineConfig = EngineConfig()):
+    config = dataclasses.replace(config, executor=executor)
     names = list(inputs)
 
     def make(df):
@@ -117,9 +118,15 @@ CASES = [("depth1", shifted, dict(negative=True, size=40, keys=0)),
          ("nested_feedback", rising, dict(negative=True, size=20, keys=0))]
 
 
+# every loop round lets its traces merge its batches during the epoch (by default only large ones do)
+MERGING_ROUNDS = {"rounds merged after the epoch": EngineConfig(),
+                  "rounds merged during it": EngineConfig(round_merge_updates=1)}
+
+
+@pytest.mark.parametrize("merging", list(MERGING_ROUNDS))
 @pytest.mark.parametrize("name,build,shape", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_plan_executor_agrees_with_the_reference(name, build, shape, seed):
+def test_the_plan_executor_agrees_with_the_reference(name, build, shape, seed, merging):
     rng = random.Random(seed * 31 + len(name))
     inputs = {"xs": stream(rng, **shape)}
     if build is triple:
@@ -129,7 +136,7 @@ def test_the_plan_executor_agrees_with_the_reference(name, build, shape, seed):
     cuts = sorted(rng.sample(times[1:], k=min(4, len(times) - 1)))
     workers = 1 + seed % 3
     want, _ = run(build, inputs, cuts, executor="nodes", workers=workers)
-    got, df = run(build, inputs, cuts, executor="plan", workers=workers)
+    got, df = run(build, inputs, cuts, executor="plan", workers=workers, config=MERGING_ROUNDS[merging])
     probe_times = sorted({t for t in times} | {t - 1 for t in cuts})
     for w, g in zip(want, got):
         assert g.frontier == w.frontier == []

@@ -172,6 +172,9 @@ class Reduce(Node):
         if cand_keys.shape[0]:
             self._process(cand_keys, cand_times, frontier, new)
         if self.scope.context.in_round:  # the loop's closing pass moves the compaction
+            if cand_keys.shape[0] >= self._tuning.round_merge_updates:  # a large round: its batches may merge now
+                self.handle.set_physical_compaction(frontier)
+                self.output_handle.set_physical_compaction(frontier)
             return
         for h in (self.handle, self.output_handle):
             h.set_compaction(frontier)
