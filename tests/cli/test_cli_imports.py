@@ -70,3 +70,16 @@ def test_a_command_starts_no_blas_thread_pool_unless_told():
         assert alone > 1  # numpy alone starts its pool here: the comparison shows the difference
         told, _ = blas_threads_after(command, {"OPENBLAS_NUM_THREADS": "2"})
         assert told == 2
+
+
+def test_a_command_asks_numpy_for_no_huge_pages_unless_told():
+    """A ddflow command turns off numpy's request for transparent huge pages on large arrays (first
+    touches that may stall in memory compaction); a setting in the environment is kept."""
+    import os
+
+    code = ("from ddflow.daemon.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "from numpy._core import multiarray\nprint(multiarray._get_madvise_hugepage())")
+    base = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    asked = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                            env={**base, **env}).stdout.split()[-1] for env in ({}, {"NUMPY_MADVISE_HUGEPAGE": "1"})]
+    assert asked == ["False", "True"]
