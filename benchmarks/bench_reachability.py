@@ -26,9 +26,11 @@ E=1 for 10,000 changes (about a minute), and compares the latencies of the first
 with the last ones, and those with the same last changes on a new dataflow loaded with the window
 before them (what the window's graph costs, apart from the engine's age); ``--sustained 1000000``
 gives the roadmap's figure (changes 999,000-1,000,000 against the first 1,000; about half an hour
-on the development machine):
+on the development machine). The window's graph drifts as edges come and go (a deeper graph costs
+more loop rounds); ``--repeat`` makes the changes repeat after all but the last ``--window`` of them,
+so that those meet exactly the windows the first ones met and only the engine's age differs:
 
-    .venv/bin/python benchmarks/bench_reachability.py --sustained [1000000]
+    .venv/bin/python benchmarks/bench_reachability.py --sustained [1000000] [--repeat]
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ from ddflow.operators.testing import window_edges
 def workload(nodes: int, edges: int, changes: int, seed: int = 42) -> np.ndarray:
     """The ``(edges + changes, 2)`` edge list of the sliding window."""
     return window_edges(nodes, edges, changes, seed=seed)
+
+
+def repeated(e: np.ndarray, period: int) -> np.ndarray:
+    """The edge list ``e`` with edge ``j`` replaced by edge ``j % period`` (``period`` at least the
+    window's edges): change ``k + period`` removes and adds the edges change ``k`` did, on the same
+    window."""
+    return e[np.arange(len(e)) % period]
 
 
 def numpy_reach(src: np.ndarray, dst: np.ndarray, nodes: int, roots: np.ndarray) -> np.ndarray:
@@ -332,6 +341,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--sustained", type=int, nargs="?", const=10_000, default=0, metavar="CHANGES",
                         help="only the sustained-latency run: E=1 for CHANGES changes (10,000 when no number), "
                              "the first --window changes against the last")
+    parser.add_argument("--repeat", action="store_true",
+                        help="with --sustained: the changes repeat after all but --window of them, so that the "
+                             "last window's changes meet the first window's graphs again (the engine's age alone)")
     parser.add_argument("--plot", type=Path, default=None,
                         help="save the latency CDF as a PNG here (the docs' figure: docs/img/reachability_latency_cdf.png)")
     return parser
@@ -349,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     e = workload(n, m, longest)
     print(f"sliding-window reachability: {n:,} nodes, {m:,} edges, {r} roots, seed 42, "
           f"each change its own time")
+    if args.repeat:
+        if not args.sustained or args.sustained - args.window < m:
+            raise SystemExit("--repeat: with --sustained, at least --edges + --window changes")
+        e = repeated(e, args.sustained - args.window)
+        print(f"the changes repeat every {args.sustained - args.window:,}: changes {args.sustained - args.window:,}.."
+              f"{args.sustained - 1:,} meet the same windows as changes 0..{args.window - 1:,}")
 
     base = measure_baseline(e, n, m, r, budget=args.baseline_seconds, max_changes=longest)
     print(f"baseline (numpy BFS recompute): {base.initial_pairs:,} reachable pairs initially; "

@@ -91,3 +91,18 @@ def test_the_16_core_worker_commands_parse():
     for argv in argvs:
         assert argv[0] == ".venv/bin/python" and (ROOT / argv[1]).exists(), argv
         load(Path(argv[1]).stem).arguments().parse_args(argv[2:])
+
+
+def test_sustained_latency_with_repeated_changes_meets_the_same_windows(capsys):
+    """``--repeat``: the last window's changes are the first window's again, so a change travels as
+    many loop rounds in both (the windows' graphs are the same; only the engine's age differs)."""
+    bench = load("bench_reachability")
+    e = bench.workload(50, 100, 1_000)
+    again = bench.repeated(e, 700)
+    assert (again[:700] == e[:700]).all() and (again[700:] == e[: len(e) - 700]).all()
+    assert bench.main(["--nodes", "60", "--edges", "120", "--roots", "3", "--sustained", "900", "--window", "150",
+                       "--repeat", "--baseline-seconds", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "changes 750..899 meet the same windows as changes 0..149" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["150"], ["900"])}
+    assert rows["150"][-3] == rows["900"][-3]  # loop rounds per epoch: the same windows, the same rounds
