@@ -109,7 +109,7 @@ def check_stream(
     more. The inputs are closed after the last epoch, which completes every time."""
     names = list(stream.updates)
     workers = count_for(WORKERS, stream.seed)
-    config = executors.config(None, executors.name_for(EXECUTOR, stream.seed))
+    config = executors.config(None, executors.name_for(EXECUTOR, stream.seed), stream.seed)
     if workers == 1:
         df: Any = Dataflow(config=config)
         sessions: list[Any] = [df.new_input(name) for name in names]

@@ -154,7 +154,7 @@ def check_pipeline(
     if workers is None:
         workers = count_for(WORKERS, key)
     if config is None or config.executor == EngineConfig().executor:  # an executor the caller did not pick
-        config = executors.config(config, executors.name_for(EXECUTOR, key))
+        config = executors.config(config, executors.name_for(EXECUTOR, key), key)
     if key % 2 and config.reduce_history_keys == 256:  # every other example: reductions keep the
         config = dataclasses.replace(config, reduce_history_keys=1)  # histories of rounds of any size
 

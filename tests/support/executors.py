@@ -34,8 +34,14 @@ def name_for(setting: str | None, key: int) -> str:
     return NAMES[(key // 3) % len(NAMES)] if setting is None else setting
 
 
-def config(base: Any, name: str) -> Any:
-    """``base`` (an ``EngineConfig`` or None for the default) with the executor ``name``."""
+def config(base: Any, name: str, key: int = 0) -> Any:
+    """``base`` (an ``EngineConfig`` or None for the default) with the executor ``name``; with the plan
+    executor, every second example by ``key`` (another digit than ``name_for``'s) also lets each loop
+    round's joins and reductions merge their traces' round batches during the epoch
+    (``round_merge_updates=1``: the path only rounds of 65,536 updates take by default)."""
     from ddflow.operators.tuning import EngineConfig
 
-    return dataclasses.replace(base if base is not None else EngineConfig(), executor=name)
+    base = base if base is not None else EngineConfig()
+    if name == "plan" and (key // 9) % 2 and base.round_merge_updates == EngineConfig().round_merge_updates:
+        base = dataclasses.replace(base, round_merge_updates=1)
+    return dataclasses.replace(base, executor=name)
