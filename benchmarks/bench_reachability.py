@@ -165,6 +165,7 @@ class Reachability:
         self.df = Dataflow()
         self.roots_in, self.edges_in = self.df.new_input("roots"), self.df.new_input("edges")
         self.probe = reachability(self.roots_in.collection, self.edges_in.collection).capture(history=False)
+        self._loops = [n for n in self.df._all_nodes() if type(n).__name__ == "Loop"]  # (the graph is fixed)
         self.codes = np.empty(0, dtype=np.int64)  # the output accumulated so far: codes and counts
         self.counts = np.empty(0, dtype=np.int64)
         self.pending: list[tuple[np.ndarray, np.ndarray]] = []  # drained, not yet folded in
@@ -246,13 +247,10 @@ class Reachability:
                      rounds, rss)
 
     def loop_rounds(self) -> int:
-        """The loop rounds this dataflow has run so far (how far its changes travelled). Its loop
-        nodes are found once (the graph is fixed), so that counting adds a few Python calls per epoch
-        to what ``bench_epoch_calls.py`` counts, not a walk over every node."""
-        loops = self.__dict__.get("_loops")
-        if loops is None:
-            loops = self._loops = [n for n in self.df._all_nodes() if type(n).__name__ == "Loop"]
-        return sum(n.rounds for n in loops)
+        """The loop rounds this dataflow has run so far (how far its changes travelled): a sum over
+        the loop nodes found when the dataflow was built, so that counting adds a few Python calls
+        per epoch to what ``bench_epoch_calls.py`` counts, not a walk over every node."""
+        return sum(n.rounds for n in self._loops)
 
     def check(self) -> int:
         """Compare the output now with a BFS of the window; exits on a mismatch. Returns the pair count."""

@@ -32,7 +32,6 @@ def test_scc_dense_small_graphs(stream):
     check_stream(stream, scc, scc_edges)
 
 
-
 def test_an_edge_count_that_changes_no_label_is_not_offered():
     """A node's seed label has multiplicity one, not its edge count. A new edge at a leaf of a hub of
     400 leaves changes the leaf's edge count, which no label depends on: the minimum reads a few rows

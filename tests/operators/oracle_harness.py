@@ -22,7 +22,6 @@ Hypothesis strategies for the streams live here too (the settings profiles are i
 
 from __future__ import annotations
 
-import dataclasses
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
@@ -155,8 +154,8 @@ def check_pipeline(
         workers = count_for(WORKERS, key)
     if config is None or config.executor == EngineConfig().executor:  # an executor the caller did not pick
         config = executors.config(config, executors.name_for(EXECUTOR, key), key)
-    if key % 2 and config.reduce_history_keys == 256:  # every other example: reductions keep the
-        config = dataclasses.replace(config, reduce_history_keys=1)  # histories of rounds of any size
+    else:
+        config = executors.varied(config, key)
 
     def build(df: Any) -> list:
         sessions = [df.new_input(f"in{i}") for i in range(len(sources_))]

@@ -35,13 +35,24 @@ def name_for(setting: str | None, key: int) -> str:
 
 
 def config(base: Any, name: str, key: int = 0) -> Any:
-    """``base`` (an ``EngineConfig`` or None for the default) with the executor ``name``; with the plan
-    executor, every second example by ``key`` (another digit than ``name_for``'s) also lets each loop
-    round's joins and reductions merge their traces' round batches during the epoch
-    (``round_merge_updates=1``: the path only rounds of 65,536 updates take by default)."""
+    """``base`` (an ``EngineConfig`` or None for the default) with the executor ``name``, and the
+    example's :func:`varied` knobs."""
     from ddflow.operators.tuning import EngineConfig
 
-    base = base if base is not None else EngineConfig()
-    if name == "plan" and (key // 9) % 2 and base.round_merge_updates == EngineConfig().round_merge_updates:
-        base = dataclasses.replace(base, round_merge_updates=1)
-    return dataclasses.replace(base, executor=name)
+    return varied(dataclasses.replace(base if base is not None else EngineConfig(), executor=name), key)
+
+
+def varied(config: Any, key: int) -> Any:
+    """``config`` with the paths small examples would not take, each in every second example by a
+    digit of ``key`` of its own (knobs the caller set are kept): reductions keep the histories of
+    rounds of any size (``reduce_history_keys=1``), and, with the plan executor, each loop round's
+    joins and reductions merge their traces' round batches during the epoch (``round_merge_updates=1``:
+    the path only rounds of 65,536 updates take by default)."""
+    from ddflow.operators.tuning import EngineConfig
+
+    default = EngineConfig()
+    if key % 2 and config.reduce_history_keys == default.reduce_history_keys:
+        config = dataclasses.replace(config, reduce_history_keys=1)
+    if config.executor == "plan" and (key // 9) % 2 and config.round_merge_updates == default.round_merge_updates:
+        config = dataclasses.replace(config, round_merge_updates=1)
+    return config
