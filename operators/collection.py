@@ -26,6 +26,7 @@ from .nodes.join import Join
 from .nodes.records import record_builder
 from .nodes.reduce.logic import Count, Extremum, Logic, Sum, Threshold, TopK, UserReduce
 from .nodes.reduce.node import Reduce
+from .placement import place_by_key
 from .traces.spine import Spine
 
 
@@ -39,6 +40,7 @@ class Collection:
         self._arranged: dict[bool, Arranged] = {}
         self._outer: Collection | None = None  # the collection this one is entered from (an `enter`)
         self._exchanged: dict[bool, Collection] = {}
+        self._variable: _Variable | None = None  # a loop's variable while its body is built
 
     @property
     def context(self) -> Context:
@@ -138,11 +140,28 @@ class Collection:
             name = self.context.name_arrangement(kind)
             source = self.node
             if self.context.worker is not None:  # one of several workers: keys go to their owners first
-                source = self._routed(by_self, name).node
+                if self._variable is not None and not by_self:  # `iterate` connects it (or drops it)
+                    source = self._variable.exchange = Exchange(self.scope, by_self=False, arrangement=name)
+                else:
+                    source = self._routed(by_self, name).node
             node = Arrange(self.scope, by_self=by_self, name=name, source=self.node)
+            node.exchange = source if isinstance(source, Exchange) else None  # the exchange before it (placement)
+            node.origin = self
             source.connect(node)
             self._arranged[by_self] = Arranged(self, node)
         return self._arranged[by_self]
+
+    def _forget(self, *, by_self: bool) -> None:
+        """Drop this collection's arrangement (and exchange) ``by_self`` from its cache: the next one
+        asked for is made anew (see :func:`ddflow.operators.placement.place_by_key`)."""
+        self._arranged.pop(by_self, None)
+        self._exchanged.pop(by_self, None)
+
+    def _shared(self, by_self: bool) -> Arranged:
+        """The arrangement ``by_self``, handed to a caller: its placement is never changed."""
+        arranged = self._arrange(by_self)
+        arranged.node.shared = True
+        return arranged
 
     def _routed(self, by_self: bool, name: str) -> Collection:
         """This collection's updates, each on the worker that owns its key (the record with
@@ -161,11 +180,11 @@ class Collection:
 
     def arrange_by_key(self) -> Arranged:
         """Index ``(key, val)`` records by key; joins and reductions given the result share it."""
-        return self._arrange(False)
+        return self._shared(False)
 
     def arrange_by_self(self) -> Arranged:
         """Index whole records (key = record)."""
-        return self._arrange(True)
+        return self._shared(True)
 
     def _arranged_as(self, arranged: Arranged | None, by_self: bool) -> Arranged:
         if arranged is not None and arranged.by_self == by_self:
@@ -267,24 +286,46 @@ class Collection:
             raise ConfigurationError(f"iterate max_iterations must be a positive int or None, got {max_iterations!r}")
         loop = Loop(self.scope, max_iterations=max_iterations)
         inner = loop.inner
-        entered = self.enter(inner)
         variable_node = linear.Concat(inner, ports=2, name="variable")
-        entered.node.connect(variable_node, 0)
         variable = Collection(variable_node)
+        variable._variable = held = _Variable()
         self.scope.building.append(loop)
         try:
             result = body(variable)
+            if not isinstance(result, Collection):
+                raise GraphError(f"iterate body must return a Collection, got {type(result).__name__}")
+            result = variable._bring(result)
+            variable._variable = None
+            entered = self._variable_source(inner, variable_node, held.exchange, result)  # (before the loop)
         finally:
             self.scope.building.remove(loop)
-        if not isinstance(result, Collection):
-            raise GraphError(f"iterate body must return a Collection, got {type(result).__name__}")
-        result = variable._bring(result)
+            variable._variable = None
+        entered.node.connect(variable_node, 0)
         feedback = Feedback(inner, name="feedback")
         result.node.connect(feedback)
         entered.negate().node.connect(feedback)
         feedback.connect(variable_node, 1)
         result.node.connect(loop, 0)
         return Collection(loop)
+
+    def _variable_source(self, inner: Scope, variable: Node, exchange: Exchange | None, result: Collection) -> Collection:
+        """What enters the loop ``inner`` as its variable's start. With several workers, when the body
+        arranged the variable by key (``exchange``, not connected yet) and the body's ``result`` is
+        placed by key (:mod:`ddflow.operators.placement`), this collection is routed by key before it
+        enters and the exchange is dropped: the variable is then placed by key in every round. Else the
+        exchange routes the variable in every round."""
+        if exchange is None:
+            return self.enter(inner)
+        if not place_by_key(result.node):
+            variable.connect(exchange)
+            return self.enter(inner)
+        inner.nodes.remove(exchange)
+        self.context.worker.exchanges.remove(exchange)
+        for consumer, port in exchange.consumers:
+            variable.connect(consumer, port)
+            if isinstance(consumer, Arrange):
+                consumer.exchange = None
+        return self._routed(False, exchange.arrangement).enter(inner)
 
     # -- output ----------------------------------------------------------------------------------
     def capture(self, *, history: bool = True) -> Capture:
@@ -294,6 +335,12 @@ class Collection:
         node = Capture(self.scope, history=history)
         self.node.connect(node)
         return node
+
+
+class _Variable:
+    """A loop's variable while the body is built: the exchange a by-key arrangement of it made."""
+
+    exchange: Exchange | None = None
 
 
 class Arranged:

@@ -3,7 +3,10 @@
 With ``W`` workers, worker ``i`` owns the keys whose stable hash
 (:func:`ddflow.operators.partition.key_hash`) is ``i`` modulo ``W``: a by-key arrangement routes
 ``(key, val)`` by ``key``, a by-self one routes a record by the record itself, so a join's or a
-reduction's inputs meet on one worker whatever worker read them. Each step of an exchange is a
+reduction's inputs meet on one worker whatever worker read them. A by-self exchange may instead be
+``keyed`` (set while the graph is built, see :mod:`ddflow.operators.placement`): it routes a
+``(key, val)`` record by its key, as a by-key exchange does, and any other record by itself; equal
+records still meet, and a distinct's output then lies where a by-key arrangement of it would put it. Each step of an exchange is a
 step of every worker's copy at once (:mod:`ddflow.operators.transport`): the node sends the updates
 it holds at complete times (not beyond the step's frontier, so a batch's times lie inside the epoch
 it names; later ones wait for their step) and passes on its own share plus what the others sent it,
@@ -35,6 +38,7 @@ class Exchange(Node):
             raise ValueError("an exchange belongs to a dataflow run by several workers")
         self.worker = worker
         self.by_self = by_self
+        self.keyed = False  # a by-self exchange routing pairs by their key (see the module)
         self.arrangement = arrangement
         self.channel = worker.new_channel()
         worker.exchanges.append(self)
@@ -96,7 +100,10 @@ class Exchange(Node):
         return self.interner.value_list(ids) if columns is None else columns
 
     def _owners(self, ids: np.ndarray, count: int) -> np.ndarray:
-        keys = ids if self.by_self else self.interner.split(ids, self.arrangement)[0]
+        if not self.by_self:
+            keys = self.interner.split(ids, self.arrangement)[0]
+        else:
+            keys = self.interner.keys_or_records(ids) if self.keyed else ids
         return self.interner.owners(keys, count)
 
     def _rounds(self) -> tuple[int, ...]:

@@ -450,6 +450,13 @@ class Interner:
         codes = space.payload.take(ids)
         return codes >> SHIFT, codes & LOW  # unpack(codes), without its call
 
+    def keys_or_records(self, ids: np.ndarray) -> np.ndarray:
+        """The key id of each of ``ids`` that is a ``(key, val)`` pair (what :meth:`split` reads), the
+        record's own id for the others."""
+        space = self._space
+        is_pair = COMPOSITE.take(space.kinds.take(ids))
+        return np.where(is_pair, space.payload.take(ids) >> SHIFT, ids)
+
     def plain_pairs(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(is_pair, firsts, seconds)``: which of ``ids`` name plain 2-tuples (not tuple subclasses),
         and the component ids of those, in order."""

@@ -254,8 +254,10 @@ def test_every_exchange_step_records_its_wait_for_the_percentiles():
 
 def test_a_collection_entered_into_a_loop_is_routed_before_it_enters():
     """With several workers, the edges reachability joins with inside its loop are exchanged in the
-    enclosing scope (one step per pass there, not one per loop round), the loop's own collections
-    inside it; the result equals one dataflow's, and an epoch takes fewer exchange steps."""
+    enclosing scope (one step per pass there, not one per loop round), and so are the roots that
+    start its variable: the loop's distinct routes each ``(node, root)`` by its node (keyed), so the
+    variable is already where the join by node needs it and only that one exchange steps in the
+    rounds. The result equals one dataflow's, and an epoch takes fewer exchange steps."""
     from ddflow.operators.nodes.exchange import Exchange
 
     def build(df):
@@ -263,7 +265,7 @@ def test_a_collection_entered_into_a_loop_is_routed_before_it_enters():
 
     workers = Workers(2, build)
     exchanges = [n for n in workers.dataflows[0]._all_nodes() if isinstance(n, Exchange)]
-    assert sorted(n.scope.depth for n in exchanges) == [1, 2, 2]
+    assert sorted((n.scope.depth, n.keyed) for n in exchanges) == [(1, False), (1, False), (2, True)]
     single = Dataflow()
     want = build(single)
     rng = random.Random(5)
@@ -282,5 +284,5 @@ def test_a_collection_entered_into_a_loop_is_routed_before_it_enters():
     single.run()
     got = workers.capture(lambda out: out)
     assert {r: d for r, d in got.at(len(edges) - 1).items() if d} == want.at(len(edges) - 1) != {}
-    rounds = sum(n.seq for n in exchanges if n.scope.depth == 2)
-    assert next(n for n in exchanges if n.scope.depth == 1).seq < rounds / 2  # steps of the routed edges
+    (rounds,) = [n.seq for n in exchanges if n.scope.depth == 2]  # one step per round
+    assert all(n.seq < rounds / 2 for n in exchanges if n.scope.depth == 1)  # steps of the routed edges and roots
