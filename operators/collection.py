@@ -295,7 +295,6 @@ class Collection:
             if not isinstance(result, Collection):
                 raise GraphError(f"iterate body must return a Collection, got {type(result).__name__}")
             result = variable._bring(result)
-            variable._variable = None
             entered = self._variable_source(inner, variable_node, held.exchange, result)  # (before the loop)
         finally:
             self.scope.building.remove(loop)

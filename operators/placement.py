@@ -65,7 +65,7 @@ def _placed(node: Node, seen: set[int]) -> bool:
         arrange = node.reads[0]
         if not arrange.by_self:
             return True
-        exchange = getattr(arrange, "exchange", None)
+        exchange = arrange.exchange
         if exchange is None:
             return False
         return exchange.keyed if isinstance(node.logic, Threshold) else isinstance(node.logic, Count) and not exchange.keyed
@@ -84,8 +84,8 @@ def _keyable(node: Node) -> Exchange | None:
     if not isinstance(node, Reduce) or not isinstance(node.logic, Threshold):
         return None
     arrange: Arrange = node.reads[0]
-    exchange = getattr(arrange, "exchange", None)
-    if not arrange.by_self or exchange is None or exchange.keyed or getattr(arrange, "shared", False):
+    exchange = arrange.exchange
+    if not arrange.by_self or exchange is None or exchange.keyed or arrange.shared:
         return None
     readers = [n for n in arrange.scope.nodes if arrange in n.reads]
     if not all(isinstance(n, Reduce) and isinstance(n.logic, Threshold) for n in readers):

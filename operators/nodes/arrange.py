@@ -37,6 +37,13 @@ class Arrange(Node):
         # a column of ``unit``s: a fused step's by_self vals are a slice of it (the kernel only reads them)
         self._units = np.empty(0, dtype=np.int64)
 
+    # where its updates come from with several workers (`ddflow.operators.placement`), set where the
+    # graph is built: the exchange before it in its scope, the collection it arranges, and whether a
+    # caller was handed it (`arrange_by_key`/`arrange_by_self`: its exchange's routing never changes)
+    exchange = None
+    origin = None
+    shared = False
+
     fused = False  # set by the plan executor: small steps seal in one kernel call (Spine.insert_complete)
 
     def step(self, frontier: Antichain) -> None:
