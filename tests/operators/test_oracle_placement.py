@@ -92,6 +92,23 @@ def handed_out(roots, graph):
     return start.iterate(body)
 
 
+def nested_keyed(roots, graph):
+    """A keyed reachability nested in a loop, started from the outer loop's variable (routed by key in
+    the enclosing loop's scope, once per pass there)."""
+    g, start = graph.distinct(), _start(roots)
+
+    def outer(v):
+        inner = v.iterate(lambda r: r.join_map(g, lambda _n, root, dst: (dst, root)).concat(v).distinct())
+        return inner.concat(start).distinct()
+
+    return start.iterate(outer)
+
+
+@given(srcs=sources(edges, 2, **GRAPH))
+def test_a_nested_loop_variable_arranged_by_key_equals_the_oracle(srcs):
+    check_pipeline(nested_keyed, srcs)
+
+
 SHAPES = [keyed_distinct, keyed_threshold, least_label, counted, mapped_after, shared_with_count, handed_out]
 PLACED = {keyed_distinct, keyed_threshold, least_label, counted}  # the variable needs no exchange
 
