@@ -300,9 +300,10 @@ class Collection:
             self.scope.building.remove(loop)
             variable._variable = None
         entered.node.connect(variable_node, 0)
+        withdrawn = entered.negate()  # (made before the feedback: a pass steps it first, so round 0 is one pass)
         feedback = Feedback(inner, name="feedback")
         result.node.connect(feedback)
-        entered.negate().node.connect(feedback)
+        withdrawn.node.connect(feedback)
         feedback.connect(variable_node, 1)
         result.node.connect(loop, 0)
         return Collection(loop)

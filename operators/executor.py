@@ -30,7 +30,12 @@ record, memoised as before). An exchange (:mod:`ddflow.operators.nodes.exchange`
 every pass of its scope, round or not, so that every worker's steps pair up through the
 :class:`~ddflow.operators.transport.Transport`: the executor hands it the round's frontier, the
 exchange sends and receives through the transport, and the executor resumes with what it emitted.
-Loop rounds are agreed between workers exactly as the reference does (``worker.least_round``).
+Loop rounds are agreed between workers exactly as the reference does: a loop's first round by
+``worker.least_round``; where the loop's scope has an exchange of its own (:func:`ballot_box`) and no
+iteration limit, each later pass runs the round after the last, and the ballots its exchange step
+carries (each worker's least round with work before the pass) say whether any worker had work at
+it; if none had, the pass did nothing anywhere, and the next one runs the round the ballots agreed,
+or the loop ends. An agreement per round is saved: the exchange step is made anyway.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ from .errors import DiffError, IterationLimitError, UserFunctionError
 from .frontier import Antichain
 from .graph import Node, at_node, locate_failure
 from .kernels.frontier import least_ready
+from .nodes.exchange import ballot_box
 from .nodes.reduce.node import Reduce
 from .plan import KIND, Plan
+from .transport import IDLE
 
 _LOOP = KIND["loop"]
 _EXCHANGE = KIND["exchange"]
@@ -77,6 +84,10 @@ class PlanExecutor:
                                 _buffered_ports(plan.nodes[i]))
                                for i in range(first, first + count)])
         self._inner = {i: int(plan.loop[i]) for i in range(len(plan.nodes)) if kinds[i] == _LOOP}
+        # per loop scope: the exchange its rounds after the first are agreed on (several workers, no
+        # iteration limit), else None (each round agreed on its own)
+        self._boxes = {s: ballot_box(plan.scopes[s]) if worker is not None and plan.nodes[i].max_iterations is None
+                       else None for i, s in self._inner.items()}
         self._pending = {node: _pending_where(node) for node in plan.nodes}
         for i, node in enumerate(plan.nodes):
             if kinds[i] == _ARRANGE:  # small steps seal in one kernel call
@@ -147,23 +158,35 @@ class PlanExecutor:
         outer = frontier.array(depth)
         base = [(*f, 0) for f in frontier.elements]
         round_frontier = _round_frontiers(base, loop.finished._elements)
-        while True:
-            r = _next_round(inner.holding, outer, self._pending)
-            if worker is not None:
-                r = worker.least_round(r)
-            if r is None:
-                break
+        box = self._boxes[s]
+        r = _next_round(inner.holding, outer, self._pending)
+        if worker is not None:
+            r = worker.least_round(r)
+        guess = False  # the round is the one after the last, and the pass's ballots say whether any worker had work at it
+        while r is not None:
             if loop.max_iterations is not None and r >= loop.max_iterations:
                 raise IterationLimitError(
                     f"iterate: work remains at iteration {r} of the epoch before {frontier.elements}, at its "
                     f"max_iterations={loop.max_iterations}: the loop reaches no fixed point for these inputs "
                     "or needs more iterations", iteration=r, limit=loop.max_iterations)
+            if guess:
+                mine = _next_round(inner.holding, outer, self._pending)
+                box.cast(IDLE if mine is None else mine)
             loop.round = r
             outside, context.in_round = context.in_round, True
             try:
                 self._pass(s, round_frontier(r), False)
             finally:
                 context.in_round = outside
+            if box is None:
+                r = _next_round(inner.holding, outer, self._pending)
+                if worker is not None:
+                    r = worker.least_round(r)
+            else:
+                if guess and box.agreed != r:  # no worker had work at round r: the pass did nothing
+                    r, guess = box.agreed_after(r), False
+                    continue
+                r, guess = r + 1, True
             loop.rounds += 1
             self.rounds += 1
         loop.round = -1

@@ -14,15 +14,20 @@ round structure are the same everywhere, and every decision that could differ is
   apart; records travel as values (each worker interns its own ids).
 * **Agreements.** ``gather(worker, seq, value)`` hands every worker the values all workers gave for
   agreement ``seq``: the meet of their input frontiers (the common clock), the least loop round any
-  worker has work at, whether any worker has work left. A Kafka transport publishes these in its
-  markers.
+  worker has work at, whether any worker has work left.
+* **Ballots.** A marker may also carry its sender's *ballot*: the least loop round it has work at
+  (:data:`IDLE`: none; :data:`ABSTAIN`, the default: no ballot). After ``receive``,
+  ``ballots(worker)`` gives the ballots of that step's markers, so that a loop's rounds after the
+  first are agreed on the exchange step every round makes anyway, not in an agreement of their own
+  (:mod:`ddflow.operators.executor`).
 
 Where an executor meets the transport (:mod:`ddflow.operators.executor`): an epoch's ``run()``
 first agrees the common frontier; then, in every pass of a scope (every loop round, and each
 loop's closing pass), the executor steps each exchange node in graph order, the exchange sends its
 complete updates and blocks until it holds every other worker's share of that step, and the
-executor resumes with what the exchange emitted; before each round a loop agrees the least round
-any worker has work at, and after each pass of the outer scope whether any worker has work left.
+executor resumes with what the exchange emitted; before its first round a loop agrees the least round
+any worker has work at (and the later rounds by ballots, where the loop has an exchange of its own),
+and after each pass of the outer scope whether any worker has work left.
 Both executors make the same exchange steps and agreements in the same order, so a transport
 sees no difference between them.
 
@@ -41,7 +46,10 @@ import numpy as np
 
 from .errors import DataflowError, TransportAborted
 
-__all__ = ["ExchangeBatch", "ExchangeMarker", "LocalTransport", "Transport", "TransportAborted"]
+__all__ = ["ABSTAIN", "IDLE", "ExchangeBatch", "ExchangeMarker", "LocalTransport", "Transport", "TransportAborted"]
+
+ABSTAIN = -2  # a marker's ballot: none
+IDLE = -1  # a marker's ballot: the sender has no work in the loop
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,8 @@ class ExchangeBatch:
 
 @dataclass(frozen=True)
 class ExchangeMarker:
-    """The end of one exchange step from ``source`` to ``dest``: ``count`` updates were sent."""
+    """The end of one exchange step from ``source`` to ``dest``: ``count`` updates were sent;
+    ``ballot``: the sender's ballot (see the module), :data:`ABSTAIN` for none."""
 
     channel: int
     seq: int
@@ -76,6 +85,7 @@ class ExchangeMarker:
     upper: int | None
     rounds: tuple[int, ...]
     count: int
+    ballot: int = ABSTAIN
 
 
 class Transport(Protocol):
@@ -99,6 +109,10 @@ class Transport(Protocol):
         """Every batch sent to ``worker`` for step ``seq`` of ``channel``, once all are there."""
         ...
 
+    def ballots(self, worker: int) -> list[int]:
+        """The ballots of the markers of the step ``worker`` received last, in their senders' order."""
+        ...
+
     def gather(self, worker: int, seq: int, value: Any) -> list[Any]:
         """The values every worker gave for agreement ``seq``, in worker order."""
         ...
@@ -119,6 +133,7 @@ class LocalTransport:
         self._boxes: dict[tuple[int, int, int], tuple[list[ExchangeBatch], dict[int, ExchangeMarker]]] = {}
         self._votes: dict[int, list] = {}
         self._taken: dict[int, int] = {}
+        self._ballots: dict[int, list[int]] = {}  # per worker: its last step's
         self._error: BaseException | None = None
         self.batches = 0  # batches delivered so far (tests and figures)
         self.updates = 0  # updates delivered so far
@@ -165,7 +180,11 @@ class LocalTransport:
         with self._cond:
             self.batches += len(batches)
             self.updates += sum(got.values())
+        self._ballots[worker] = [markers[source].ballot for source in sorted(markers)]
         return sorted(batches, key=lambda b: b.source)
+
+    def ballots(self, worker: int) -> list[int]:
+        return self._ballots.get(worker, [])
 
     def gather(self, worker: int, seq: int, value: Any) -> list[Any]:
         with self._cond:

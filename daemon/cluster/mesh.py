@@ -21,7 +21,7 @@ import msgpack
 import numpy as np
 import zmq
 
-from ...operators.transport import ExchangeBatch, ExchangeMarker
+from ...operators.transport import ABSTAIN, ExchangeBatch, ExchangeMarker
 from . import mesh_wire as wire
 from .mesh_peers import Interrupted, MeshError, MeshPeers, MeshTimeout, PeerLost, listen_address
 
@@ -39,6 +39,7 @@ class MeshTransport(MeshPeers):
         self._held: dict[int, tuple[ExchangeBatch, list, int, int]] = {}  # per worker: a batch not sent yet
         self._codes_out: dict[int, dict[Any, int]] = {p: {} for p in self._peers}
         self.sent_bytes = self.steps = 0
+        self._ballots: list[int] = []  # the ballots of the last step received
 
     def send(self, batch: ExchangeBatch) -> None:
         self.start()
@@ -74,23 +75,24 @@ class MeshTransport(MeshPeers):
         self.start()
         held = self._held.get(marker.dest)
         if held is not None and held[0].channel == marker.channel and held[0].seq == marker.seq:
-            self._flush(marker.dest, True)  # the step's last batch carries its marker
+            self._flush(marker.dest, True, marker.ballot)  # the step's last batch carries its marker
             return
         self._flush(marker.dest, False)
         self._dealers[marker.dest].send(self._head(
             wire.MARKER, marker.dest, channel=marker.channel, seq=marker.seq, lower=marker.lower,
-            upper=marker.upper, rounds=marker.rounds, count=marker.count))
+            upper=marker.upper, rounds=marker.rounds, count=marker.count, ballot=marker.ballot))
 
-    def _flush(self, dest: int, ends: bool) -> None:
-        """Send the batch held for ``dest`` (if any); ``ends``: it is its step's marker too. A batch is
-        held until the next message to its worker, so the last of a step rides with the marker."""
+    def _flush(self, dest: int, ends: bool, ballot: int = ABSTAIN) -> None:
+        """Send the batch held for ``dest`` (if any); ``ends``: it is its step's marker too (with the
+        marker's ``ballot``). A batch is held until the next message to its worker, so the last of a
+        step rides with the marker."""
         held = self._held.pop(dest, None)
         if held is None:
             return
         batch, frames, form, first = held
         head = self._head(wire.BATCH, dest, channel=batch.channel, seq=batch.seq, lower=batch.lower,
                           upper=batch.upper, rounds=batch.rounds, count=len(frames[2]), depth=frames[1].shape[1],
-                          form=form, first=first, ends=ends)
+                          form=form, first=first, ends=ends, ballot=ballot)
         dealer = self._dealers[dest]
         dealer.send(head, _SNDMORE)
         for frame in frames[:-1]:
@@ -105,6 +107,7 @@ class MeshTransport(MeshPeers):
         del self._boxes[(channel, seq)]
         self.steps += 1
         batches, markers = box
+        self._ballots = [markers[p].ballot for p in sorted(markers)]
         got: dict[int, int] = {}
         for m in batches:
             got[m.source] = got.get(m.source, 0) + m.count
@@ -125,6 +128,9 @@ class MeshTransport(MeshPeers):
             out.append(ExchangeBatch(channel, seq, m.source, worker, m.lower, m.upper, m.rounds, records,
                                      m.times, m.diffs))
         return out
+
+    def ballots(self, worker: int) -> list[int]:
+        return self._ballots
 
     def gather(self, worker: int, seq: int, value: Any) -> list[Any]:
         self.start()

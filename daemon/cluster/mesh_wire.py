@@ -4,7 +4,7 @@ Every message between two workers of a mesh (`ddflow.daemon.cluster.mesh`) is on
 message whose first frame is a fixed little-endian header (`HEADER`, then ``rounds`` int64s):
 
     magic "ddfm", version, kind, source, dest, channel, seq, lower, upper, flags, rounds, count,
-    depth, form, run, first, incarnation
+    depth, form, run, first, incarnation, ballot
 
 ``run`` is a 64-bit token of the run's name (`run_token`): a message of another run is foreign and
 refused; ``incarnation``: a random number per sender process (a receiver takes only messages of the
@@ -25,6 +25,8 @@ is, bit 2 (``ENDS``) when a batch is also its step's marker. The kinds and their
   sender, whose marker it stands for (the step's count: this batch's and the earlier ones'), so a
   step that sends updates to a worker costs one message, not two.
 * ``MARKER`` the end of exchange step ``(channel, seq)``; ``count`` updates were sent in it.
+  ``ballot`` (a marker's, or a batch's with ``ENDS``): the sender's ballot for a loop's next round
+  (``ddflow.operators.transport``: -2 none, -1 no work, else the least round it has work at).
 * ``VOTE`` agreement ``seq``: one frame, the msgpack of the sender's value.
 
 `decode` checks every field against what the receiver expects (its run, its index, the worker
@@ -48,12 +50,12 @@ from ..formats.types import to_record
 __all__ = ["BATCH", "BEAT", "CODES", "ENDS", "HELLO", "INTS", "MARKER", "PAIRS", "VOTE", "Message", "MeshMessageError", "peek",
            "decode", "header", "run_token"]
 
-MAGIC, VERSION = b"ddfm", 2
+MAGIC, VERSION = b"ddfm", 3
 HELLO, BEAT, BATCH, MARKER, VOTE = 1, 2, 3, 4, 5
 INTS, PAIRS, CODES = 0, 1, 2
 KINDS = {HELLO: "hello", BEAT: "heartbeat", BATCH: "batch", MARKER: "marker", VOTE: "vote"}
 FRAMES = {HELLO: 1, BEAT: 1, MARKER: 1, VOTE: 2}  # BATCH: 4, or 5 with CODES
-HEADER = struct.Struct("<4sBBHHiqqqBBqBBqqq")
+HEADER = struct.Struct("<4sBBHHiqqqBBqBBqqqq")
 ENDS = 4  # flags: the batch ends its step
 MAX_ROUNDS = 64
 
@@ -69,11 +71,12 @@ def run_token(run: str) -> int:
 
 def header(kind: int, source: int, dest: int, run: int, *, channel: int = 0, seq: int = 0,
            lower: int | None = None, upper: int | None = None, rounds: tuple[int, ...] = (), count: int = 0,
-           depth: int = 0, form: int = 0, first: int = 0, incarnation: int = 0, ends: bool = False) -> bytes:
+           depth: int = 0, form: int = 0, first: int = 0, incarnation: int = 0, ends: bool = False,
+           ballot: int = -2) -> bytes:
     """The first frame of a message (see the module); ``ends``: a batch that is its step's marker."""
     flags = (lower is None) | ((upper is None) << 1) | (ENDS if ends else 0)
     head = HEADER.pack(MAGIC, VERSION, kind, source, dest, channel, seq, lower or 0, upper or 0, flags,
-                       len(rounds), count, depth, form, run, first, incarnation)
+                       len(rounds), count, depth, form, run, first, incarnation, ballot)
     return head + struct.pack(f"<{len(rounds)}q", *rounds) if rounds else head
 
 
@@ -81,7 +84,8 @@ def header(kind: int, source: int, dest: int, run: int, *, channel: int = 0, seq
 class Message:
     """One decoded message. For a batch, ``records`` is an int64 column, an ``(n, 2)`` int64 array,
     or (``CODES``) the codes, with ``values`` the values first sent in it; arrays are read-only views
-    of the received frames; ``ends``: the batch is also its step's marker."""
+    of the received frames; ``ends``: the batch is also its step's marker; ``ballot``: a marker's (or
+    such a batch's) ballot, -2 for none."""
 
     kind: int
     source: int
@@ -100,6 +104,7 @@ class Message:
     diffs: np.ndarray | None = None
     values: list | None = None
     vote: Any = None
+    ballot: int = -2
 
 
 def _column(frame: memoryview, rows: int, width: int, what: str, fail) -> np.ndarray:
@@ -133,7 +138,7 @@ def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes:
     if len(head) < HEADER.size:
         fail(f"its header holds {len(head)} bytes, fewer than {HEADER.size} (not a ddflow mesh message)")
     (magic, version, kind, source, dest, channel, seq, lower, upper, flags, nrounds, count, depth, form, token,
-     first, incarnation) = HEADER.unpack_from(head)
+     first, incarnation, ballot) = HEADER.unpack_from(head)
     if magic != MAGIC:
         fail(f"it does not start with {MAGIC!r} (not a ddflow mesh message)")
     if version != VERSION:
@@ -154,8 +159,11 @@ def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes:
         fail(f"a {KINDS[kind]} of {len(frames)} frames, not {want}")
     if count < 0 or seq < 0 or channel < 0:
         fail(f"negative count, seq or channel ({count}, {seq}, {channel})")
+    if ballot < -2:
+        fail(f"ballot {ballot}")
     msg = Message(kind, source, channel, seq, None if flags & 1 else lower, None if flags & 2 else upper,
-                  tuple(rounds), count, form, first, incarnation, kind == BATCH and bool(flags & ENDS))
+                  tuple(rounds), count, form, first, incarnation, kind == BATCH and bool(flags & ENDS),
+                  ballot=ballot)
     if kind == VOTE:
         try:
             msg.vote = msgpack.unpackb(frames[1], raw=False, use_list=True, strict_map_key=False)

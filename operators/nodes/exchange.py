@@ -12,6 +12,10 @@ it holds at complete times (not beyond the step's frontier, so a batch's times l
 it names; later ones wait for their step) and passes on its own share plus what the others sent it,
 every update with its own time. It is stepped in every pass of its scope on every worker, work or
 not, so the workers' steps pair up.
+
+The first exchange of a loop's scope (:func:`ballot_box`) also carries the loop's ballots: given
+one (``ballot``, set by the executor before a pass), its markers hold it, and after the step
+``agreed`` is the least round any worker has work at by the ballots (``None``: no worker has).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import numpy as np
 from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..traces.batch import Updates, concat
-from ..transport import ExchangeBatch, ExchangeMarker
+from ..errors import DataflowError
+from ..transport import ABSTAIN, IDLE, ExchangeBatch, ExchangeMarker
 
 
 class Exchange(Node):
@@ -46,6 +51,8 @@ class Exchange(Node):
         self.sent = 0  # updates sent to other workers
         self.received = 0  # updates received from other workers
         self.wait_seconds = 0.0  # time spent waiting for the other workers' steps
+        self.ballot = ABSTAIN  # this worker's ballot for the next step (see the module)
+        self.agreed: int | None = None  # what the last step's ballots agreed
 
     def holds_work(self) -> bool:
         return True  # stepped in every pass: the other workers' copies wait for this one
@@ -55,6 +62,7 @@ class Exchange(Node):
         worker, transport = self.worker, self.worker.transport
         seq = self.seq
         self.seq += 1
+        ballot, self.ballot = self.ballot, ABSTAIN
         lower, upper = worker.epoch
         rounds = self._rounds()
         me, count = worker.index, worker.count
@@ -70,19 +78,21 @@ class Exchange(Node):
                     transport.send(ExchangeBatch(self.channel, seq, me, dest, lower, upper, rounds, records,
                                                  part.times, part.diffs))
                     self.sent += len(sel)
-                transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, len(sel)))
+                transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, len(sel), ballot))
             mine = owners == me
             parts = [u if mine.all() else u.take(mine)]
         else:  # nothing to send: an empty marker to every other worker
             for dest in range(count):
                 if dest != me:
-                    transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, 0))
+                    transport.mark(ExchangeMarker(self.channel, seq, me, dest, lower, upper, rounds, 0, ballot))
             parts = []
         started = time.perf_counter()
         batches = transport.receive(me, self.channel, seq)
         waited = time.perf_counter() - started
         self.wait_seconds += waited
         worker.waits.add(waited)
+        if ballot != ABSTAIN:
+            self._count(ballot, transport.ballots(me), seq)
         for batch in batches:
             records = batch.records
             ids = self.interner.ids_of_columns(records) if isinstance(records, np.ndarray) else self.interner.ids(records)
@@ -92,6 +102,30 @@ class Exchange(Node):
             out = concat(parts, 1, self.scope.depth)  # one part is passed on as it is
             if len(out):
                 self.emit(out)
+
+    def cast(self, ballot: int) -> None:
+        """Carry ``ballot`` (this worker's least round with work, or ``IDLE``) in the next step."""
+        self.ballot, self.agreed = ballot, ABSTAIN
+
+    def agreed_after(self, guessed: int) -> int | None:
+        """What the ballots of a pass at round ``guessed`` agreed, when it is not ``guessed`` (no worker
+        had work at it): the next round with work, or ``None``. Never an earlier round: a pass leaves
+        no work at its round or before, its scope's nodes running in the order updates flow within a
+        round; a step that counted no ballot is an error too."""
+        agreed = self.agreed
+        if agreed == ABSTAIN:
+            raise DataflowError(f"exchange {self.channel}: the pass at round {guessed} made no step with a ballot")
+        if agreed is not None and agreed < guessed:
+            raise DataflowError(f"exchange {self.channel}: ballots agreed round {agreed} after a pass at round {guessed}")
+        return agreed
+
+    def _count(self, mine: int, theirs: list[int], seq: int) -> None:
+        """``agreed``: the least round of the ballots (``None`` when every worker is idle)."""
+        if ABSTAIN in theirs:
+            raise DataflowError(f"exchange {self.channel} step {seq}: some workers cast no ballot ({theirs}) "
+                                f"where worker {self.worker.index} cast one: they are in different loop rounds")
+        rounds = [b for b in (mine, *theirs) if b != IDLE]
+        self.agreed = min(rounds) if rounds else None
 
     def _records(self, ids: np.ndarray) -> list | np.ndarray:
         """The records of ``ids`` as they travel: int columns when they are ints or pairs of ints
@@ -113,3 +147,12 @@ class Exchange(Node):
             rounds.append(scope.loop.round)
             scope = scope.parent
         return tuple(reversed(rounds))
+
+
+def ballot_box(scope: Scope) -> Exchange | None:
+    """The exchange of ``scope`` (a loop's inner scope) that carries its rounds' ballots: its first
+    own exchange, stepped in every pass; ``None`` when it has none (the rounds are agreed apart)."""
+    for node in scope.nodes:
+        if isinstance(node, Exchange):
+            return node
+    return None

@@ -23,6 +23,8 @@ from ..graph import Node, Scope
 from ..kernels.frontier import least_ready
 from ..lattice import T_MIN
 from ..traces.batch import Updates, by_width, concat, consolidate
+from ..transport import IDLE
+from .exchange import ballot_box
 
 
 def lift(frontier: Antichain, counter: int) -> list[tuple[int, ...]]:
@@ -44,23 +46,40 @@ class Loop(Node):
         self.round = -1  # the round being run (-1: the step that closes an epoch)
 
     def step(self, frontier: Antichain) -> None:
+        """Run the rounds the enclosing ``frontier`` allows, then the closing pass. With several workers
+        the first round is agreed (``worker.least_round``), and so is every later one unless the inner
+        scope has an exchange and there is no iteration limit: then a pass runs the round after the
+        last, and its exchange's ballots agree whether any worker had work at it (see
+        :mod:`ddflow.operators.executor`, which does the same)."""
         inner = self.inner
         worker = self.scope.context.worker
         outer = frontier.array(self.scope.depth)
-        while True:
-            r = self._next_round(outer)
-            if worker is not None:
-                r = worker.least_round(r)
-            if r is None:
-                break
+        box = ballot_box(inner) if worker is not None and self.max_iterations is None else None
+        r = self._next_round(outer)
+        if worker is not None:
+            r = worker.least_round(r)
+        guess = False
+        while r is not None:
             if self.max_iterations is not None and r >= self.max_iterations:
                 raise IterationLimitError(
                     f"iterate: work remains at iteration {r} of the epoch before {frontier.elements}, at its "
                     f"max_iterations={self.max_iterations}: the loop reaches no fixed point for these inputs "
                     "or needs more iterations", iteration=r, limit=self.max_iterations)
+            if guess:
+                mine = self._next_round(outer)
+                box.cast(IDLE if mine is None else mine)
             round_frontier = Antichain([*lift(frontier, 0), *((*f, r + 1) for f in self.finished.elements)])
             self.round = r
             inner.step(round_frontier)
+            if box is None:
+                r = self._next_round(outer)
+                if worker is not None:
+                    r = worker.least_round(r)
+            else:
+                if guess and box.agreed != r:  # no worker had work at round r: the pass did nothing
+                    r, guess = box.agreed_after(r), False
+                    continue
+                r, guess = r + 1, True
             self.rounds += 1
         self.round = -1
         inner.step(Antichain(lift(frontier, 0)))

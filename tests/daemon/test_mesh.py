@@ -4,6 +4,7 @@ are refused naming their sender, and a worker that never comes or goes silent is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import subprocess
@@ -19,7 +20,7 @@ import zmq
 from ddflow.daemon.cluster import mesh_wire as wire
 from ddflow.daemon.cluster.mesh import Interrupted, MeshTimeout, MeshTransport, PeerLost, listen_address, MeshError
 from ddflow.operators import Dataflow
-from ddflow.operators.transport import ExchangeBatch, ExchangeMarker
+from ddflow.operators.transport import ABSTAIN, IDLE, ExchangeBatch, ExchangeMarker
 
 import run_mesh_worker as script
 
@@ -186,6 +187,31 @@ def test_a_steps_last_batch_carries_its_marker(tmp_path):
             e.close()
 
 
+def test_ballots_ride_on_markers_and_on_batches_that_end_a_step(tmp_path):
+    """A marker's ballot reaches the receiver whether the marker goes alone or with the step's last
+    batch; a step without ballots reads as abstaining."""
+    ends = pair(tmp_path)
+    try:
+        def work(i):
+            if i == 1:
+                got = []
+                for seq in range(3):
+                    ends[1].receive(1, 0, seq)
+                    got.append(ends[1].ballots(1))
+                return got
+            one, end = batch(0, 0, 1, np.arange(3, dtype=np.int64))
+            ends[0].send(one)
+            ends[0].mark(dataclasses.replace(end, ballot=7))
+            ends[0].mark(dataclasses.replace(batch(1, 0, 1, [])[1], ballot=IDLE))
+            ends[0].mark(batch(2, 0, 1, [])[1])
+            return None
+
+        assert both(work)[1] == [[7], [IDLE], [ABSTAIN]]
+    finally:
+        for e in ends:
+            e.close()
+
+
 def test_a_batch_ending_a_step_twice_is_refused(tmp_path):
     ends = pair(tmp_path)
     try:
@@ -212,7 +238,10 @@ def frames_of(head: bytes, *rest) -> list:
     ([b"xxxx" + wire.header(wire.BEAT, 0, 1, 7)[4:]], "not a ddflow mesh message"),
     ([wire.header(wire.BEAT, 0, 1, 8)], "another run"),
     ([wire.header(wire.BEAT, 0, 1, 7)[:4] + bytes([1]) + wire.header(wire.BEAT, 0, 1, 7)[5:]],
-     "protocol version 1, this worker speaks 2"),  # a worker of before a step's batch carried its marker
+     "protocol version 1, this worker speaks 3"),  # a worker of before a step's batch carried its marker
+    ([wire.header(wire.BEAT, 0, 1, 7)[:4] + bytes([2]) + wire.header(wire.BEAT, 0, 1, 7)[5:]],
+     "protocol version 2, this worker speaks 3"),  # a worker of before markers carried ballots
+    ([wire.header(wire.MARKER, 0, 1, 7, ballot=-3)], "ballot -3"),
     ([wire.header(wire.BEAT, 1, 1, 7)], "source worker 1 is not another worker"),
     ([wire.header(wire.BEAT, 0, 0, 7)], "addressed to worker 0"),
     ([wire.header(9, 0, 1, 7)], "unknown kind 9"),

@@ -286,3 +286,80 @@ def test_a_collection_entered_into_a_loop_is_routed_before_it_enters():
     assert {r: d for r, d in got.at(len(edges) - 1).items() if d} == want.at(len(edges) - 1) != {}
     (rounds,) = [n.seq for n in exchanges if n.scope.depth == 2]  # one step per round
     assert all(n.seq < rounds / 2 for n in exchanges if n.scope.depth == 1)  # steps of the routed edges and roots
+
+
+class CountingTransport(LocalTransport):
+    """The in-process transport, counting the agreements made through it."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.gathers = 0
+
+    def gather(self, worker, seq, value):
+        if worker == 0:
+            self.gathers += 1
+        return super().gather(worker, seq, value)
+
+
+def test_a_loops_later_rounds_are_agreed_on_its_exchange_steps():
+    """With several workers a loop agrees its first round; each later one rides on the ballots of the
+    exchange step the round makes anyway (one idle pass at the end tells that no worker has work).
+    The same loop with an iteration limit agrees every round apart: the same rounds and results, with
+    far more agreements."""
+    from ddflow.operators.nodes.iterate import Loop
+
+    def build(limit):
+        def made(df):
+            roots, edges = df.new_input("roots").collection, df.new_input("edges").collection
+            start = roots.map(lambda r: (r, r))
+            reach = start.iterate(
+                lambda v: v.join_map(edges, lambda _n, root, dst: (dst, root)).concat(start).distinct(),
+                max_iterations=limit)
+            return reach.capture()
+        return made
+
+    runs = {}
+    for limit in (None, 10**6):
+        transport = CountingTransport(2)
+        workers = Workers(2, build(limit), transport=transport)
+        roots, edges = workers.input("roots"), workers.input("edges")
+        roots.insert(0, 0)
+        rng = random.Random(3)
+        graph = [(rng.randrange(20), rng.randrange(20)) for _ in range(120)]
+        for t, e in enumerate(graph):
+            edges.insert(e, t)
+            if t >= 60:
+                edges.remove(graph[t - 60], t)
+            roots.advance_to(t + 1)
+            edges.advance_to(t + 1)
+            workers.run()  # an epoch per change
+        loop = next(n for n in workers.dataflows[0]._all_nodes() if isinstance(n, Loop))
+        got = workers.capture(lambda out: out)
+        runs[limit] = (transport.gathers, loop.rounds, {r: d for r, d in got.at(len(graph) - 1).items() if d})
+    (ballots, rounds, view), (apart, rounds_apart, view_apart) = runs[None], runs[10**6]
+    assert view == view_apart != {} and rounds == rounds_apart
+    assert rounds > 2 * len(graph)  # several rounds per epoch
+    assert apart - ballots >= rounds - len(graph)  # every round after an epoch's first is agreed on a ballot
+
+
+def test_ballots_that_cannot_agree_a_round_fail_by_name():
+    """A step whose other workers cast no ballot, a pass whose step counted none, and ballots agreeing
+    a round before the pass's are errors, not a guess at the next round."""
+    from ddflow.operators.errors import DataflowError
+    from ddflow.operators.nodes.exchange import Exchange
+    from ddflow.operators.transport import ABSTAIN, IDLE
+
+    workers = Workers(2, graph_build)
+    exchange = next(n for n in workers.dataflows[0]._all_nodes() if isinstance(n, Exchange))
+    with pytest.raises(DataflowError, match="cast no ballot"):
+        exchange._count(3, [ABSTAIN], 0)
+    exchange._count(3, [IDLE], 0)
+    assert exchange.agreed == 3
+    exchange._count(IDLE, [IDLE], 0)
+    assert exchange.agreed is None
+    exchange.cast(4)
+    with pytest.raises(DataflowError, match="made no step with a ballot"):
+        exchange.agreed_after(4)
+    exchange._count(2, [5], 0)
+    with pytest.raises(DataflowError, match="agreed round 2 after a pass at round 4"):
+        exchange.agreed_after(4)
