@@ -45,14 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DiffError, IterationLimitError, UserFunctionError
+from .errors import DiffError, UserFunctionError
 from .frontier import Antichain
 from .graph import Node, at_node, locate_failure
 from .kernels.frontier import least_ready
 from .nodes.exchange import ballot_box
+from .nodes.iterate import Rounds, check_limit
 from .nodes.reduce.node import Reduce
 from .plan import KIND, Plan
-from .transport import IDLE
 
 _LOOP = KIND["loop"]
 _EXCHANGE = KIND["exchange"]
@@ -84,10 +84,8 @@ class PlanExecutor:
                                 _buffered_ports(plan.nodes[i]))
                                for i in range(first, first + count)])
         self._inner = {i: int(plan.loop[i]) for i in range(len(plan.nodes)) if kinds[i] == _LOOP}
-        # per loop scope: the exchange its rounds after the first are agreed on (several workers, no
-        # iteration limit), else None (each round agreed on its own)
-        self._boxes = {s: ballot_box(plan.scopes[s]) if worker is not None and plan.nodes[i].max_iterations is None
-                       else None for i, s in self._inner.items()}
+        # per loop scope: the exchange its rounds after the first may be agreed on (`Rounds`), or None
+        self._boxes = {s: ballot_box(plan.scopes[s]) if worker is not None else None for s in self._inner.values()}
         self._pending = {node: _pending_where(node) for node in plan.nodes}
         for i, node in enumerate(plan.nodes):
             if kinds[i] == _ARRANGE:  # small steps seal in one kernel call
@@ -158,37 +156,28 @@ class PlanExecutor:
         outer = frontier.array(depth)
         base = [(*f, 0) for f in frontier.elements]
         round_frontier = _round_frontiers(base, loop.finished._elements)
-        box = self._boxes[s]
-        r = _next_round(inner.holding, outer, self._pending)
-        if worker is not None:
-            r = worker.least_round(r)
-        guess = False  # the round is the one after the last, and the pass's ballots say whether any worker had work at it
+        rounds = None if worker is None else Rounds(  # (alone: no object and no calls of its own per round)
+            loop, worker, self._boxes[s], lambda: _next_round(inner.holding, outer, self._pending), frontier)
+        r = _next_round(inner.holding, outer, self._pending) if rounds is None else rounds.first()
         while r is not None:
-            if loop.max_iterations is not None and r >= loop.max_iterations:
-                raise IterationLimitError(
-                    f"iterate: work remains at iteration {r} of the epoch before {frontier.elements}, at its "
-                    f"max_iterations={loop.max_iterations}: the loop reaches no fixed point for these inputs "
-                    "or needs more iterations", iteration=r, limit=loop.max_iterations)
-            if guess:
-                mine = _next_round(inner.holding, outer, self._pending)
-                box.cast(IDLE if mine is None else mine)
+            if rounds is not None:
+                rounds.begin(r)
+            elif loop.max_iterations is not None:
+                check_limit(loop, r, frontier)
             loop.round = r
             outside, context.in_round = context.in_round, True
             try:
                 self._pass(s, round_frontier(r), False)
             finally:
                 context.in_round = outside
-            if box is None:
-                r = _next_round(inner.holding, outer, self._pending)
-                if worker is not None:
-                    r = worker.least_round(r)
-            else:
-                if guess and box.agreed != r:  # no worker had work at round r: the pass did nothing
-                    r, guess = box.agreed_after(r), False
-                    continue
-                r, guess = r + 1, True
-            loop.rounds += 1
             self.rounds += 1
+            if rounds is None:
+                loop.rounds += 1
+                r = _next_round(inner.holding, outer, self._pending)
+            else:
+                before = loop.rounds
+                r = rounds.after(r)
+                self.rounds += loop.rounds - before - 1
         loop.round = -1
         outside, context.in_round = context.in_round, False
         try:

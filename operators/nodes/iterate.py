@@ -54,33 +54,15 @@ class Loop(Node):
         inner = self.inner
         worker = self.scope.context.worker
         outer = frontier.array(self.scope.depth)
-        box = ballot_box(inner) if worker is not None and self.max_iterations is None else None
-        r = self._next_round(outer)
-        if worker is not None:
-            r = worker.least_round(r)
-        guess = False
+        rounds = Rounds(self, worker, ballot_box(inner) if worker is not None else None,
+                        lambda: self._next_round(outer), frontier)
+        r = rounds.first()
         while r is not None:
-            if self.max_iterations is not None and r >= self.max_iterations:
-                raise IterationLimitError(
-                    f"iterate: work remains at iteration {r} of the epoch before {frontier.elements}, at its "
-                    f"max_iterations={self.max_iterations}: the loop reaches no fixed point for these inputs "
-                    "or needs more iterations", iteration=r, limit=self.max_iterations)
-            if guess:
-                mine = self._next_round(outer)
-                box.cast(IDLE if mine is None else mine)
+            rounds.begin(r)
             round_frontier = Antichain([*lift(frontier, 0), *((*f, r + 1) for f in self.finished.elements)])
             self.round = r
             inner.step(round_frontier)
-            if box is None:
-                r = self._next_round(outer)
-                if worker is not None:
-                    r = worker.least_round(r)
-            else:
-                if guess and box.agreed != r:  # no worker had work at round r: the pass did nothing
-                    r, guess = box.agreed_after(r), False
-                    continue
-                r, guess = r + 1, True
-            self.rounds += 1
+            r = rounds.after(r)
         self.round = -1
         inner.step(Antichain(lift(frontier, 0)))
         self.finished = frontier
@@ -116,6 +98,56 @@ class Loop(Node):
         own = super().pending_times()
         return np.concatenate([times[:, :-1], own[:, :-1]]) if len(own) else times[:, :-1]
 
+
+
+def check_limit(loop: Loop, r: int, frontier: Antichain) -> None:
+    """:class:`IterationLimitError` when round ``r`` reaches ``loop``'s ``max_iterations``."""
+    if r >= loop.max_iterations:
+        raise IterationLimitError(
+            f"iterate: work remains at iteration {r} of the epoch before {frontier.elements}, at its "
+            f"max_iterations={loop.max_iterations}: the loop reaches no fixed point for these inputs "
+            "or needs more iterations", iteration=r, limit=loop.max_iterations)
+
+
+class Rounds:
+    """The rounds one step of ``loop`` runs, for either executor: ``first()``, then ``begin(r)``
+    before the pass of round ``r`` and ``after(r)`` (the next round, ``None`` at the end) after it.
+
+    Alone, a loop runs the least round its inner nodes hold work at, until none is left
+    (``next_round()``). With several workers (``worker``) the first round is agreed
+    (``worker.least_round``); so is every later one when the loop has no exchange of its own (``box``
+    is ``None``) or an iteration limit. Otherwise each later pass runs the round after the last and
+    casts this worker's least round with work on ``box``, whose step in the pass counts every
+    worker's ballot: when no worker had work at the round, the pass did nothing, and the loop goes on
+    at the agreed round or ends. ``loop.rounds`` counts the passes that had work."""
+
+    def __init__(self, loop: Loop, worker, box, next_round, frontier: Antichain) -> None:
+        self.loop, self.worker, self.next_round, self.frontier = loop, worker, next_round, frontier
+        self.box = box if loop.max_iterations is None else None
+        self.guess = False  # the round is the one after the last (its ballots say whether it had work)
+
+    def first(self) -> int | None:
+        r = self.next_round()
+        return r if self.worker is None else self.worker.least_round(r)
+
+    def begin(self, r: int) -> None:
+        if self.loop.max_iterations is not None:
+            check_limit(self.loop, r, self.frontier)
+        if self.guess:
+            mine = self.next_round()
+            self.box.cast(IDLE if mine is None else mine)
+
+    def after(self, r: int) -> int | None:
+        box = self.box
+        if box is None:
+            self.loop.rounds += 1
+            return self.first()
+        if self.guess and box.agreed != r:  # no worker had work at round r: the pass did nothing
+            self.guess = False
+            return box.agreed_after(r)
+        self.loop.rounds += 1
+        self.guess = True
+        return r + 1
 
 
 class Feedback(Node):
