@@ -7,8 +7,9 @@ same epochs of ``E`` changes. Printed per configuration: changes/s from the firs
 last epoch's end (slowest worker) and its ratio to the 1-worker mesh run, each worker's CPU
 seconds, the mean and p99 wall time a worker waits in one exchange step (its ``receive``: the
 per-round exchange latency, which includes waiting for a slower peer's compute), the exchange
-steps per epoch, and the bytes of update frames (records, times, diffs, new values) sent per
-update that crossed workers. Every run's final output is checked against the 1-worker run's.
+steps and agreements per epoch (a loop agrees its first round apart, the later ones on its exchange
+steps), and the bytes of update frames (records, times, diffs, new values) sent per update that
+crossed workers. Every run's final output is checked against the 1-worker run's.
 
     .venv/bin/python benchmarks/bench_workers_mesh.py [--nodes 1000 --edges 2000 --changes 1000
         --epoch 100 --workers 1,2,4]
@@ -87,7 +88,7 @@ def worker(spec: dict) -> None:
     edges.advance_to(1)
     df.run()
     waits.clear()
-    sent0 = getattr(transport, "sent_bytes", 0)
+    sent0, agreed0 = getattr(transport, "sent_bytes", 0), getattr(transport, "agreements", 0)
     profile = cProfile.Profile(time.process_time) if spec.get("breakdown") else None
     if profile is not None:
         profile.enable()
@@ -113,6 +114,7 @@ def worker(spec: dict) -> None:
     print(json.dumps({"seconds": seconds, "cpu": cpu, "waits": waits, "epochs": epochs,
                       "sent": sum(n.sent for n in exchanges),
                       "sent_bytes": getattr(transport, "sent_bytes", 0) - sent0,
+                      "agreements": getattr(transport, "agreements", 0) - agreed0,
                       "breakdown": None if profile is None else breakdown(profile),
                       "final": {k: d for k, d in final.items() if d}}))
     close = getattr(transport, "close", None)
@@ -195,7 +197,8 @@ def report(label: str, results: list[dict], base: tuple[float, dict] | None, cha
             + (f" ({1e6 * max(r['cpu'] for r in results) / changes:.0f} us per step)" if unit == "steps" else ""))
     if len(waits):
         line += (f"; wait per step mean {1e3 * waits.mean():.3f} ms, p99 {1e3 * np.percentile(waits, 99):.3f} ms"
-                 f" ({len(waits) / len(results) / epochs:.0f} steps per epoch)")
+                 f" ({len(waits) / len(results) / epochs:.1f} steps and "
+                 f"{results[0].get('agreements', 0) / epochs:.1f} agreements per epoch)")
         if sum(r["sent_bytes"] for r in results):
             line += f"; {sum(r['sent_bytes'] for r in results) / max(sent, 1):.1f} bytes per crossing update"
     print(line, flush=True)

@@ -38,7 +38,7 @@ class MeshTransport(MeshPeers):
         super().__init__(addresses, index, **options)
         self._held: dict[int, tuple[ExchangeBatch, list, int, int]] = {}  # per worker: a batch not sent yet
         self._codes_out: dict[int, dict[Any, int]] = {p: {} for p in self._peers}
-        self.sent_bytes = self.steps = 0
+        self.sent_bytes = self.steps = self.agreements = 0  # so far: bytes of update frames, exchange steps, agreements
         self._ballots: list[int] = []  # the ballots of the last step received
 
     def send(self, batch: ExchangeBatch) -> None:
@@ -134,6 +134,7 @@ class MeshTransport(MeshPeers):
 
     def gather(self, worker: int, seq: int, value: Any) -> list[Any]:
         self.start()
+        self.agreements += 1
         packed = msgpack.packb(value, use_bin_type=True)
         for p in self._peers:
             self._flush(p, False)  # a batch still held goes first: messages to a worker keep their order

@@ -142,6 +142,7 @@ def test_ints_and_pairs_cross_as_columns_and_agreements_gather_in_worker_order(t
         (r0, v0), (r1, v1) = both(work)
         assert r0 == [[10, 11], [12, 13], [14, 15]] and r1 == [[0, 1], [2, 3], [4, 5]]
         assert v0 == v1 == [{"w": 0, "f": [[0]]}, {"w": 1, "f": [[1]]}]
+        assert [(e.steps, e.agreements) for e in ends] == [(1, 1), (1, 1)]  # what the benchmarks count
     finally:
         for e in ends:
             e.close()
