@@ -3,15 +3,17 @@
 With ``W`` workers, worker ``i`` owns the keys whose stable hash
 (:func:`ddflow.operators.partition.key_hash`) is ``i`` modulo ``W``: a by-key arrangement routes
 ``(key, val)`` by ``key``, a by-self one routes a record by the record itself, so a join's or a
-reduction's inputs meet on one worker whatever worker read them. A by-self exchange may instead be
-``keyed`` (set while the graph is built, see :mod:`ddflow.operators.placement`): it routes a
-``(key, val)`` record by its key, as a by-key exchange does, and any other record by itself; equal
-records still meet, and a distinct's output then lies where a by-key arrangement of it would put it. Each step of an exchange is a
+reduction's inputs meet on one worker whatever worker read them. Each step of an exchange is a
 step of every worker's copy at once (:mod:`ddflow.operators.transport`): the node sends the updates
 it holds at complete times (not beyond the step's frontier, so a batch's times lie inside the epoch
 it names; later ones wait for their step) and passes on its own share plus what the others sent it,
 every update with its own time. It is stepped in every pass of its scope on every worker, work or
 not, so the workers' steps pair up.
+
+A by-self exchange may instead be ``keyed`` (set while the graph is built, see
+:mod:`ddflow.operators.placement`): it routes a ``(key, val)`` record by its key, as a by-key
+exchange does, and any other record by itself; equal records still meet, and a distinct's output
+then lies where a by-key arrangement of it would put it.
 
 The first exchange of a loop's scope (:func:`ballot_box`) also carries the loop's ballots: given
 one (``ballot``, set by the executor before a pass), its markers hold it, and after the step
@@ -24,10 +26,10 @@ import time
 
 import numpy as np
 
+from ..errors import DataflowError
 from ..frontier import Antichain
 from ..graph import Node, Scope
 from ..traces.batch import Updates, concat
-from ..errors import DataflowError
 from ..transport import ABSTAIN, IDLE, ExchangeBatch, ExchangeMarker
 
 

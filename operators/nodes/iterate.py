@@ -99,7 +99,6 @@ class Loop(Node):
         return np.concatenate([times[:, :-1], own[:, :-1]]) if len(own) else times[:, :-1]
 
 
-
 def check_limit(loop: Loop, r: int, frontier: Antichain) -> None:
     """:class:`IterationLimitError` when round ``r`` reaches ``loop``'s ``max_iterations``."""
     if r >= loop.max_iterations:
