@@ -135,14 +135,15 @@ def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes:
     if not frames:
         fail("it is empty")
     head = memoryview(frames[0])
+    if len(head) >= len(MAGIC) + 1 and bytes(head[: len(MAGIC)]) == MAGIC and head[len(MAGIC)] != VERSION:
+        # (before the size: another version's header may be shorter or longer)
+        fail(f"protocol version {head[len(MAGIC)]}, this worker speaks {VERSION}")
     if len(head) < HEADER.size:
         fail(f"its header holds {len(head)} bytes, fewer than {HEADER.size} (not a ddflow mesh message)")
     (magic, version, kind, source, dest, channel, seq, lower, upper, flags, nrounds, count, depth, form, token,
      first, incarnation, ballot) = HEADER.unpack_from(head)
     if magic != MAGIC:
         fail(f"it does not start with {MAGIC!r} (not a ddflow mesh message)")
-    if version != VERSION:
-        fail(f"protocol version {version}, this worker speaks {VERSION}")
     if token != run:
         fail(f"it belongs to another run (token {token:#x}, this run's is {run:#x})")
     if kind not in KINDS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 import logging
 import subprocess
 import sys
@@ -243,6 +244,8 @@ def frames_of(head: bytes, *rest) -> list:
     ([wire.header(wire.BEAT, 0, 1, 7)[:4] + bytes([2]) + wire.header(wire.BEAT, 0, 1, 7)[5:]],
      "protocol version 2, this worker speaks 3"),  # a worker of before markers carried ballots
     ([wire.header(wire.MARKER, 0, 1, 7, ballot=-3)], "ballot -3"),
+    ([struct.pack("<4sBBHHiqqqBBqBBqqq", b"ddfm", 2, wire.MARKER, 0, 1, 0, 0, 0, 0, 3, 0, 0, 1, 0, 7, 0, 0)],
+     "protocol version 2, this worker speaks 3"),  # a version 2 worker's marker, as it was: 8 bytes shorter
     ([wire.header(wire.BEAT, 1, 1, 7)], "source worker 1 is not another worker"),
     ([wire.header(wire.BEAT, 0, 0, 7)], "addressed to worker 0"),
     ([wire.header(9, 0, 1, 7)], "unknown kind 9"),
