@@ -320,7 +320,6 @@ class Collection:
             variable.connect(exchange)
             return self.enter(inner)
         inner.nodes.remove(exchange)
-        self.context.worker.exchanges.remove(exchange)
         for consumer, port in exchange.consumers:
             variable.connect(consumer, port)
             if isinstance(consumer, Arrange):

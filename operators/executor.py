@@ -170,14 +170,13 @@ class PlanExecutor:
                 self._pass(s, round_frontier(r), False)
             finally:
                 context.in_round = outside
-            self.rounds += 1
+            before = loop.rounds
             if rounds is None:
                 loop.rounds += 1
                 r = _next_round(inner.holding, outer, self._pending)
             else:
-                before = loop.rounds
-                r = rounds.after(r)
-                self.rounds += loop.rounds - before - 1
+                r = rounds.after(r)  # (counts the round when it had work)
+            self.rounds += loop.rounds - before
         loop.round = -1
         outside, context.in_round = context.in_round, False
         try:

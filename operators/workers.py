@@ -71,7 +71,6 @@ class Worker:
         self.index, self.count, self.transport = index, count, transport
         self.waits = StepWaits()
         self.epoch: tuple[int | None, int | None] = (None, None)  # [lower, upper) being worked on
-        self.exchanges: list = []  # the exchange nodes, in channel order
         self._channels = 0
         self._agreements = 0
 

@@ -44,6 +44,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from ...operators.transport import ABSTAIN
 from ..exceptions import DaemonError
 from ..formats.types import to_record
 
@@ -72,7 +73,7 @@ def run_token(run: str) -> int:
 def header(kind: int, source: int, dest: int, run: int, *, channel: int = 0, seq: int = 0,
            lower: int | None = None, upper: int | None = None, rounds: tuple[int, ...] = (), count: int = 0,
            depth: int = 0, form: int = 0, first: int = 0, incarnation: int = 0, ends: bool = False,
-           ballot: int = -2) -> bytes:
+           ballot: int = ABSTAIN) -> bytes:
     """The first frame of a message (see the module); ``ends``: a batch that is its step's marker."""
     flags = (lower is None) | ((upper is None) << 1) | (ENDS if ends else 0)
     head = HEADER.pack(MAGIC, VERSION, kind, source, dest, channel, seq, lower or 0, upper or 0, flags,
@@ -85,7 +86,7 @@ class Message:
     """One decoded message. For a batch, ``records`` is an int64 column, an ``(n, 2)`` int64 array,
     or (``CODES``) the codes, with ``values`` the values first sent in it; arrays are read-only views
     of the received frames; ``ends``: the batch is also its step's marker; ``ballot``: a marker's (or
-    such a batch's) ballot, -2 for none."""
+    such a batch's) ballot, ``ABSTAIN`` for none."""
 
     kind: int
     source: int
@@ -104,7 +105,7 @@ class Message:
     diffs: np.ndarray | None = None
     values: list | None = None
     vote: Any = None
-    ballot: int = -2
+    ballot: int = ABSTAIN
 
 
 def _column(frame: memoryview, rows: int, width: int, what: str, fail) -> np.ndarray:
@@ -160,7 +161,7 @@ def decode(frames: list, *, sender: str, me: int, workers: int, run: int, codes:
         fail(f"a {KINDS[kind]} of {len(frames)} frames, not {want}")
     if count < 0 or seq < 0 or channel < 0:
         fail(f"negative count, seq or channel ({count}, {seq}, {channel})")
-    if ballot < -2:
+    if ballot < ABSTAIN:
         fail(f"ballot {ballot}")
     msg = Message(kind, source, channel, seq, None if flags & 1 else lower, None if flags & 2 else upper,
                   tuple(rounds), count, form, first, incarnation, kind == BATCH and bool(flags & ENDS),

@@ -48,7 +48,6 @@ class Exchange(Node):
         self.keyed = False  # a by-self exchange routing pairs by their key (see the module)
         self.arrangement = arrangement
         self.channel = worker.new_channel()
-        worker.exchanges.append(self)
         self.seq = 0  # steps so far: the same on every worker
         self.sent = 0  # updates sent to other workers
         self.received = 0  # updates received from other workers

@@ -15,6 +15,8 @@ same rounds and a loop ends only when no worker has work left.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import IterationLimitError
@@ -54,7 +56,7 @@ class Loop(Node):
         inner = self.inner
         worker = self.scope.context.worker
         outer = frontier.array(self.scope.depth)
-        rounds = Rounds(self, worker, ballot_box(inner) if worker is not None else None,
+        rounds = Rounds(self, worker, self.ballot_box if worker is not None else None,
                         lambda: self._next_round(outer), frontier)
         r = rounds.first()
         while r is not None:
@@ -67,6 +69,12 @@ class Loop(Node):
         inner.step(Antichain(lift(frontier, 0)))
         self.finished = frontier
         self.leave()
+
+    @functools.cached_property
+    def ballot_box(self):
+        """The inner scope's exchange its rounds' ballots ride on (:func:`~.exchange.ballot_box`; read
+        once the graph is fixed, at the first step)."""
+        return ballot_box(self.inner)
 
     def leave(self) -> None:
         """Emit the egress buffered by the inner scope, its loop counter dropped, consolidated (pair
