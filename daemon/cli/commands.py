@@ -136,21 +136,45 @@ def _run(args: argparse.Namespace) -> int:
         created = ensure_topics(config.client_options(), dict.fromkeys(topics, args.create_topics))
         if created:
             log.info("created topics %s with %d partitions", created, args.create_topics)
-    compile_kernels()
+    compile_kernels(interpret=True)
     return run_daemon(config, timeout=args.timeout, snapshot_from=args.snapshot_from)
 
 
-def compile_kernels() -> int:
-    """Compile the engine's and the codec's kernels missing from numba's cache (a first run) in
-    parallel processes, saying so on stderr; nothing but a look at the cache when it is warm."""
+KERNEL_PACKAGES = ("ddflow.operators.kernels", "ddflow.daemon.formats.kernels")  # the engine's and the codec's
+
+
+def kernel_jobs() -> dict[str, tuple[str, ...]]:
+    """The engine's and the codec's kernels with the signatures to compile, longest first."""
     from ...operators.kernels import precompile
     from ..formats.kernels.warm import SIGNATURES as CODEC
 
     engine = precompile.jobs()
     first = dict(list(engine.items())[:4])  # the longest compilations go first
-    todo = {**first, **precompile.jobs("ddflow.daemon.formats.kernels", CODEC), **engine}
+    return {**first, **precompile.jobs("ddflow.daemon.formats.kernels", CODEC), **engine}
+
+
+def compile_kernels(*, interpret: bool = False) -> int:
+    """Compile the engine's and the codec's kernels missing from numba's cache (a first run) in
+    parallel processes, saying so on stderr; nothing but a look at the cache when it is warm.
+    Returns how many it compiles. With ``interpret`` it returns at once and the process runs the
+    missing kernels as Python until each is compiled (``ddflow run`` and ``ddflow demo``: a first
+    run's first results come in seconds, not after the whole compilation)."""
+    from ...operators.kernels import precompile
+
     prefix = "compiling kernels (first run)"
-    return precompile.ensure_compiled(todo, progress=progress(prefix) if is_json() else precompile.stderr_progress(prefix))
+    report = progress(prefix) if is_json() else precompile.stderr_progress(prefix)
+    if not interpret:
+        return precompile.ensure_compiled(kernel_jobs(), progress=report)
+
+    def told(done: int, total: int, name: str) -> None:
+        report(done, total, name)
+        if done == 0:
+            log.info("until then each kernel runs as Python (slower); the first results do not wait")
+        elif done == total:
+            log.info("kernels compiled: the engine runs machine code from now on")
+
+    tier = precompile.compile_while_interpreting(kernel_jobs(), KERNEL_PACKAGES, progress=told)
+    return 0 if tier is None else len(tier.waiting)
 
 
 def _with_bootstrap(config: Config, bootstrap: str, *, source: str) -> Config:
@@ -253,7 +277,7 @@ def _backfill(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    compile_kernels()
+    compile_kernels(interpret=True)
     return run_demo(args)
 
 

@@ -13,6 +13,8 @@ from them is used at once). Kernels write through an address only where their co
 
 from __future__ import annotations
 
+import ctypes
+
 import numba
 import numpy as np
 from numba import types
@@ -38,6 +40,14 @@ def _pointer(typingctx, address):
 def column(address, n):
     """The ``n`` int64 values at ``address`` as a 1-D array view (compiled code only)."""
     return numba.carray(_pointer(address), (n,), np.int64)
+
+
+def _column_in_python(address, n):
+    """:func:`column` for a kernel running as Python (``interpreted``): the same view, by ctypes."""
+    return np.ctypeslib.as_array((ctypes.c_int64 * int(n)).from_address(int(address)))
+
+
+column.python_twin = _column_in_python
 
 
 @kernel

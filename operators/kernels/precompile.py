@@ -21,6 +21,10 @@ import os
 import re
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .interpreted import Interpreting
 
 # "module.kernel" -> the argument types of each specialisation: a scalar type by its numba name, an
 # array as dtype[<ndim><layout>] with an "r" when read-only. Longest compilation first.
@@ -207,7 +211,64 @@ def _one_compiler():
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _compile(todo: Jobs, names: list[str], processes: int | None, progress: Progress | None) -> int:
+def compile_while_interpreting(todo: Jobs, packages: tuple[str, ...], *,
+                               progress: Progress | None = None) -> Interpreting | None:
+    """Compile the kernels of ``todo`` missing from numba's cache in processes of a lower priority
+    (one per CPU), from a thread of this process, and return at once: until each is in the cache,
+    this process runs it as Python (:mod:`~.interpreted`; ``packages`` hold the kernels and their
+    helpers), then loads it at its next call. None when nothing is missing (a warm start, milliseconds).
+    ``progress`` is called from that thread. The compilation stops with the process: its jobs not
+    begun are dropped and its processes ended (numba writes each cache file whole, or not at all)."""
+    import threading
+
+    from .interpreted import interpret
+
+    names = missing(todo)
+    if not names:
+        return None
+    tier = interpret(names, packages)
+    stop = threading.Event()
+
+    def fill() -> None:
+        try:
+            with _one_compiler():  # another process compiling into this cache: wait, then load its kernels
+                left = missing(todo)
+                for name in names:
+                    if name not in left:
+                        tier.compiled(name)
+                if left and not stop.is_set():
+                    _compile(todo, left, None, progress, compiled=tier.compiled, stop=stop, nice=10)
+        finally:
+            tier.all_compiled()  # what is not in the cache now compiles at its next call, as without a tier
+
+    _at_shutdown(stop.set)
+    threading.Thread(target=fill, name="ddflow-compile", daemon=True).start()
+    return tier
+
+
+def _at_shutdown(callback: Callable[[], None]) -> None:
+    """Call ``callback`` when the interpreter shuts down, before it waits for the pools of processes
+    (which would otherwise finish every job they were given)."""
+    import threading
+
+    register = getattr(threading, "_register_atexit", None)  # runs before concurrent.futures' own wait
+    if register is not None:
+        register(callback)
+    else:  # pragma: no cover - other Pythons
+        import atexit
+
+        atexit.register(callback)
+
+
+def _lower_priority(increment: int) -> None:
+    os.nice(increment)
+
+
+def _compile(todo: Jobs, names: list[str], processes: int | None, progress: Progress | None, *,
+             compiled: Callable[[str], None] | None = None, stop=None, nice: int = 0) -> int:
+    """Compile ``names`` in ``processes`` processes (default: one per CPU, at most one per kernel),
+    telling ``progress`` and ``compiled`` (the qualname) after each; ``stop`` (an event) set drops
+    the jobs not begun and ends the processes; ``nice`` lowers their priority."""
     from concurrent.futures import ProcessPoolExecutor, as_completed  # a cold cache's only: a warm start
     from multiprocessing import get_context  # imports neither (~10-20 ms)
 
@@ -217,16 +278,33 @@ def _compile(todo: Jobs, names: list[str], processes: int | None, progress: Prog
     total = len(names)
     if progress is not None:
         progress(0, total, "")
-    if processes == 1:
+    if processes == 1 and stop is None:
         for done, name in enumerate(names, 1):
             compile_here(name, todo[name])
+            if compiled is not None:
+                compiled(name)
             if progress is not None:
                 progress(done, total, _short(name))
         return total
-    with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"),
+                               initializer=_lower_priority if nice else None, initargs=(nice,) if nice else ())
+    if stop is not None:
+        def end() -> None:
+            stop.set()
+            processes = list((pool._processes or {}).values())  # (shutdown forgets them)
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                process.terminate()
+
+        _at_shutdown(end)
+    with pool:
         futures = [pool.submit(compile_here, name, todo[name]) for name in names]
         for done, future in enumerate(as_completed(futures), 1):
+            if stop is not None and stop.is_set():
+                return done - 1
             name, _seconds = future.result()
+            if compiled is not None:
+                compiled(name)
             if progress is not None:
                 progress(done, total, _short(name))
     return total

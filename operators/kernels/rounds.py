@@ -43,7 +43,7 @@ def _int_hash(x: int) -> np.uint64:
     if x < 0:
         h = -np.int64(np.uint64(-(x + 1)) % _MOD61 + np.uint64(1)) if x == -(2**63) else -np.int64(np.uint64(-x) % _MOD61)
         if h == -1:
-            h = -2
+            h = np.int64(-2)
         return np.uint64(h)
     return np.uint64(x) % _MOD61
 

@@ -13,6 +13,7 @@ import pytest
 from ddflow.operators.kernels import precompile
 
 
+@pytest.mark.compiles
 def test_signatures_are_those_the_warm_up_workload_calls():
     """The list the processes compile from is the workload's, kernel for kernel (regenerate it with
     ``python -m ddflow.operators.kernels.warm --signatures`` when a kernel or its types change)."""
@@ -38,6 +39,7 @@ def test_a_kernel_listed_but_gone_is_left_to_compile_when_called():
     assert precompile.missing(todo) == [] and precompile.ensure_compiled(todo) == 0
 
 
+@pytest.mark.compiles
 def test_a_warm_cache_is_checked_without_the_process_pool_imports():
     """A warm start pays for reading the index files only, not for importing the process pool."""
     code = ("import sys; from ddflow.daemon.cli.commands import compile_kernels; "

@@ -15,10 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddflow.operators import kernels
 from ddflow.operators.kernels import warm
 
 
+@pytest.mark.compiles
 def test_every_kernel_is_cached_and_the_warm_up_in_a_new_process_compiles_none() -> None:
     warm.import_all()
     names = sorted(kernels.KERNELS)
@@ -37,6 +40,7 @@ def test_every_kernel_is_cached_and_the_warm_up_in_a_new_process_compiles_none()
         "the second process recompiled"
 
 
+@pytest.mark.compiles
 def test_a_kernel_the_workload_misses_is_named(monkeypatch, capsys) -> None:
     import numba
 

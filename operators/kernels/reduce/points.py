@@ -404,8 +404,8 @@ def reduce_points(keys, cand_k, cand_t, in_k, in_v, in_o, in_t, in_d, out_k, out
                 cnt[s] = new
                 if carry != 0:
                     wraps[s] += carry
-                    wrapped += (wraps[s] != 0) - (old_wraps != 0)
-                nonzero += (new != 0 or wraps[s] != 0) - (old != 0 or old_wraps != 0)
+                    wrapped += int(wraps[s] != 0) - int(old_wraps != 0)
+                nonzero += int(new != 0 or wraps[s] != 0) - int(old != 0 or old_wraps != 0)
                 if mode == TOTAL or mode == POSITIVE:
                     total, carry = _wrapping_add(total, d)
                     total_wraps += carry
