@@ -11,9 +11,17 @@ warm means the cache the cold run left. Two figures each:
 
     .venv/bin/python benchmarks/bench_startup.py [--runs 2]
     .venv/bin/python benchmarks/bench_startup.py --warm-only [--runs 3]
+    .venv/bin/python benchmarks/bench_startup.py --demo [--runs 1] [--demo-seconds 120]
 
-A cold ``ddflow run`` compiles the kernels in parallel processes first and says so on stderr; the
-cold figure includes that. ``--warm-only`` times, on the cache already there (``NUMBA_CACHE_DIR`` or
+A cold ``ddflow run`` compiles the kernels in parallel processes of a lower priority and runs each
+as Python until it is compiled, saying so on stderr; the cold figure includes the Python epochs.
+
+``--demo`` times a new user's first ``ddflow demo`` (its own embedded broker, the default graph) on
+an empty cache: from launch to the first results in its view (a status line with reachable pairs),
+and to every kernel compiled (the last ``compiling kernels (first run): N/N`` line), with the
+changes final by then. Its same-run baseline is what the first results cost when a first run
+waited for the compilation (as before the Python tier): ``ddflow compile`` on an empty cache, then
+``ddflow demo`` on the filled one to its first results. ``--warm-only`` times, on the cache already there (``NUMBA_CACHE_DIR`` or
 beside the sources; what it lacks compiled first, untimed), each run: ``python -c "import numba"``
 (the same-run baseline), ``ddflow compile`` with nothing to compile, and ``ddflow run`` to ready,
 in wall and CPU seconds (the daemon's CPU includes its stop after ready). The project's modules
@@ -138,13 +146,62 @@ def warm_only(tmp_path: Path, bootstrap: str, runs: int, no_bytecode: bool) -> N
               flush=True)
 
 
+def demo_first_results(cache: Path, seconds: float) -> tuple[float, float | None, int]:
+    """``ddflow demo --duration seconds`` on ``cache``: (seconds to the first results, seconds to the
+    last kernel compiled or None, changes final at the end)."""
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP"}
+    env["NUMBA_CACHE_DIR"] = str(cache)
+    start = time.perf_counter()
+    proc = subprocess.Popen([DDFLOW, "demo", "--duration", str(seconds)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    first = compiled = None
+    final = 0
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        now = time.perf_counter() - start
+        if first is None and " | pairs " in line and not line.split(" | pairs ")[1].startswith("0 "):
+            first = now
+        if "compiling kernels (first run): " in line:
+            done, total = line.split("): ", 1)[1].split()[0].split("/")
+            if done == total and done != "0":
+                compiled = now
+        if " | final " in line:
+            final = int(line.split(" | final ")[1].split()[0].replace(",", ""))
+    if proc.wait(timeout=600) != 0 or first is None:
+        raise SystemExit(f"ddflow demo exited {proc.returncode} (first results: {first})")
+    return first, compiled, final
+
+
+def demo(tmp_path: Path, runs: int, seconds: float) -> None:
+    for i in range(runs):
+        cache = tmp_path / f"demo{i}"
+        first, compiled, final = demo_first_results(cache, seconds)
+        shutil.rmtree(cache, ignore_errors=True)
+        compile_wall, _ = timed([DDFLOW, "compile"], {**os.environ, "NUMBA_CACHE_DIR": str(cache)})
+        warm_first, _, _ = demo_first_results(cache, 5)
+        waited = compile_wall + warm_first
+        print(f"ddflow demo on an empty cache: first results {first:.1f} s, every kernel compiled "
+              f"{'after ' + format(compiled, '.1f') + ' s' if compiled else f'not within {seconds:g} s'}, "
+              f"{final:,} changes final in {seconds:g} s; waiting for the compilation instead: "
+              f"ddflow compile {compile_wall:.1f} s + first results {warm_first:.1f} s warm = {waited:.1f} s "
+              f"-> x{first / waited:.2f}", flush=True)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2, help="cold/warm pairs (each cold one with a fresh cache)")
     parser.add_argument("--warm-only", action="store_true",
                         help="only warm starts (import numba, ddflow compile, ddflow run to ready) on the cache there")
     parser.add_argument("--no-bytecode", action="store_true", help="warm starts finding no .pyc (with --warm-only)")
+    parser.add_argument("--demo", action="store_true",
+                        help="only a first ddflow demo on an empty cache: first results, every kernel compiled")
+    parser.add_argument("--demo-seconds", type=float, default=120.0, help="how long the cold demo runs (--demo)")
     args = parser.parse_args()
+    if args.demo:
+        with tempfile.TemporaryDirectory() as tmp:
+            demo(Path(tmp), args.runs, args.demo_seconds)
+        return
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
         tmp_path = Path(tmp)
         if args.warm_only:

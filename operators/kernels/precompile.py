@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -104,6 +105,10 @@ def decode(text: str) -> tuple:
 
 
 ENGINE = "ddflow.operators.kernels"  # the package whose kernels SIGNATURES lists
+
+# how much lower the priority of a first run's compiler processes is than the process that runs the
+# kernels as Python meanwhile (os.nice): on two cores its first results came in 4.2 s at 10, 8.5 s at 0
+COMPILER_NICENESS = 10
 
 Jobs = dict[str, tuple[str, ...]]  # "package.module.function" -> its signatures
 
@@ -237,7 +242,7 @@ def compile_while_interpreting(todo: Jobs, packages: tuple[str, ...], *,
                     if name not in left:
                         tier.compiled(name)
                 if left and not stop.is_set():
-                    _compile(todo, left, None, progress, compiled=tier.compiled, stop=stop, nice=10)
+                    _compile(todo, left, None, progress, compiled=tier.compiled, stop=stop, nice=COMPILER_NICENESS)
         finally:
             tier.all_compiled()  # what is not in the cache now compiles at its next call, as without a tier
 
@@ -261,7 +266,17 @@ def _at_shutdown(callback: Callable[[], None]) -> None:
 
 
 def _lower_priority(increment: int) -> None:
+    """A compiler process of a first run: ``increment`` lower priority, and ended with its parent
+    (on Linux: a daemon killed by SIGKILL leaves no compiler behind)."""
     os.nice(increment)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() == 1:  # the parent died before the call
+            os._exit(0)
 
 
 def _compile(todo: Jobs, names: list[str], processes: int | None, progress: Progress | None, *,

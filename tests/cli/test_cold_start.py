@@ -43,6 +43,15 @@ def running(pid: int) -> bool:
         return False
 
 
+def cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_a_cold_start_publishes_exact_results_while_its_kernels_compile(
         kafka_broker: EmbeddedBroker, make_topic: Callable[..., str], tmp_path: Path) -> None:
     bootstrap = kafka_broker.bootstrap
@@ -73,5 +82,23 @@ def test_a_cold_start_publishes_exact_results_while_its_kernels_compile(
         daemon.process.send_signal(signal.SIGTERM)
         assert daemon.process.wait(timeout=60) == 0, daemon.log
         daemon.until(lambda: not any(running(pid) for pid in compiling), "the compiler's processes ended", 30)
+    finally:
+        daemon.kill()
+
+
+def test_a_cold_daemon_killed_leaves_no_compiler_behind(
+        kafka_broker: EmbeddedBroker, make_topic: Callable[..., str], tmp_path: Path) -> None:
+    config = write_config(tmp_path, kafka_broker.bootstrap, make_topic("edges"), make_topic("reachable"),
+                          make_topic("dead"))
+    daemon = Daemon(config, env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "kernels")})
+    try:
+        daemon.wait_for(r"compiling kernels \(first run\): 0/")
+        daemon.until(lambda: len(children(daemon.process.pid)) >= 2, "the compiler's processes started", 60)
+        compiling = children(daemon.process.pid)
+        daemon.until(lambda: sum(cpu_seconds(pid) for pid in compiling) > 4, "the compilers at work", 60)
+        daemon.process.kill()
+        daemon.process.wait(timeout=30)
+        # at once, not after the kernels they were compiling (merge.cascade alone takes 10-20 s)
+        daemon.until(lambda: not any(running(pid) for pid in compiling), "the compiler's processes ended", 5)
     finally:
         daemon.kill()

@@ -73,6 +73,7 @@ def every_operator(seed: int, epochs: int, *, switch_after: int | None = None, t
     return json.dumps([sorted(map(repr, p.updates)) for p in probes])
 
 
+@pytest.mark.slow
 def test_the_kernels_property_tests_pass_with_every_kernel_as_python():
     """The kernels' suite, each kernel a Python twin held to its reference (5 examples a property;
     the compiling tests are skipped: they are about the machine code)."""
