@@ -51,30 +51,43 @@ def workload() -> None:
     interner.owners(interner.ids([1, (2, 3), "a"]), 2)
 
 
+def every_operator(edges, roots, pairs) -> list:
+    """A capture of each built-in operator (and the library's dataflows) over the collections
+    ``edges`` and ``pairs`` of ``(int, int)`` records and ``roots`` of ints: what a workload must
+    reach to call every kernel. ``pairs`` may hold negative multiplicities (no loop reads it but
+    through a ``distinct``); ``edges`` not (the graph loops read it)."""
+    from ..library import connected_components, intern, reachability
+
+    return [
+        reachability(roots, edges).capture(),
+        connected_components(edges).capture(),
+        pairs.count().capture(),
+        pairs.min().capture(),
+        pairs.max().capture(),
+        pairs.sum().capture(),
+        pairs.top_k(2).capture(),
+        pairs.distinct().capture(),
+        pairs.threshold(lambda record, m: 1 if m > 1 else 0).capture(),
+        pairs.join(edges).capture(),
+        pairs.semijoin(roots).capture(),
+        pairs.antijoin(roots).capture(),
+        pairs.reduce(lambda k, vs: [(len(vs), 1)]).capture(),
+        intern(pairs).capture(),
+        pairs.distinct().map(lambda p: p[0] * 7 - p[1]).iterate(lambda c: c.map(lambda x: x // 2).concat(c).distinct())
+        .capture(),
+    ]
+
+
 def _every_operator(config) -> None:
     """Every operator over a few epochs with retractions, in a dataflow of ``config`` (ids reclaimed
     after every run; reductions keep histories from rounds of one key on: their kernels)."""
     from ..dataflow import Dataflow
-    from ..library import StableHashModulo, connected_components, intern, reachability
+    from ..library import StableHashModulo, intern
 
     df = Dataflow(config=config)
     edges, roots, pairs = df.new_input("edges"), df.new_input("roots"), df.new_input("pairs")
-    probes = [
-        reachability(roots.collection, edges.collection).capture(),
-        connected_components(edges.collection).capture(),
-        pairs.collection.count().capture(),
-        pairs.collection.min().capture(),
-        pairs.collection.max().capture(),
-        pairs.collection.sum().capture(),
-        pairs.collection.top_k(2).capture(),
-        pairs.collection.distinct().capture(),
-        pairs.collection.join(edges.collection).capture(),
-        pairs.collection.antijoin(roots.collection).capture(),
-        pairs.collection.reduce(lambda k, vs: [(len(vs), 1)]).capture(),
-        intern(pairs.collection).capture(),
-        intern(pairs.collection, hasher=StableHashModulo(64)).capture(),
-        pairs.collection.map(lambda p: p[0]).iterate(lambda c: c.map(lambda x: x // 2).concat(c).distinct()).capture(),
-    ]
+    probes = every_operator(edges.collection, roots.collection, pairs.collection)
+    probes.append(intern(pairs.collection, hasher=StableHashModulo(64)).capture())
     roots.insert(0, 0)
     roots.insert(1.0, 0)  # a float equal to an int: looked up in the ints' table
     for t in range(1, 40):

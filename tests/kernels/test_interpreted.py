@@ -21,34 +21,18 @@ import numpy as np
 import pytest
 
 from ddflow.operators import Dataflow
-from ddflow.operators.library import connected_components, intern, reachability
+from ddflow.operators.kernels import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def every_operator(seed: int, epochs: int, *, switch_after: int | None = None, tier=None) -> str:
+def random_run(seed: int, epochs: int, *, switch_after: int | None = None, tier=None) -> str:
     """The updates of a dataflow of every built-in operator over ``epochs`` random epochs (the pairs
     with negative multiplicities, the graph's edges inserted and removed), as one JSON text; after epoch ``switch_after`` ``tier`` is told every kernel is compiled."""
     rng = np.random.default_rng(seed)
     df = Dataflow()
     edges, roots, pairs = df.new_input("edges"), df.new_input("roots"), df.new_input("pairs")
-    probes = [
-        reachability(roots.collection, edges.collection).capture(),
-        connected_components(edges.collection).capture(),
-        pairs.collection.count().capture(),
-        pairs.collection.min().capture(),
-        pairs.collection.max().capture(),
-        pairs.collection.sum().capture(),
-        pairs.collection.top_k(2).capture(),
-        pairs.collection.distinct().capture(),
-        pairs.collection.threshold(lambda record, m: 1 if m > 1 else 0).capture(),
-        pairs.collection.join(edges.collection).capture(),
-        pairs.collection.semijoin(roots.collection).capture(),
-        pairs.collection.antijoin(roots.collection).capture(),
-        intern(pairs.collection).capture(),
-        pairs.collection.distinct().map(lambda p: p[0] * 7 - p[1]).iterate(
-            lambda c: c.map(lambda x: x // 2).concat(c).distinct()).capture(),
-    ]
+    probes = warm.every_operator(edges.collection, roots.collection, pairs.collection)
     roots.insert(0, 0)
     roots.insert(3, 0)
     time, live = 1, []
@@ -88,12 +72,12 @@ def test_the_kernels_property_tests_pass_with_every_kernel_as_python():
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_run_whose_kernels_turn_compiled_midway_gives_the_compiled_results(seed: int):
-    expected = every_operator(seed, 12)
+    expected = random_run(seed, 12)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_interpreted as t; "
             "from ddflow.daemon.cli.commands import KERNEL_PACKAGES, kernel_jobs; "
             "from ddflow.operators.kernels.interpreted import interpret; "
             "tier = interpret(kernel_jobs(), KERNEL_PACKAGES); "
-            "print(t.every_operator(int(sys.argv[2]), 12, switch_after=6, tier=tier)); "
+            "print(t.random_run(int(sys.argv[2]), 12, switch_after=6, tier=tier)); "
             "print(tier.calls, file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(seed)],
                          capture_output=True, text=True, timeout=600)
