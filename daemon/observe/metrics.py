@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
@@ -80,6 +81,7 @@ METRIC_NAMES = (
     "ddflow_exchange_wait_seconds_total",
     "ddflow_exchange_waiting",
     "ddflow_mesh_peer_lost",
+    "ddflow_kernels_interpreted",
 )
 
 
@@ -200,8 +202,18 @@ class _SnapshotCollector(Collector):
                                  labels=["peer", "address"])
         for peer, address in sorted(s.mesh_peers.items()):
             lost.add_metric([str(peer), address], int(peer in s.mesh_lost))
+        interpreted = GaugeMetricFamily("ddflow_kernels_interpreted",
+                                        "Kernels the engine runs as Python until they are compiled (a first run on "
+                                        "a cold kernel cache; 0 once compiled, and on a warm start).",
+                                        value=_interpreted_kernels())
         return [build, updates_in, updates_out, epochs, frontier_in, frontier_part, frontier_out, last_epoch, loop, lag, late, dead,
-                tombstones, ready, waited, waiting, lost]
+                tombstones, ready, waited, waiting, lost, interpreted]
+
+
+def _interpreted_kernels() -> int:
+    """How many kernels this process still runs as Python (0 when it never imported the compiler)."""
+    precompile = sys.modules.get("ddflow.operators.kernels.precompile")
+    return 0 if precompile is None else precompile.interpreted_kernels()
 
 
 def _known(configured: Iterable[str], *observed: Mapping[str, Any]) -> list[str]:

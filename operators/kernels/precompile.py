@@ -216,6 +216,15 @@ def _one_compiler():
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+_TIERS: list[Interpreting] = []  # the kernels this process runs as Python until compiled (a first run's)
+
+
+def interpreted_kernels() -> int:
+    """How many kernels this process runs as Python at their next call (a first run compiling them
+    in the background; 0 once every one is compiled, and on a warm start)."""
+    return sum(len(tier.waiting) for tier in _TIERS)
+
+
 def compile_while_interpreting(todo: Jobs, packages: tuple[str, ...], *,
                                progress: Progress | None = None) -> Interpreting | None:
     """Compile the kernels of ``todo`` missing from numba's cache in processes of a lower priority
@@ -232,6 +241,7 @@ def compile_while_interpreting(todo: Jobs, packages: tuple[str, ...], *,
     if not names:
         return None
     tier = interpret(names, packages)
+    _TIERS.append(tier)
     stop = threading.Event()
 
     def fill() -> None:

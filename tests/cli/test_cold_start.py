@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from support.broker import FETCH_WAIT_MS
 from support.daemons import MS, Daemon
 
@@ -79,6 +80,10 @@ def test_a_cold_start_publishes_exact_results_while_its_kernels_compile(
             assert client.view == dict.fromkeys(reachable_pairs(window, range(2)), 1)
         compiling = children(daemon.process.pid)
         assert "kernels compiled" not in daemon.log and compiling, daemon.log  # the results came first
+        status, text = daemon.get("/metrics")
+        interpreted = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+                       if s.name == "ddflow_kernels_interpreted"]
+        assert status == 200 and interpreted and interpreted[0] > 0, text
         daemon.process.send_signal(signal.SIGTERM)
         assert daemon.process.wait(timeout=60) == 0, daemon.log
         daemon.until(lambda: not any(running(pid) for pid in compiling), "the compiler's processes ended", 30)

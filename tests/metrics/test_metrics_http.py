@@ -28,7 +28,7 @@ EXPECTED = {
     "ddflow_late_updates_total", "ddflow_dead_letters_total", "ddflow_input_tombstones_total", "ddflow_ready",
     "ddflow_broker_answering", "ddflow_broker_last_answer_timestamp_seconds",
     "ddflow_exchange_wait_seconds_total", "ddflow_exchange_waiting",
-    "ddflow_mesh_peer_lost",
+    "ddflow_mesh_peer_lost", "ddflow_kernels_interpreted",
 }
 
 
