@@ -402,6 +402,45 @@ def consolidate_kernel(data, times, diffs, scratch, out):
     return _sum_packed(keys, keys, data, times, lo, widths, dw, od, ot, odf)
 
 
+def _consolidate_kernel_in_python(data, times, diffs, scratch, out):
+    """:func:`consolidate_kernel` for a first run that runs the kernels as Python while they compile
+    (``interpreted``): the same statuses and output, by numpy's stable sort of the rows instead of
+    the radix sort of their packed keys; a batch whose diffs could sum outside int64 goes through
+    the kernel's own Python (where a sum overflows is its to tell)."""
+    k, n = data.shape
+    d = times.shape[1]
+    columns = [data[j] for j in range(k)] + [times[:, c] for c in range(d)]
+    total = sum((int(c.max()) - int(c.min())).bit_length() for c in columns)
+    if total + (int(diffs.max()) - int(diffs.min())).bit_length() > 64:
+        return 0, WIDE
+    if not sums_fit(n, diffs):
+        from .interpreted import python_of
+
+        return python_of(consolidate_kernel)(data, times, diffs, scratch, out)
+    order = np.lexsort(columns[::-1])
+    ordered = [c.take(order) for c in columns]
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for c in ordered:
+        change[1:] |= c[1:] != c[:-1]
+    if change.all() and (order == np.arange(n)).all() and diffs.all():
+        return n, UNCHANGED
+    starts = np.flatnonzero(change)
+    sums = np.add.reduceat(diffs.take(order), starts)
+    keep = starts[sums != 0]
+    r = len(keep)
+    for j in range(k):
+        out[j * n : j * n + r] = ordered[j].take(keep)
+    ot = out[k * n : (k + d) * n].reshape((n, d))
+    for c in range(d):
+        ot[:r, c] = ordered[k + c].take(keep)
+    out[(k + d) * n : (k + d) * n + r] = sums[sums != 0]
+    return r, DONE
+
+
+consolidate_kernel.python_twin = _consolidate_kernel_in_python
+
+
 def consolidate(data: Sequence[np.ndarray], times: np.ndarray, diffs: np.ndarray
                 ) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray] | None:
     """``(data, times, diffs)`` consolidated: sorted by (data columns, time coordinates), one row per

@@ -3,7 +3,8 @@
 Every kernel is a plain Python function before numba compiles it, and as Python it computes the
 same thing: its loops index numpy arrays, whose scalars wrap on overflow as compiled int64 and
 uint64 arithmetic does (the warnings numpy gives for that are silenced), and the one construct
-Python lacks, a column by address (:func:`~.address.column`), has a twin in Python. So on a cold
+Python lacks, a column by address (:func:`~.address.column`), has a twin in Python; so does the
+consolidation, whose loops numpy's sort replaces (its share of a first run's Python epochs was ~40%). So on a cold
 cache the engine need not wait for the compilation (~50 s of CPU on two cores) before its first
 epoch: :func:`interpret` makes the kernels it names run as Python until :meth:`Interpreting.compiled`
 says another process has written one to numba's cache. The next call of that kernel then loads its
@@ -39,25 +40,27 @@ _LOCK = threading.Lock()
 
 
 def twin(dispatcher: Dispatcher) -> Callable:
-    """The Python that ``dispatcher``'s function runs as: its own ``python_twin`` if it has one (a
-    function whose body Python cannot run), else its Python function reading, in place of every
-    compiled function its module names, that function's twin. Made once per dispatcher."""
+    """The Python that ``dispatcher``'s function runs as: its ``python_twin`` if it has one (numpy in
+    place of a loop Python would run slowly, or a function whose body Python cannot run), else
+    :func:`python_of` it. Made once per dispatcher."""
+    own = dispatcher.__dict__.get("python_twin")
+    return own if own is not None else python_of(dispatcher)
+
+
+def python_of(dispatcher: Dispatcher) -> Callable:
+    """``dispatcher``'s Python function reading, in place of every compiled function its module
+    names, that function's :func:`twin`. Made once per dispatcher."""
     entry = _TWINS.get(id(dispatcher))
     if entry is not None:
         return entry[1]
-    own = dispatcher.__dict__.get("python_twin")
-    if own is not None:
-        made = own
-    else:
-        fn = dispatcher.py_func
-        scope: dict = {}
-        made = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
-        made.__kwdefaults__, made.__qualname__, made.__doc__ = fn.__kwdefaults__, fn.__qualname__, fn.__doc__
-        made.__module__ = fn.__module__
-        _TWINS[id(dispatcher)] = (dispatcher, made)  # before its callees: a function that names itself
-        for name, value in fn.__globals__.items():
-            scope[name] = twin(value) if isinstance(value, Dispatcher) else value
-    _TWINS[id(dispatcher)] = (dispatcher, made)
+    fn = dispatcher.py_func
+    scope: dict = {}
+    made = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    made.__kwdefaults__, made.__qualname__, made.__doc__ = fn.__kwdefaults__, fn.__qualname__, fn.__doc__
+    made.__module__ = fn.__module__
+    _TWINS[id(dispatcher)] = (dispatcher, made)  # before its callees: a function that names itself
+    for name, value in fn.__globals__.items():
+        scope[name] = twin(value) if isinstance(value, Dispatcher) else value
     return made
 
 
