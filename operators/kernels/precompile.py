@@ -17,6 +17,7 @@ compiling while the main thread imports modules can deadlock.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -253,6 +254,11 @@ def compile_while_interpreting(todo: Jobs, packages: tuple[str, ...], *,
                         tier.compiled(name)
                 if left and not stop.is_set():
                     _compile(todo, left, None, progress, compiled=tier.compiled, stop=stop, nice=COMPILER_NICENESS)
+        except Exception:  # (a compiler process that died, a full disk): the kernels compile as without a tier
+            if not stop.is_set():
+                logging.getLogger("ddflow").warning(
+                    "compiling the kernels in the background failed; each missing kernel compiles at its next "
+                    "call instead", exc_info=True)
         finally:
             tier.all_compiled()  # what is not in the cache now compiles at its next call, as without a tier
 

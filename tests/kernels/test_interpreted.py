@@ -132,3 +132,28 @@ def test_hashes_of_int64_extremes_are_the_same_as_python():
             as_python = twin(columns.key_owners)(ids, kinds, extremes, ints, no_pairs, workers)
         compiled = columns.key_owners(ids, kinds, extremes, ints, no_pairs, workers)
         assert np.array_equal(as_python[0], compiled[0]) and as_python[1] == compiled[1] == 0
+
+
+def test_a_compilation_that_fails_in_the_background_is_logged_and_the_kernel_compiles_when_called(tmp_path: Path):
+    code = """
+import logging, time
+import numpy as np
+logging.basicConfig(level=logging.WARNING)
+from ddflow.operators.kernels import columns, precompile
+todo = {"ddflow.operators.kernels.columns.fill_range": ("no_such_type[1C], int64",)}  # fails in the compiler
+tier = precompile.compile_while_interpreting(todo, ("ddflow.operators.kernels",))
+out = np.zeros(3, dtype=np.int64)
+columns.fill_range(out, 5)  # as Python meanwhile
+deadline = time.monotonic() + 120
+while tier.waiting and time.monotonic() < deadline:
+    time.sleep(0.05)
+again = np.zeros(3, dtype=np.int64)
+columns.fill_range(again, 7)  # compiled here, as without a tier
+print(out.tolist(), again.tolist(), tier.calls, len(columns.fill_range.signatures), precompile.interpreted_kernels())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert out.stdout.split("]")[:2] == ["[5, 6, 7", " [7, 8, 9"]
+    assert out.stdout.split()[-3:] == ["1", "1", "0"], out.stdout
+    assert "compiling the kernels in the background failed" in out.stderr and "no_such_type" in out.stderr
