@@ -47,7 +47,7 @@ F = TypeVar("F", bound=Callable)
 
 KERNELS: dict[str, Callable] = {}  # "module.function" -> compiled dispatcher, filled as modules import
 
-TOOLING = frozenset({"warm.py", "precompile.py"})  # a tree's modules that compile nothing: not in its stamp
+TOOLING = frozenset({"warm.py", "precompile.py", "interpreted.py"})  # a tree's modules that compile nothing: not in its stamp
 ENGINE_TREE = os.path.dirname(os.path.abspath(__file__))
 _TREES: set[str] = {ENGINE_TREE}  # directories of the kernel trees, each with its subdirectories
 

@@ -96,39 +96,44 @@ class Interpreting:
 
     def __init__(self) -> None:
         self._ready: set[str] = set()
+        self._done = False  # every kernel compiled: the helpers compile as without a tier
         self._kernels: dict[str, Dispatcher] = {}
         self.calls = 0  # kernel calls answered with a twin (not their helpers' calls)
 
-    def _answer(self, qualname: str, dispatcher: Dispatcher, python: Callable) -> Callable:
+    def _answer(self, qualname: str | None, dispatcher: Dispatcher, python: Callable) -> Callable:
         original = type(dispatcher)._compile_for_args.__get__(dispatcher)
 
         def compile_for_args(*args, **kws):
-            if qualname in self._ready:
+            if qualname in self._ready if qualname is not None else self._done:
                 dispatcher.__dict__.pop("_compile_for_args", None)
                 return original(*args, **kws)  # loads (or compiles) the machine code, numba's way
-            self.calls += 1
+            if qualname is not None:
+                self.calls += 1
             return python
 
         return compile_for_args
 
     def add(self, qualname: str, dispatcher: Dispatcher, *, kernel: bool) -> None:
-        """Run ``dispatcher`` as Python when it has no specialisation for a call; a kernel until
-        :meth:`compiled` names it, a helper (called from Python only by a kernel's twin) always."""
+        """Run ``dispatcher`` as Python when it has no specialisation for a call: a kernel until
+        :meth:`compiled` names it, a helper (called from Python only by a kernel's twin, or by a
+        caller that would compile it) until every kernel is compiled."""
         python = twin(dispatcher)
         if kernel:
             self._kernels[qualname] = dispatcher
-            python = _quiet(python)
-            dispatcher._compile_for_args = self._answer(qualname, dispatcher, python)
+            dispatcher._compile_for_args = self._answer(qualname, dispatcher, _quiet(python))
         else:
-            dispatcher._compile_for_args = lambda *args, **kws: python
+            dispatcher._compile_for_args = self._answer(None, dispatcher, python)
 
     def compiled(self, qualname: str) -> None:
         """Kernel ``qualname`` is in numba's cache: its next call loads it."""
         self._ready.add(qualname)
+        if not self.waiting:
+            self._done = True
 
     def all_compiled(self) -> None:
         """Every kernel is in numba's cache (or compiles at its next call, as without a tier)."""
         self._ready.update(self._kernels)
+        self._done = True
 
     @property
     def waiting(self) -> list[str]:
@@ -139,15 +144,19 @@ class Interpreting:
 def interpret(kernels: Iterable[str], packages: Iterable[str]) -> Interpreting:
     """Run the kernels named (``"package.module.function"``, as :func:`~.precompile.jobs` names
     them) as Python from now on, until the returned :class:`Interpreting` says each is compiled;
-    the other compiled functions of ``packages`` that a call from Python may reach (helpers) run as
-    Python whenever they have no specialisation. Kernels already compiled in this process stay
+    the helpers of ``packages`` (their compiled functions that are no registered kernel) run as
+    Python when they have no specialisation, until every kernel named is compiled. The other
+    registered kernels (in the cache already) load as usual; kernels compiled in this process stay
     compiled for the argument types they were compiled for."""
     kernels = set(kernels)
+    found = dispatchers(packages)  # (imports every module: each registers its kernels)
+    registered = {id(d) for package in packages
+                  for d in getattr(importlib.import_module(package), "KERNELS", {}).values()}
     tier = Interpreting()
     with _LOCK:
-        for qualname, dispatcher in dispatchers(packages).items():
+        for qualname, dispatcher in found.items():
             if qualname in kernels:
                 tier.add(qualname, dispatcher, kernel=True)
-            elif not dispatcher.__dict__.get("_compile_for_args"):
-                tier.add(qualname, dispatcher, kernel=False)
+            elif id(dispatcher) not in registered and "_compile_for_args" not in dispatcher.__dict__:
+                tier.add(qualname, dispatcher, kernel=False)  # (a kernel in the cache: loaded when called)
     return tier

@@ -157,3 +157,25 @@ print(out.tolist(), again.tolist(), tier.calls, len(columns.fill_range.signature
     assert out.stdout.split("]")[:2] == ["[5, 6, 7", " [7, 8, 9"]
     assert out.stdout.split()[-3:] == ["1", "1", "0"], out.stdout
     assert "compiling the kernels in the background failed" in out.stderr and "no_such_type" in out.stderr
+
+
+def test_a_kernel_in_the_cache_loads_and_the_helpers_compile_once_every_kernel_is():
+    """A partly warm cache: only the kernels named run as Python; another kernel loads its machine
+    code at its first call, and a helper called from Python compiles once the tier is done."""
+    code = """
+import numpy as np
+from ddflow.daemon.cli.commands import KERNEL_PACKAGES
+from ddflow.operators.kernels import columns, consolidate, interpreted
+tier = interpreted.interpret(["ddflow.operators.kernels.consolidate.consolidate_kernel"], KERNEL_PACKAGES)
+assert columns.covers_range(np.array([4, 3, 5], dtype=np.int64), 3, 3)  # in the cache: loaded
+assert columns.covers_range.signatures and tier.calls == 0
+consolidate.consolidate((np.array([3, 1, 3]),), np.zeros((3, 1), dtype=np.int64), np.array([1, 2, 5]))
+assert tier.calls == 1
+x = np.uint64(5)
+assert consolidate.bit_length(x) == 3 and not consolidate.bit_length.signatures  # a helper: Python
+tier.compiled("ddflow.operators.kernels.consolidate.consolidate_kernel")
+assert consolidate.bit_length(x) == 3 and consolidate.bit_length.signatures  # compiled as usual
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["ok"], out.stderr[-4000:]
