@@ -16,7 +16,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--kernels") == "python":
-        skip = pytest.mark.skip(reason="compiles kernels in this process; --kernels python runs them as Python")
+        skip = pytest.mark.skip(reason="needs the kernels compiled; --kernels python runs them as Python")
         for item in items:
             if "compiles" in item.keywords:
                 item.add_marker(skip)

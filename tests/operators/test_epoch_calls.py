@@ -42,6 +42,7 @@ def reached(edges: np.ndarray) -> set[tuple[int, int]]:
     return pairs
 
 
+@pytest.mark.compiles  # (a kernel run as Python makes Python calls of its own)
 @pytest.mark.parametrize("executor", sorted(BOUND))
 def test_calls_per_single_change_epoch_stay_below_the_bound(executor):
     e = window_edges(NODES, EDGES, WARM + EPOCHS)
