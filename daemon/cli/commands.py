@@ -168,13 +168,15 @@ def compile_kernels(*, interpret: bool = False) -> int:
 
     def told(done: int, total: int, name: str) -> None:
         report(done, total, name)
-        if done == 0:
-            log.info("until then each kernel runs as Python (slower); the first results do not wait")
-        elif done == total:
+        if done == total and done:
             log.info("kernels compiled: the engine runs machine code from now on")
 
     tier = precompile.compile_while_interpreting(kernel_jobs(), KERNEL_PACKAGES, progress=told)
-    return 0 if tier is None else len(tier.waiting)
+    if tier is None:
+        return 0
+    log.info("%d kernels are not in the kernel cache yet: each runs as Python (slower) until it is compiled; "
+             "the first results do not wait", len(tier.waiting))
+    return len(tier.waiting)
 
 
 def _with_bootstrap(config: Config, bootstrap: str, *, source: str) -> Config:

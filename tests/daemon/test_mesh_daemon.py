@@ -87,6 +87,31 @@ def test_mesh_workers_through_ddflow_run_equal_the_engine(kafka_broker, make_top
     assert all(f"mesh at ipc://{tmp_path}/mesh-{i}" in "".join(daemons.logs[i]) for i in range(workers)), daemons.log()
 
 
+def test_mesh_workers_on_a_cold_kernel_cache_equal_the_engine(kafka_broker, make_topic, tmp_path, monkeypatch):
+    """Two workers started together on an empty kernel cache: one compiles (the other waits for its
+    cache), both run the kernels as Python meanwhile, and the results are exact."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "kernels"))
+    bootstrap = kafka_broker.bootstrap
+    options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
+    source, results, dead = make_topic("in", 4), make_topic("out", 3), make_topic("dead")
+    rounds = stream("reachability")
+    want = oracle("reachability", rounds)
+    daemons = Daemons(mesh_config(tmp_path, bootstrap, "reachability", 2, source, results, dead), 2)
+    try:
+        with UpdateProducer(source, options) as producer, ResultClient(results, options) as client:
+            for r, ups in enumerate(rounds):
+                for record, t, d in ups:
+                    producer.send(record, t, d)
+                producer.advance_to(T0 + 10 * (r + 1) * MS)
+                producer.flush()
+            check(client, want, T0 + 10 * len(rounds) * MS, daemons)
+        said = "kernels are not in the kernel cache yet: each runs as Python"
+        assert all(said in "".join(lines) for lines in daemons.logs), daemons.log()
+    finally:
+        codes = daemons.stop()
+    assert codes == [0, 0], daemons.log()
+
+
 def test_a_killed_mesh_worker_is_reported_lost_and_all_restarted_replay_exactly(kafka_broker, make_topic, tmp_path):
     bootstrap = kafka_broker.bootstrap
     options = {"bootstrap.servers": bootstrap, "fetch.wait.max.ms": FETCH_WAIT_MS}
