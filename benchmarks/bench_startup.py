@@ -21,8 +21,9 @@ an empty cache: from launch to the first results in its view (a status line with
 and to every kernel compiled (the last ``compiling kernels (first run): N/N`` line), with the
 changes final by then. Its same-run baseline is what the first results cost when a first run
 waited for the compilation (as before the Python tier): ``ddflow compile`` on an empty cache, then
-``ddflow demo`` on the filled one to its first results. ``--warm-only`` times, on the cache already there (``NUMBA_CACHE_DIR`` or
-beside the sources; what it lacks compiled first, untimed), each run: ``python -c "import numba"``
+``ddflow demo`` on the filled one to its first results.
+
+``--warm-only`` times, on the cache already there (``NUMBA_CACHE_DIR`` or beside the sources; what it lacks compiled first, untimed), each run: ``python -c "import numba"``
 (the same-run baseline), ``ddflow compile`` with nothing to compile, and ``ddflow run`` to ready,
 in wall and CPU seconds (the daemon's CPU includes its stop after ready). The project's modules
 are byte-compiled first, as an installed package has them (where ``PYTHONDONTWRITEBYTECODE`` is

@@ -211,9 +211,9 @@ class _SnapshotCollector(Collector):
 
 
 def _interpreted_kernels() -> int:
-    """How many kernels this process still runs as Python (0 when it never imported the compiler)."""
-    precompile = sys.modules.get("ddflow.operators.kernels.precompile")
-    return 0 if precompile is None else precompile.interpreted_kernels()
+    """How many kernels this process still runs as Python (0 where nothing was ever interpreted)."""
+    interpreted = sys.modules.get("ddflow.operators.kernels.interpreted")
+    return 0 if interpreted is None else interpreted.waiting_kernels()
 
 
 def _known(configured: Iterable[str], *observed: Mapping[str, Any]) -> list[str]:

@@ -427,14 +427,15 @@ def _consolidate_kernel_in_python(data, times, diffs, scratch, out):
         return n, UNCHANGED
     starts = np.flatnonzero(change)
     sums = np.add.reduceat(diffs.take(order), starts)
-    keep = starts[sums != 0]
+    nonzero = sums != 0
+    keep = starts[nonzero]
     r = len(keep)
     for j in range(k):
         out[j * n : j * n + r] = ordered[j].take(keep)
     ot = out[k * n : (k + d) * n].reshape((n, d))
     for c in range(d):
         ot[:r, c] = ordered[k + c].take(keep)
-    out[(k + d) * n : (k + d) * n + r] = sums[sums != 0]
+    out[(k + d) * n : (k + d) * n + r] = sums[nonzero]
     return r, DONE
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 _TWINS: dict[int, tuple[Dispatcher, Callable]] = {}  # id(dispatcher) -> (the dispatcher, its twin)
+_TIERS: list[Interpreting] = []  # every tier of this process (:func:`interpret`'s)
 _LOCK = threading.Lock()
 
 
@@ -154,9 +155,16 @@ def interpret(kernels: Iterable[str], packages: Iterable[str]) -> Interpreting:
                   for d in getattr(importlib.import_module(package), "KERNELS", {}).values()}
     tier = Interpreting()
     with _LOCK:
+        _TIERS.append(tier)
         for qualname, dispatcher in found.items():
             if qualname in kernels:
                 tier.add(qualname, dispatcher, kernel=True)
             elif id(dispatcher) not in registered and "_compile_for_args" not in dispatcher.__dict__:
                 tier.add(qualname, dispatcher, kernel=False)  # (a kernel in the cache: loaded when called)
     return tier
+
+
+def waiting_kernels() -> int:
+    """How many kernels this process runs as Python at their next call (a first run compiling them
+    in the background; 0 once every one is compiled, and where nothing was ever interpreted)."""
+    return sum(len(tier.waiting) for tier in _TIERS)

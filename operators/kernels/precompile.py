@@ -189,11 +189,21 @@ def ensure_compiled(todo: Jobs | None = None, *, processes: int | None = None,
     todo = jobs() if todo is None else todo
     if not missing(todo):
         return 0
-    with _one_compiler():  # processes started together on a cold cache (workers, CI): one compiles
+    return _fill(todo, processes, progress)
+
+
+def _fill(todo: Jobs, processes: int | None, progress: Progress | None, *,
+          compiled: Callable[[str], None] | None = None, stop=None) -> int:
+    """Compile what of ``todo`` the cache lacks once this process holds the cache's lock (processes
+    started together on a cold cache, workers or CI, compile once: the others wait, then find it
+    done), telling ``compiled`` of each kernel then in the cache; see :func:`_compile`."""
+    with _one_compiler():
         names = missing(todo)  # what a process that held the lock before left to do
-        if not names:
-            return 0
-        return _compile(todo, names, processes, progress)
+        if compiled is not None:
+            for name in todo:
+                if name not in names:
+                    compiled(name)
+        return _compile(todo, names, processes, progress, compiled=compiled, stop=stop) if names else 0
 
 
 @contextlib.contextmanager
@@ -217,15 +227,6 @@ def _one_compiler():
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-_TIERS: list[Interpreting] = []  # the kernels this process runs as Python until compiled (a first run's)
-
-
-def interpreted_kernels() -> int:
-    """How many kernels this process runs as Python at their next call (a first run compiling them
-    in the background; 0 once every one is compiled, and on a warm start)."""
-    return sum(len(tier.waiting) for tier in _TIERS)
-
-
 def compile_while_interpreting(todo: Jobs, packages: tuple[str, ...], *,
                                progress: Progress | None = None) -> Interpreting | None:
     """Compile the kernels of ``todo`` missing from numba's cache in processes of a lower priority
@@ -242,18 +243,11 @@ def compile_while_interpreting(todo: Jobs, packages: tuple[str, ...], *,
     if not names:
         return None
     tier = interpret(names, packages)
-    _TIERS.append(tier)
     stop = threading.Event()
 
     def fill() -> None:
         try:
-            with _one_compiler():  # another process compiling into this cache: wait, then load its kernels
-                left = missing(todo)
-                for name in names:
-                    if name not in left:
-                        tier.compiled(name)
-                if left and not stop.is_set():
-                    _compile(todo, left, None, progress, compiled=tier.compiled, stop=stop, nice=COMPILER_NICENESS)
+            _fill(todo, None, progress, compiled=tier.compiled, stop=stop)
         except Exception:  # (a compiler process that died, a full disk): the kernels compile as without a tier
             if not stop.is_set():
                 logging.getLogger("ddflow").warning(
@@ -281,10 +275,10 @@ def _at_shutdown(callback: Callable[[], None]) -> None:
         atexit.register(callback)
 
 
-def _lower_priority(increment: int) -> None:
-    """A compiler process of a first run: ``increment`` lower priority, and ended with its parent
-    (on Linux: a daemon killed by SIGKILL leaves no compiler behind)."""
-    os.nice(increment)
+def _in_background() -> None:
+    """A compiler process of a first run: :data:`COMPILER_NICENESS` lower priority, and ended with its
+    parent (on Linux: a daemon killed by SIGKILL leaves no compiler behind)."""
+    os.nice(COMPILER_NICENESS)
     if sys.platform.startswith("linux"):
         import ctypes
         import signal
@@ -296,10 +290,13 @@ def _lower_priority(increment: int) -> None:
 
 
 def _compile(todo: Jobs, names: list[str], processes: int | None, progress: Progress | None, *,
-             compiled: Callable[[str], None] | None = None, stop=None, nice: int = 0) -> int:
+             compiled: Callable[[str], None] | None = None, stop=None) -> int:
     """Compile ``names`` in ``processes`` processes (default: one per CPU, at most one per kernel),
-    telling ``progress`` and ``compiled`` (the qualname) after each; ``stop`` (an event) set drops
-    the jobs not begun and ends the processes; ``nice`` lowers their priority."""
+    telling ``progress`` and ``compiled`` (the qualname) after each. With ``stop`` (an event) the
+    compilation is a background one: its processes run at a lower priority and end with this one,
+    and ``stop`` set (by whoever, or at shutdown) drops the jobs not begun and ends them."""
+    if stop is not None and stop.is_set():
+        return 0
     from concurrent.futures import ProcessPoolExecutor, as_completed  # a cold cache's only: a warm start
     from multiprocessing import get_context  # imports neither (~10-20 ms)
 
@@ -318,7 +315,7 @@ def _compile(todo: Jobs, names: list[str], processes: int | None, progress: Prog
                 progress(done, total, _short(name))
         return total
     pool = ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"),
-                               initializer=_lower_priority if nice else None, initargs=(nice,) if nice else ())
+                               initializer=None if stop is None else _in_background)
     if stop is not None:
         def end() -> None:
             stop.set()

@@ -139,7 +139,7 @@ def test_a_compilation_that_fails_in_the_background_is_logged_and_the_kernel_com
 import logging, time
 import numpy as np
 logging.basicConfig(level=logging.WARNING)
-from ddflow.operators.kernels import columns, precompile
+from ddflow.operators.kernels import columns, interpreted, precompile
 todo = {"ddflow.operators.kernels.columns.fill_range": ("no_such_type[1C], int64",)}  # fails in the compiler
 tier = precompile.compile_while_interpreting(todo, ("ddflow.operators.kernels",))
 out = np.zeros(3, dtype=np.int64)
@@ -149,7 +149,7 @@ while tier.waiting and time.monotonic() < deadline:
     time.sleep(0.05)
 again = np.zeros(3, dtype=np.int64)
 columns.fill_range(again, 7)  # compiled here, as without a tier
-print(out.tolist(), again.tolist(), tier.calls, len(columns.fill_range.signatures), precompile.interpreted_kernels())
+print(out.tolist(), again.tolist(), tier.calls, len(columns.fill_range.signatures), interpreted.waiting_kernels())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)})
