@@ -12,6 +12,7 @@ warm means the cache the cold run left. Two figures each:
     .venv/bin/python benchmarks/bench_startup.py [--runs 2]
     .venv/bin/python benchmarks/bench_startup.py --warm-only [--runs 3]
     .venv/bin/python benchmarks/bench_startup.py --demo [--runs 1] [--demo-seconds 120]
+    .venv/bin/python benchmarks/bench_startup.py --python-epochs 50 [--runs 2]
 
 A cold ``ddflow run`` compiles the kernels in parallel processes of a lower priority and runs each
 as Python until it is compiled, saying so on stderr; the cold figure includes the Python epochs.
@@ -22,6 +23,12 @@ and to every kernel compiled (the last ``compiling kernels (first run): N/N`` li
 changes final by then. Its same-run baseline is what the first results cost when a first run
 waited for the compilation (as before the Python tier): ``ddflow compile`` on an empty cache, then
 ``ddflow demo`` on the filled one to its first results.
+
+``--python-epochs C`` times what a first run computes before its kernels are compiled: reachability
+1k/2k (``library.reachability`` on ``testing.window_edges``, 10 roots), the initial graph and then C
+single-change epochs, with every kernel run as Python (``ddflow.operators.kernels.interpreted``),
+against the same epochs on the compiled kernels (the same-run baseline), each in a process of its
+own after a small warm-up (kernels loaded, twins made), CPU seconds; both outputs are checked equal.
 
 ``--warm-only`` times, on the cache already there (``NUMBA_CACHE_DIR`` or beside the sources; what it lacks compiled first, untimed), each run: ``python -c "import numba"``
 (the same-run baseline), ``ddflow compile`` with nothing to compile, and ``ddflow run`` to ready,
@@ -189,6 +196,69 @@ def demo(tmp_path: Path, runs: int, seconds: float) -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def tier_epochs(tier: str, changes: int) -> None:
+    """(In a process of its own) reachability 1k/2k with the kernels of ``tier`` ("python" or
+    "compiled"): prints the initial graph's CPU, the changes' CPU and a digest of the output."""
+    import hashlib
+
+    from ddflow.operators import Dataflow
+    from ddflow.operators.library import reachability
+    from ddflow.operators.testing import window_edges
+
+    if tier == "python":
+        from ddflow.daemon.cli.commands import KERNEL_PACKAGES, kernel_jobs
+        from ddflow.operators.kernels.interpreted import interpret
+
+        interpret(kernel_jobs(), KERNEL_PACKAGES)
+    small = Dataflow()  # loads the kernels (or makes their twins) before the clock
+    few, start = small.new_input("edges"), small.new_input("roots")
+    reachability(start.collection, few.collection).capture()
+    start.insert(0, 0)
+    for t, edge in enumerate(((0, 1), (1, 2), (2, 0), (0, 1)), 1):
+        few.update(edge, t, 1 if t < 4 else -1)
+        few.advance_to(t + 1)
+        start.advance_to(t + 1)
+        small.run()
+    nodes, window = 1000, 2000
+    e = window_edges(nodes, window, changes).tolist()
+    df = Dataflow()
+    edges, roots = df.new_input("edges"), df.new_input("roots")
+    out = reachability(roots.collection, edges.collection).capture()
+    for r in range(10):
+        roots.insert(r, 0)
+    for i in range(window):
+        edges.insert(tuple(e[i]), 0)
+    edges.advance_to(1)
+    roots.advance_to(1)
+    cpu = time.process_time()
+    df.run()
+    initial, cpu = time.process_time() - cpu, time.process_time()
+    for k in range(changes):
+        edges.remove(tuple(e[k]), 1 + k)
+        edges.insert(tuple(e[window + k]), 1 + k)
+        edges.advance_to(2 + k)
+        roots.advance_to(2 + k)
+        df.run()
+    digest = hashlib.sha256(repr(sorted(map(repr, out.updates))).encode()).hexdigest()[:16]
+    print(initial, time.process_time() - cpu, digest)
+
+
+def python_epochs(runs: int, changes: int) -> None:
+    for _ in range(runs):
+        figures = {}
+        for tier in ("python", "compiled"):
+            out = subprocess.run([sys.executable, __file__, "--tier", tier, "--python-epochs", str(changes)],
+                                 check=True, capture_output=True, text=True, timeout=900)
+            initial, epochs, digest = out.stdout.split()
+            figures[tier] = float(initial), float(epochs), digest
+        (pi, pe, pd), (ci, ce, cd) = figures["python"], figures["compiled"]
+        if pd != cd:
+            raise SystemExit(f"the outputs differ: {pd} (kernels as Python) against {cd} (compiled)")
+        print(f"kernels as Python: initial graph {pi:.2f} s CPU, {changes} single changes {pe:.2f} s "
+              f"({pe / changes * 1e3:.1f} ms each); compiled: {ci:.3f} s, {ce:.3f} s ({ce / changes * 1e3:.2f} ms "
+              f"each) -> x{pi / ci:.0f} / x{pe / ce:.0f}; outputs equal", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2, help="cold/warm pairs (each cold one with a fresh cache)")
@@ -198,7 +268,17 @@ def main() -> None:
     parser.add_argument("--demo", action="store_true",
                         help="only a first ddflow demo on an empty cache: first results, every kernel compiled")
     parser.add_argument("--demo-seconds", type=float, default=120.0, help="how long the cold demo runs (--demo)")
+    parser.add_argument("--python-epochs", type=int, metavar="C",
+                        help="only reachability's initial graph and C single changes with every kernel as Python, "
+                             "against compiled")
+    parser.add_argument("--tier", choices=("python", "compiled"), help=argparse.SUPPRESS)  # (its child processes)
     args = parser.parse_args()
+    if args.tier:
+        tier_epochs(args.tier, args.python_epochs)
+        return
+    if args.python_epochs:
+        python_epochs(args.runs, args.python_epochs)
+        return
     if args.demo:
         with tempfile.TemporaryDirectory() as tmp:
             demo(Path(tmp), args.runs, args.demo_seconds)
